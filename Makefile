@@ -1,0 +1,38 @@
+# `make run`: set up and run ToMLab on the embedded default (SQLite + Celery over
+# kombu's filesystem broker + one worker), with the demo loaded.
+# `make test`: the test suite (SQLite; set DATABASE_URL/CELERY_BROKER_URL for PostgreSQL + Redis).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: run setup test lint fmt bench
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+setup: $(VENV)/.installed
+	$(PY) scripts/ensure_env.py
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py load_demo
+
+run: setup
+	PORT=$(PORT) $(PY) scripts/run_embedded.py
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_dyntom_import.py

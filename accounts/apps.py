@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_roles(sender, **kwargs) -> None:
+    from .services import roles_ensure
+
+    roles_ensure()
+
+
+class AccountsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "accounts"
+
+    def ready(self) -> None:
+        # Role groups exist on every database, test databases included.
+        post_migrate.connect(_ensure_roles, sender=self)

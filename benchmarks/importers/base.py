@@ -1,0 +1,191 @@
+"""What every importer shares: the error type, the report, and a bulk upsert.
+
+An importer parses and validates a whole source first, then writes it with
+:func:`upsert` inside the one transaction :func:`benchmarks.services.benchmark_import`
+opens, so a bad record anywhere leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+
+class ImportDataError(Exception):
+    """Bad input, located: file, record (line, row or key) and field."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str,
+        record: str | int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path)
+        self.record = record
+        self.field = field
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = [self.path]
+        if self.record is not None:
+            where.append(f"record {self.record}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{': '.join(where)}: {self.message}"
+
+
+@dataclass
+class ImportReport:
+    """Counts per model and warnings (unknown fields, unmatched rows)."""
+
+    created: Counter = field(default_factory=Counter)
+    updated: Counter = field(default_factory=Counter)
+    unchanged: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def summary_lines(self) -> list[str]:
+        names = sorted(set(self.created) | set(self.updated) | set(self.unchanged))
+        return [
+            f"{name}: {self.created[name]} created, {self.unchanged[name]} unchanged, "
+            f"{self.updated[name]} updated"
+            for name in names
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "created": dict(self.created),
+            "updated": dict(self.updated),
+            "unchanged": dict(self.unchanged),
+            "warnings": list(self.warnings),
+        }
+
+
+ProgressCallback = Callable[[int], None]
+
+
+def read_json(path: Path) -> Any:
+    """Load a JSON file, turning OS and syntax errors into located errors."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ImportDataError("file not found", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportDataError(f"cannot read file: {exc}", path=path) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportDataError(
+            f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            path=path,
+            record=f"line {exc.lineno}",
+        ) from None
+
+
+def report_unknown_fields(
+    report: ImportReport,
+    data: dict[str, Any],
+    known: Iterable[str],
+    *,
+    path: Path | str,
+    record: str | int,
+) -> dict[str, Any]:
+    """Return the fields of ``data`` not in ``known`` and warn about them once each."""
+    known_set = set(known)
+    extra = {k: v for k, v in data.items() if k not in known_set}
+    if extra:
+        report.warn(
+            f"{path}: record {record}: kept unknown field(s) {sorted(extra)} in 'extra'"
+        )
+    return extra
+
+
+def _comparable(value: Any) -> Any:
+    # jsonb reorders keys and may hand back ints where we hold bools etc.; compare
+    # through a canonical JSON dump so "unchanged" means the same data, not the same
+    # Python object shape.
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
+def upsert(
+    model: type[models.Model],
+    rows: Sequence[dict[str, Any]],
+    *,
+    key_fields: Sequence[str],
+    scope: dict[str, Any],
+    report: ImportReport,
+    batch_size: int = 1000,
+) -> dict[tuple, int]:
+    """Insert new rows, update changed ones, leave equal ones alone; in bulk.
+
+    ``rows`` use attribute names (``work_id``, not ``work``). ``scope`` filters the
+    existing rows that may match (e.g. ``{"work_id__in": ids}``); it must cover every
+    row's key. Returns natural key -> primary key for every row given. Three queries
+    per call (plus batches), whatever the number of rows.
+    """
+    if not rows:
+        return {}
+    label = model._meta.verbose_name_plural.title().replace(" ", "")
+    value_fields = [f for f in rows[0] if f not in key_fields]
+    existing = {
+        tuple(r[k] for k in key_fields): r
+        for r in model.objects.filter(**scope).values("pk", *key_fields, *value_fields)
+    }
+    to_create: list[models.Model] = []
+    to_update: list[models.Model] = []
+    seen: set[tuple] = set()
+    now = timezone.now()
+    for row in rows:
+        key = tuple(row[k] for k in key_fields)
+        if key in seen:
+            raise ValueError(f"{label}: natural key {key} given twice")
+        seen.add(key)
+        current = existing.get(key)
+        if current is None:
+            to_create.append(model(**row))
+        elif any(_comparable(current[f]) != _comparable(row[f]) for f in value_fields):
+            obj = model(pk=current["pk"], **row)
+            obj.updated_at = now
+            to_update.append(obj)
+        else:
+            report.unchanged[label] += 1
+    created = model.objects.bulk_create(to_create, batch_size=batch_size)
+    if to_update:
+        model.objects.bulk_update(
+            to_update, [*value_fields, "updated_at"], batch_size=batch_size
+        )
+    report.created[label] += len(created)
+    report.updated[label] += len(to_update)
+    ids = {key: row["pk"] for key, row in existing.items()}
+    for obj in created:
+        ids[tuple(getattr(obj, k) for k in key_fields)] = obj.pk
+    return ids
+
+
+class BenchmarkImporter:
+    """One source format. Subclasses set ``format_name`` and implement ``run``."""
+
+    format_name: str = ""
+    help: str = ""
+
+    def __init__(self, *, split: str = "", progress: ProgressCallback | None = None) -> None:
+        self.split = split
+        self.progress = progress or (lambda n: None)
+        self.report = ImportReport()
+
+    def run(self, path: Path) -> ImportReport:  # pragma: no cover - interface
+        raise NotImplementedError

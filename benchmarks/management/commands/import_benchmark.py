@@ -1,0 +1,40 @@
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from benchmarks.importers import ImportDataError, importer_formats
+from benchmarks.models import Split
+from benchmarks.services import benchmark_import
+
+
+class Command(BaseCommand):
+    help = "Import a benchmark file or directory into the item bank (atomic, idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("format", choices=importer_formats())
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument(
+            "--split",
+            choices=[s for s in Split.values if s],
+            default="",
+            help="split to record on the imported works when the source does not say",
+        )
+        parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    def handle(self, *args, **options) -> None:
+        fmt = options["format"]
+        show_bar = not options["no_progress"] and options["verbosity"] > 0
+        for path in options["paths"]:
+            bar = tqdm(desc=f"{fmt} {path}", unit="rec", disable=not show_bar, file=self.stderr)
+            try:
+                report = benchmark_import(
+                    format_name=fmt, path=path, split=options["split"], progress=bar.update
+                )
+            except ImportDataError as exc:
+                bar.close()
+                raise CommandError(f"import failed, nothing was written: {exc}") from None
+            bar.close()
+            for warning in report.warnings:
+                self.stderr.write(self.style.WARNING(f"warning: {warning}"))
+            self.stdout.write(f"imported {fmt} from {path}")
+            for line in report.summary_lines():
+                self.stdout.write(f"  {line}")

@@ -1,0 +1,306 @@
+"""The item bank: one schema for ToM-in-AMC, TVShowGuess, CharToM-QA and DynToM.
+
+Every other app reads these rows; this app imports none of the others. Each row has
+a natural key (the unique constraints below) so importers can upsert idempotently,
+and an ``extra`` JSON field that keeps source fields we do not model, so an export
+gives back what was imported.
+"""
+
+from django.db import models
+
+
+class Benchmark(models.TextChoices):
+    TOM_IN_AMC = "tom-in-amc", "ToM-in-AMC"
+    TVSHOWGUESS = "tvshowguess", "TVShowGuess"
+    CHARTOM_QA = "chartom-qa", "CharToM-QA"
+    DYNTOM = "dyntom", "DynToM"
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "train"
+    DEV = "dev", "dev"
+    TEST = "test", "test"
+    NONE = "", "none"
+
+
+class TimestampedModel(models.Model):
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class Work(TimestampedModel):
+    """A movie, a TV show, a book or a DynToM social stage."""
+
+    class Kind(models.TextChoices):
+        MOVIE = "movie", "movie"
+        TV_SHOW = "tv_show", "TV show"
+        BOOK = "book", "book"
+        SOCIAL_STAGE = "social_stage", "social stage"
+
+    benchmark = models.CharField(max_length=20, choices=Benchmark.choices)
+    # Natural key within the benchmark: movie title, show name, book name, trial id.
+    key = models.CharField(max_length=255)
+    title = models.CharField(max_length=500)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    genres = models.JSONField(default=list, blank=True)
+    split = models.CharField(max_length=5, choices=Split.choices, blank=True, default="")
+    source = models.TextField(blank=True, default="", help_text="file or URL it came from")
+    licence_note = models.TextField(blank=True, default="")
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["benchmark", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["benchmark", "key"], name="work_natural_key")
+        ]
+        indexes = [models.Index(fields=["benchmark", "split"])]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.get_benchmark_display()})"
+
+
+class Character(TimestampedModel):
+    class Gender(models.TextChoices):
+        UNKNOWN = "unknown", "unknown"
+        FEMALE = "female", "female"
+        MALE = "male", "male"
+        OTHER = "other", "other"
+
+    class GenderSource(models.TextChoices):
+        NONE = "", "none"
+        GUESSED = "guessed", "guessed"
+        MANUAL = "manual", "manual"
+        SOURCE = "source", "from the source data"
+
+    work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="characters")
+    name = models.CharField(max_length=255)
+    position = models.PositiveIntegerField(default=0, help_text="order in the source")
+    gender = models.CharField(max_length=10, choices=Gender.choices, default=Gender.UNKNOWN)
+    gender_source = models.CharField(
+        max_length=10, choices=GenderSource.choices, blank=True, default=""
+    )
+    utterance_count = models.PositiveIntegerField(null=True, blank=True)
+    is_main = models.BooleanField(default=False)
+    aliases = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["work", "position", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["work", "name"], name="character_natural_key")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Scene(TimestampedModel):
+    """A scene of a movie or TV episode, its lines kept in order.
+
+    ``lines`` follows the ToM-in-AMC layout: ``[{"type": "scene"|"dialog",
+    "title": heading-or-speaker-or-"NULL", "text": ...}]``.
+    """
+
+    class Part(models.TextChoices):
+        TRAINING = "training", "training (history)"
+        TESTING = "testing", "testing"
+        NONE = "", "none"
+
+    work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="scenes")
+    source_id = models.CharField(max_length=100, help_text="natural key within the work")
+    position = models.PositiveIntegerField()
+    part = models.CharField(max_length=10, choices=Part.choices, blank=True, default="")
+    episode = models.CharField(max_length=50, blank=True, default="")
+    heading = models.TextField(blank=True, default="")
+    lines = models.JSONField(default=list, blank=True)
+    participants = models.JSONField(default=list, blank=True)
+    char_counts = models.JSONField(default=dict, blank=True, help_text="name -> lines in scene")
+    char_map = models.JSONField(default=dict, blank=True, help_text="name -> mask code")
+    source_text = models.TextField(
+        blank=True, default="", help_text="the scene exactly as in a flat-text source"
+    )
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["work", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["work", "source_id"], name="scene_natural_key")
+        ]
+        indexes = [models.Index(fields=["work", "part", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.work.key} scene {self.source_id}"
+
+
+class SpeakerInstance(TimestampedModel):
+    """One masked speaker in a scene: what a rater or a model must identify."""
+
+    scene = models.ForeignKey(Scene, on_delete=models.CASCADE, related_name="instances")
+    code = models.CharField(max_length=10, help_text="P0, P1, …")
+    gold_character = models.ForeignKey(
+        Character, on_delete=models.PROTECT, related_name="gold_instances"
+    )
+    candidates = models.JSONField(default=list, help_text="candidate names in display order")
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["scene", "code"]
+        constraints = [
+            models.UniqueConstraint(fields=["scene", "code"], name="instance_natural_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scene} {self.code}"
+
+
+class SpeakerAnnotation(TimestampedModel):
+    """A published human annotation of a masked speaker (e.g. TVShowGuess ``friends.tsv``).
+
+    Kept as imported so reports can recompute the authors' analysis. ``instance`` is
+    null when the annotated scene is not in the imported scenes (it is still kept,
+    and the importer reports it).
+    """
+
+    work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="speaker_annotations")
+    source = models.CharField(max_length=100, help_text="annotation set, e.g. the file name")
+    row_number = models.PositiveIntegerField(help_text="1-based data row in the source file")
+    scene_source_id = models.CharField(max_length=100)
+    code = models.CharField(max_length=10)
+    instance = models.ForeignKey(
+        SpeakerInstance,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="annotations",
+    )
+    need_history = models.CharField(max_length=30, blank=True, default="")
+    facts_from_memory = models.CharField(max_length=30, blank=True, default="")
+    guessed_name = models.CharField(max_length=255, blank=True, default="")
+    # [{"evidence": [e1, e2, e3], "reasoning": str}, …] — one group per column block.
+    evidence_groups = models.JSONField(default=list, blank=True)
+    raw = models.JSONField(default=list, blank=True, help_text="the source row, cell by cell")
+
+    class Meta:
+        ordering = ["work", "source", "row_number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["work", "source", "scene_source_id", "code"],
+                name="speaker_annotation_natural_key",
+            )
+        ]
+
+
+class ToMDimension(models.TextChoices):
+    BELIEF = "belief", "belief"
+    INTENTION = "intention", "intention"
+    EMOTION = "emotion", "emotion"
+    DESIRE = "desire", "desire"
+
+
+class QAItem(TimestampedModel):
+    """A CharToM-QA question about a novel character."""
+
+    class Directness(models.TextChoices):
+        DIRECT = "direct", "direct"
+        INDIRECT = "indirect", "indirect"
+
+    work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="qa_items")
+    character = models.ForeignKey(Character, on_delete=models.PROTECT, related_name="qa_items")
+    # sha1 of book, character and question: stable while answers or contexts are edited.
+    natural_key = models.CharField(max_length=40, unique=True)
+    position = models.PositiveIntegerField(default=0)
+    dimension = models.CharField(max_length=10, choices=ToMDimension.choices)
+    context_0 = models.TextField(null=True, blank=True)
+    context_1000 = models.TextField(null=True, blank=True)
+    context_2000 = models.TextField(null=True, blank=True)
+    question = models.TextField()
+    answer = models.TextField()
+    bonus_points = models.JSONField(default=list)
+    misleading_choices = models.JSONField(default=list)
+    directness = models.CharField(
+        max_length=10, choices=Directness.choices, null=True, blank=True
+    )
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["work", "position"]
+        indexes = [models.Index(fields=["work", "dimension"])]
+
+    def __str__(self) -> str:
+        return self.question[:80]
+
+
+class DynToMStage(TimestampedModel):
+    """A DynToM social stage: setting, two profiles, relationship and trajectory."""
+
+    work = models.OneToOneField(Work, on_delete=models.CASCADE, related_name="stage")
+    main_character = models.CharField(max_length=255)
+    scenario_count = models.PositiveSmallIntegerField()
+    location = models.TextField(blank=True, default="", help_text="social setting")
+    location_category = models.CharField(
+        max_length=255, blank=True, default="", help_text="social setting type"
+    )
+    characters_information = models.TextField(blank=True, default="")
+    # [{"role": "main"|"supporting", "index": n, "name": str, "description": str}]
+    profiles = models.JSONField(default=list, blank=True)
+    relationships = models.JSONField(default=dict, blank=True)
+    # scenario key -> {belief, emotion, intention, action, influence: {...}}
+    trajectory = models.JSONField(default=dict, blank=True)
+    # state -> {"Changed": ..., "1": ..., "Reasons": ...}
+    change_analysis = models.JSONField(default=dict, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.work.key}: {self.main_character}"
+
+
+class DynToMScenario(TimestampedModel):
+    stage = models.ForeignKey(DynToMStage, on_delete=models.CASCADE, related_name="scenarios")
+    number = models.PositiveSmallIntegerField(help_text="1-based")
+    key = models.CharField(max_length=50, help_text='source key, e.g. "scenario 1"')
+    background = models.TextField(blank=True, default="")
+    dialogue = models.JSONField(default=list, blank=True, help_text="[{speaker: utterance}]")
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["stage", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["stage", "number"], name="scenario_natural_key")
+        ]
+
+
+class DynToMQuestion(TimestampedModel):
+    class QuestionType(models.TextChoices):
+        UNDERSTANDING = "understanding", "Understanding"
+        TRANSFORMATION_1 = "transformation-1", "Transformation-1"
+        TRANSFORMATION_2 = "transformation-2", "Transformation-2"
+        TRANSFORMATION_3 = "transformation-3", "Transformation-3"
+
+    stage = models.ForeignKey(DynToMStage, on_delete=models.CASCADE, related_name="questions")
+    key = models.CharField(max_length=100, help_text="e.g. type_d_why_3")
+    position = models.PositiveIntegerField()
+    source_type = models.CharField(max_length=50, help_text='"question type" as in the source')
+    question_type = models.CharField(max_length=20, choices=QuestionType.choices)
+    mental_state = models.CharField(
+        max_length=50, blank=True, default="", help_text="belief/emotion/intention/action"
+    )
+    scenario_from = models.PositiveSmallIntegerField(null=True, blank=True)
+    scenario_to = models.PositiveSmallIntegerField(null=True, blank=True)
+    text = models.TextField()
+    options = models.JSONField(default=list, help_text="options exactly as in the source")
+    gold_letter = models.CharField(max_length=2)
+    option_reasons = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["stage", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["stage", "key"], name="dyntom_question_natural_key")
+        ]
+        indexes = [models.Index(fields=["question_type", "mental_state"])]
+
+    def __str__(self) -> str:
+        return f"{self.stage.work.key} {self.key}"

@@ -1,0 +1,25 @@
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from accounts.roles import ANNOTATOR, RATER, RESEARCHER, has_role
+from benchmarks.selectors import item_bank_counts
+
+
+@require_GET
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    roles = [r for r in (RESEARCHER, ANNOTATOR, RATER) if has_role(request.user, r)]
+    context = {"roles": roles}
+    if RESEARCHER in roles:
+        context["counts"] = item_bank_counts()
+    return render(request, "home.html", context)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})
