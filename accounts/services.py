@@ -16,7 +16,9 @@ _RESEARCHER_APPS = ("benchmarks", "studies", "annotation", "modeling", "reports"
 @transaction.atomic
 def roles_ensure() -> dict[str, Group]:
     """Create the role groups and give researchers every permission of our apps."""
-    groups = {name: Group.objects.get_or_create(name=name)[0] for name in (RESEARCHER, ANNOTATOR, RATER)}
+    groups = {
+        name: Group.objects.get_or_create(name=name)[0] for name in (RESEARCHER, ANNOTATOR, RATER)
+    }
     perms = Permission.objects.filter(content_type__app_label__in=_RESEARCHER_APPS)
     groups[RESEARCHER].permissions.set(perms)
     return groups

@@ -192,6 +192,9 @@ class SpeakerAnnotation(TimestampedModel):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.source} row {self.row_number}: {self.scene_source_id} {self.code}"
+
 
 class ToMDimension(models.TextChoices):
     BELIEF = "belief", "belief"
@@ -208,7 +211,11 @@ class QAItem(TimestampedModel):
         INDIRECT = "indirect", "indirect"
 
     work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="qa_items")
-    character = models.ForeignKey(Character, on_delete=models.PROTECT, related_name="qa_items")
+    # Null when the source names no target character (the HuggingFace JSONL has no
+    # such field; the paper's published examples do).
+    character = models.ForeignKey(
+        Character, on_delete=models.PROTECT, null=True, blank=True, related_name="qa_items"
+    )
     # sha1 of book, character and question: stable while answers or contexts are edited.
     natural_key = models.CharField(max_length=40, unique=True)
     position = models.PositiveIntegerField(default=0)
@@ -220,9 +227,7 @@ class QAItem(TimestampedModel):
     answer = models.TextField()
     bonus_points = models.JSONField(default=list)
     misleading_choices = models.JSONField(default=list)
-    directness = models.CharField(
-        max_length=10, choices=Directness.choices, null=True, blank=True
-    )
+    directness = models.CharField(max_length=10, choices=Directness.choices, null=True, blank=True)
     extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -271,6 +276,9 @@ class DynToMScenario(TimestampedModel):
             models.UniqueConstraint(fields=["stage", "number"], name="scenario_natural_key")
         ]
 
+    def __str__(self) -> str:
+        return self.key
+
 
 class DynToMQuestion(TimestampedModel):
     class QuestionType(models.TextChoices):
@@ -304,3 +312,29 @@ class DynToMQuestion(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.stage.work.key} {self.key}"
+
+
+class ImportJob(TimestampedModel):
+    """A benchmark import run by a Celery worker (big files), with progress for the UI."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    format_name = models.CharField(max_length=30)
+    path = models.TextField()
+    split = models.CharField(max_length=5, blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"import {self.format_name} {self.path} ({self.status})"

@@ -13,19 +13,23 @@ def item_bank_counts() -> list[dict]:
         Work.objects.values_list("benchmark").annotate(n=Count("id")).values_list("benchmark", "n")
     )
     scenes = dict(
-        Scene.objects.values_list("work__benchmark").annotate(n=Count("id"))
+        Scene.objects.values_list("work__benchmark")
+        .annotate(n=Count("id"))
         .values_list("work__benchmark", "n")
     )
     instances = dict(
-        SpeakerInstance.objects.values_list("scene__work__benchmark").annotate(n=Count("id"))
+        SpeakerInstance.objects.values_list("scene__work__benchmark")
+        .annotate(n=Count("id"))
         .values_list("scene__work__benchmark", "n")
     )
     qa = dict(
-        QAItem.objects.values_list("work__benchmark").annotate(n=Count("id"))
+        QAItem.objects.values_list("work__benchmark")
+        .annotate(n=Count("id"))
         .values_list("work__benchmark", "n")
     )
     questions = dict(
-        DynToMQuestion.objects.values_list("stage__work__benchmark").annotate(n=Count("id"))
+        DynToMQuestion.objects.values_list("stage__work__benchmark")
+        .annotate(n=Count("id"))
         .values_list("stage__work__benchmark", "n")
     )
     from .models import Benchmark

@@ -18,13 +18,27 @@ PORT = os.environ.get("PORT", "8000")
 def main() -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker",
-         "--loglevel", "INFO", "--concurrency", "2", "-Q", "default,gpu"],
-        cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "-Q",
+            "default,gpu",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     web = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{PORT}"],
-        cwd=ROOT, env=env,
+        cwd=ROOT,
+        env=env,
     )
     print(
         f"\nToMLab is running at http://127.0.0.1:{PORT}/\n"

@@ -106,9 +106,7 @@ def report_unknown_fields(
     known_set = set(known)
     extra = {k: v for k, v in data.items() if k not in known_set}
     if extra:
-        report.warn(
-            f"{path}: record {record}: kept unknown field(s) {sorted(extra)} in 'extra'"
-        )
+        report.warn(f"{path}: record {record}: kept unknown field(s) {sorted(extra)} in 'extra'")
     return extra
 
 
@@ -139,7 +137,7 @@ def upsert(
     """
     if not rows:
         return {}
-    label = model._meta.verbose_name_plural.title().replace(" ", "")
+    label = model.__name__
     value_fields = [f for f in rows[0] if f not in key_fields]
     existing = {
         tuple(r[k] for k in key_fields): r
@@ -165,9 +163,7 @@ def upsert(
             report.unchanged[label] += 1
     created = model.objects.bulk_create(to_create, batch_size=batch_size)
     if to_update:
-        model.objects.bulk_update(
-            to_update, [*value_fields, "updated_at"], batch_size=batch_size
-        )
+        model.objects.bulk_update(to_update, [*value_fields, "updated_at"], batch_size=batch_size)
     report.created[label] += len(created)
     report.updated[label] += len(to_update)
     ids = {key: row["pk"] for key, row in existing.items()}

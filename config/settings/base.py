@@ -15,20 +15,18 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 # Outside DEBUG a missing key is a start-up error, never a silent default.
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or (
-    "insecure-dev-only-key" if DEBUG else ""
-)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or ("insecure-dev-only-key" if DEBUG else "")
 if not SECRET_KEY:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured(
-        "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off "
-        "(`make run` writes one into .env)."
+        "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (`make run` writes one into .env)."
     )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
 DATA_DIR = Path(env.str("TOMLAB_DATA_DIR", default=str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -81,9 +79,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env.db_url(
-        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'tomlab.sqlite3'}"
-    )
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'tomlab.sqlite3'}")
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -117,6 +113,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every start when it is missing
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
@@ -147,6 +144,8 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 _BROKER_DIR = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    for _sub in ("out", "processed"):
+        (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
@@ -169,4 +168,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
 }
 
-TOMLAB_SHARED_DATA = Path(env.str("TOMLAB_SHARED_DATA", default=str(BASE_DIR.parent / "shared" / "data")))
+TOMLAB_SHARED_DATA = Path(
+    env.str("TOMLAB_SHARED_DATA", default=str(BASE_DIR.parent / "shared" / "data"))
+)

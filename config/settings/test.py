@@ -4,10 +4,15 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 
-from .base import *  # noqa: E402,F403
+from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not :memory:, so a real Celery worker process can open the test
+    # database; the pid keeps parallel runs apart.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405

@@ -3,7 +3,7 @@ from tqdm import tqdm
 
 from benchmarks.importers import ImportDataError, importer_formats
 from benchmarks.models import Split
-from benchmarks.services import benchmark_import
+from benchmarks.services import benchmark_import, import_job_create
 
 
 class Command(BaseCommand):
@@ -19,10 +19,20 @@ class Command(BaseCommand):
             help="split to record on the imported works when the source does not say",
         )
         parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+        parser.add_argument(
+            "--background",
+            action="store_true",
+            help="queue the import for a Celery worker and print the job id",
+        )
 
     def handle(self, *args, **options) -> None:
         fmt = options["format"]
         show_bar = not options["no_progress"] and options["verbosity"] > 0
+        if options["background"]:
+            for path in options["paths"]:
+                job = import_job_create(format_name=fmt, path=path, split=options["split"])
+                self.stdout.write(f"queued import job {job.pk}: {fmt} {path}")
+            return
         for path in options["paths"]:
             bar = tqdm(desc=f"{fmt} {path}", unit="rec", disable=not show_bar, file=self.stderr)
             try:
