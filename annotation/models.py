@@ -1,3 +1,1 @@
-from django.db import models
-
-# Create your models here.
+"""annotation models arrive with their issue; the app is installed so migrations stay linear."""

@@ -1,2 +1,0 @@
-
-# Register your models here.
