@@ -1,3 +1,240 @@
-from django.contrib import admin
+"""Admin for the item bank: browse and fix imported rows.
 
-# Register your models here.
+Works can hold thousands of scenes and characters, so a work's page links to
+filtered changelists instead of inlining them; only small children (a stage's
+scenarios, a scene's masked speakers) are inlined. Every changelist selects its
+related rows in the same query, so its query count does not grow with the page.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from .models import (
+    Character,
+    DynToMQuestion,
+    DynToMScenario,
+    DynToMStage,
+    QAItem,
+    Scene,
+    SpeakerAnnotation,
+    SpeakerInstance,
+    Work,
+)
+
+TIMESTAMPS = ("created_at", "updated_at")
+
+
+def _count_of(model: type[Model], fk: str) -> Coalesce:
+    """Rows of ``model`` pointing at the outer row, as a correlated subquery.
+
+    A subquery per relation, not ``Count()`` over joins: joining scenes and
+    characters of a big work would multiply rows before counting.
+    """
+    counted = (
+        model.objects.filter(**{fk: OuterRef("pk")})
+        .order_by()
+        .values(fk)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def _changelist_link(model: type[Model], lookup: str, pk: int, label: str) -> str:
+    url = reverse(f"admin:benchmarks_{model._meta.model_name}_changelist")
+    return format_html('<a href="{}?{}={}">{}</a>', url, lookup, pk, label)
+
+
+class SpeakerInstanceInline(admin.TabularInline):
+    model = SpeakerInstance
+    fields = ("code", "gold_character", "candidates")
+    autocomplete_fields = ("gold_character",)
+    extra = 0
+
+
+class DynToMScenarioInline(admin.StackedInline):
+    model = DynToMScenario
+    fields = ("number", "key", "background", "dialogue")
+    extra = 0
+
+
+@admin.register(Work)
+class WorkAdmin(admin.ModelAdmin):
+    list_display = (
+        "title",
+        "key",
+        "benchmark",
+        "kind",
+        "split",
+        "characters_link",
+        "scenes_link",
+        "qa_items_link",
+        "updated_at",
+    )
+    list_filter = ("benchmark", "kind", "split")
+    search_fields = ("title", "key")
+    readonly_fields = (*TIMESTAMPS, "characters_link", "scenes_link", "qa_items_link")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Work]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_characters=_count_of(Character, "work"),
+                n_scenes=_count_of(Scene, "work"),
+                n_qa_items=_count_of(QAItem, "work"),
+            )
+        )
+
+    @admin.display(description="characters", ordering="n_characters")
+    def characters_link(self, obj: Work) -> str:
+        return _changelist_link(Character, "work__id__exact", obj.pk, obj.n_characters)
+
+    @admin.display(description="scenes", ordering="n_scenes")
+    def scenes_link(self, obj: Work) -> str:
+        return _changelist_link(Scene, "work__id__exact", obj.pk, obj.n_scenes)
+
+    @admin.display(description="QA items", ordering="n_qa_items")
+    def qa_items_link(self, obj: Work) -> str:
+        return _changelist_link(QAItem, "work__id__exact", obj.pk, obj.n_qa_items)
+
+
+@admin.register(Character)
+class CharacterAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "work",
+        "position",
+        "gender",
+        "gender_source",
+        "utterance_count",
+        "is_main",
+    )
+    list_filter = ("work__benchmark", "gender", "gender_source", "is_main")
+    list_select_related = ("work",)
+    search_fields = ("name", "work__title", "work__key")
+    autocomplete_fields = ("work",)
+    readonly_fields = TIMESTAMPS
+
+
+@admin.register(Scene)
+class SceneAdmin(admin.ModelAdmin):
+    list_display = ("source_id", "work", "position", "part", "episode", "short_heading")
+    list_filter = ("work__benchmark", "part")
+    list_select_related = ("work",)
+    search_fields = ("source_id", "episode", "heading", "work__title", "work__key")
+    autocomplete_fields = ("work",)
+    readonly_fields = TIMESTAMPS
+    inlines = (SpeakerInstanceInline,)
+
+    @admin.display(description="heading")
+    def short_heading(self, obj: Scene) -> str:
+        return Truncator(obj.heading).chars(60)
+
+
+@admin.register(SpeakerInstance)
+class SpeakerInstanceAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "code", "gold_character", "candidates")
+    list_filter = ("scene__work__benchmark", "scene__part", "code")
+    list_select_related = ("scene__work", "gold_character")
+    search_fields = ("code", "gold_character__name", "scene__source_id", "scene__work__key")
+    raw_id_fields = ("scene",)
+    autocomplete_fields = ("gold_character",)
+    readonly_fields = TIMESTAMPS
+
+
+@admin.register(SpeakerAnnotation)
+class SpeakerAnnotationAdmin(admin.ModelAdmin):
+    list_display = (
+        "source",
+        "row_number",
+        "work",
+        "scene_source_id",
+        "code",
+        "instance",
+        "need_history",
+        "facts_from_memory",
+        "guessed_name",
+    )
+    list_filter = ("work__benchmark", "source", "need_history", "facts_from_memory")
+    list_select_related = ("work", "instance__scene__work")
+    search_fields = ("scene_source_id", "code", "guessed_name", "work__key")
+    autocomplete_fields = ("work",)
+    raw_id_fields = ("instance",)
+    readonly_fields = TIMESTAMPS
+
+
+@admin.register(QAItem)
+class QAItemAdmin(admin.ModelAdmin):
+    list_display = ("short_question", "work", "character", "dimension", "directness", "position")
+    list_filter = ("dimension", "directness", ("work", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("work", "character")
+    search_fields = ("question", "answer", "character__name", "work__title")
+    autocomplete_fields = ("work", "character")
+    readonly_fields = ("natural_key", *TIMESTAMPS)
+
+    @admin.display(description="question", ordering="question")
+    def short_question(self, obj: QAItem) -> str:
+        return Truncator(obj.question).chars(80)
+
+
+@admin.register(DynToMStage)
+class DynToMStageAdmin(admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "main_character",
+        "scenario_count",
+        "location_category",
+        "questions_link",
+    )
+    list_filter = ("scenario_count", "location_category")
+    list_select_related = ("work",)
+    search_fields = ("work__key", "main_character", "location", "location_category")
+    autocomplete_fields = ("work",)
+    readonly_fields = (*TIMESTAMPS, "questions_link")
+    inlines = (DynToMScenarioInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DynToMStage]:
+        return (
+            super().get_queryset(request).annotate(n_questions=_count_of(DynToMQuestion, "stage"))
+        )
+
+    @admin.display(description="questions", ordering="n_questions")
+    def questions_link(self, obj: DynToMStage) -> str:
+        return _changelist_link(DynToMQuestion, "stage__id__exact", obj.pk, obj.n_questions)
+
+
+@admin.register(DynToMScenario)
+class DynToMScenarioAdmin(admin.ModelAdmin):
+    list_display = ("key", "stage", "number")
+    list_filter = ("number",)
+    list_select_related = ("stage__work",)
+    search_fields = ("key", "background", "stage__work__key")
+    raw_id_fields = ("stage",)
+    readonly_fields = TIMESTAMPS
+
+
+@admin.register(DynToMQuestion)
+class DynToMQuestionAdmin(admin.ModelAdmin):
+    list_display = (
+        "key",
+        "stage",
+        "position",
+        "question_type",
+        "mental_state",
+        "scenario_from",
+        "scenario_to",
+        "gold_letter",
+    )
+    list_filter = ("question_type", "mental_state", "source_type")
+    list_select_related = ("stage__work",)
+    search_fields = ("key", "text", "stage__work__key", "stage__main_character")
+    raw_id_fields = ("stage",)
+    readonly_fields = TIMESTAMPS

@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class ModelingConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'modeling'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "modeling"

@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class ReportsConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'reports'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "reports"

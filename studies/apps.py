@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class StudiesConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'studies'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "studies"

@@ -1,0 +1,105 @@
+"""Load the original demo data in ``fixtures/demo`` and the three demo logins.
+
+It lives in accounts, not benchmarks: it creates the demo logins, and benchmarks
+imports no other app.
+
+Run by ``make run`` after ``migrate`` so a first-time user finds something in every
+benchmark. Idempotent: the importers upsert, and existing users are left alone, so a
+second run creates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from accounts.roles import ANNOTATOR, RATER, RESEARCHER
+from accounts.services import user_create_with_role
+from benchmarks.importers import ImportDataError, ImportReport
+from benchmarks.models import Split
+from benchmarks.services import benchmark_import
+
+DEMO_DIR = Path(settings.BASE_DIR) / "fixtures" / "demo"
+
+
+@dataclass(frozen=True)
+class DemoSource:
+    format_name: str
+    path: Path
+    split: str
+
+
+# ToM-in-AMC files carry their split as the top-level key, so none is imposed there.
+DEMO_SOURCES = (
+    DemoSource("tom-in-amc", DEMO_DIR / "tom_in_amc.json", ""),
+    DemoSource("chartom-qa", DEMO_DIR / "chartom_qa.jsonl", Split.TEST),
+    DemoSource("dyntom", DEMO_DIR / "dyntom", Split.TEST),
+)
+
+# scripts/run_embedded.py prints these logins; change both together.
+DEMO_USERS = (
+    ("researcher", "tomlab-researcher", RESEARCHER),
+    ("annotator", "tomlab-annotator", ANNOTATOR),
+    ("rater", "tomlab-rater", RATER),
+)
+
+
+class Command(BaseCommand):
+    help = "Load the demo works (one per benchmark) and the demo users; safe to run again."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="set the demo users' passwords and roles back even if the users exist",
+        )
+
+    def handle(self, *args, **options) -> None:
+        # One transaction: a fixture the importers reject leaves no half-loaded demo.
+        with transaction.atomic():
+            reports = [self._import(source) for source in DEMO_SOURCES]
+            user_lines = self._ensure_users(reset=options["reset_passwords"])
+        created = sum(sum(r.created.values()) for r in reports)
+        unchanged = sum(sum(r.unchanged.values()) for r in reports)
+        updated = sum(sum(r.updated.values()) for r in reports)
+        self.stdout.write(f"demo data: {created} created, {unchanged} unchanged, {updated} updated")
+        self.stdout.write("Demo logins:")
+        for line in user_lines:
+            self.stdout.write(f"  {line}")
+
+    def _import(self, source: DemoSource) -> ImportReport:
+        try:
+            report = benchmark_import(
+                format_name=source.format_name, path=source.path, split=source.split
+            )
+        except ImportDataError as exc:
+            raise CommandError(f"demo data rejected, nothing was loaded: {exc}") from None
+        for warning in report.warnings:
+            self.stderr.write(self.style.WARNING(f"warning: {warning}"))
+        self.stdout.write(f"{source.format_name}: {source.path.relative_to(settings.BASE_DIR)}")
+        for line in report.summary_lines():
+            self.stdout.write(f"  {line}")
+        return report
+
+    def _ensure_users(self, *, reset: bool) -> list[str]:
+        """Create missing demo users (all of them with ``reset``); one line per login."""
+        existing = set(
+            get_user_model()
+            .objects.filter(username__in=[name for name, _, _ in DEMO_USERS])
+            .values_list("username", flat=True)
+        )
+        lines = []
+        for username, password, role in DEMO_USERS:
+            if username in existing and not reset:
+                # Someone may have changed it on purpose; --reset-passwords restores it.
+                state = "already exists, password kept (--reset-passwords restores it)"
+            else:
+                user_create_with_role(username=username, password=password, role=role)
+                state = "password reset" if username in existing else "created"
+            lines.append(f"{username} / {password} ({role}): {state}")
+        return lines

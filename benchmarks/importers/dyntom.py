@@ -1,0 +1,596 @@
+"""DynToM social stages: ``trialN/story.json`` + ``trialN/question_new.json``.
+
+PATH is one trial directory or a directory of them. Each stage becomes a Work
+(kind social_stage, key = the trial directory name), a DynToMStage, its scenarios,
+its questions and a Character per profile. Whatever the files hold that no column
+models goes into ``extra`` so :mod:`benchmarks.exporters.dyntom` writes the files
+back equal to the originals:
+
+- ``extra["unknown"]``: unknown keys of the record (top level, scenario, question);
+- ``extra["sketch_unknown"]``: unknown keys of the stage's ``sketch``;
+- ``extra["absent"]``: optional source keys the record did not have (``social
+  setting`` is missing from some trials, and an empty column cannot tell).
+
+Stages are read, validated and written in batches of :data:`STAGES_PER_BATCH` with a
+constant number of queries per batch; the caller's transaction makes the whole
+import atomic.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db.models import Count
+
+from benchmarks.models import (
+    Benchmark,
+    Character,
+    DynToMQuestion,
+    DynToMScenario,
+    DynToMStage,
+    Work,
+)
+
+from .base import (
+    BenchmarkImporter,
+    ImportDataError,
+    ImportReport,
+    read_json,
+    report_unknown_fields,
+    upsert,
+)
+
+STORY_FILE = "story.json"
+QUESTIONS_FILE = "question_new.json"
+# Bounds memory (a stage is ~320 kB of JSON) while keeping queries per stage near zero.
+STAGES_PER_BATCH = 100
+
+STORY_REQUIRED = ("main character", "scenario numbers", "characters information", "sketch", "story")
+STORY_OPTIONAL = ("social setting", "social setting type")
+SKETCH_FIELDS = {
+    "relationships among characters": "relationships",
+    "mental states analysis in every scenario": "trajectory",
+    "analysis of mental states across scenarios": "change_analysis",
+}
+SCENARIO_FIELDS = ("background", "dialogue")
+QUESTION_REQUIRED = ("question", "true answer", "options", "question type")
+QUESTION_OPTIONAL = ("option reasons",)
+
+MENTAL_STATES = frozenset({"belief", "emotion", "intention", "action"})
+QType = DynToMQuestion.QuestionType
+# The key prefix, not the coarser source "question type", decides the paper's type.
+QUESTION_TYPES = {
+    "type_a_what": QType.UNDERSTANDING,
+    "type_d_whether": QType.TRANSFORMATION_1,
+    "type_d_why": QType.TRANSFORMATION_2,
+    "type_c_how": QType.TRANSFORMATION_2,
+    "type_d_how": QType.TRANSFORMATION_3,
+}
+
+_SCENARIO_KEY_RE = re.compile(r"^scenario (\d+)$")
+_QUESTION_KEY_RE = re.compile(r"^(type_[a-z]+_[a-z]+)_\d+$")
+_INFLUENCE_RE = re.compile(r"\bthe (\S+) of .+? influence the (\S+) of ", re.IGNORECASE)
+_STATE_RE = re.compile(r"\bthe ([a-z&]+) of ", re.IGNORECASE)
+_SPAN_FROM_TO_RE = re.compile(r"\bfrom scenario (\d+) to scenario (\d+)", re.IGNORECASE)
+_SPAN_ACROSS_RE = re.compile(r"\bacross the (\d+) scenarios\b", re.IGNORECASE)
+_SPAN_IN_RE = re.compile(r"\bin scenario (\d+)\b", re.IGNORECASE)
+_MAIN_PART_RE = re.compile(
+    r"\*\*Main Characters?\*\*\s*:\s*(.*?)\s*(?=\*\*Supporting Characters?\*\*|\Z)", re.DOTALL
+)
+_SUPPORTING_PART_RE = re.compile(r"\*\*Supporting Characters?\*\*\s*:?(.*)\Z", re.DOTALL)
+_SUPPORTING_ITEM_RE = re.compile(
+    r"-?\s*\*\*(\d+)\*\*\s*:\s*(.*?)\s*(?=-?\s*\*\*\d+\*\*\s*:|\Z)", re.DOTALL
+)
+_GENDERS = {
+    "woman": Character.Gender.FEMALE,
+    "female": Character.Gender.FEMALE,
+    "man": Character.Gender.MALE,
+    "male": Character.Gender.MALE,
+}
+
+
+@dataclass
+class _Stage:
+    """One trial directory, parsed and validated, ready to write."""
+
+    key: str
+    directory: Path
+    work: dict[str, Any]
+    stage: dict[str, Any]
+    characters: list[dict[str, Any]]
+    scenarios: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
+
+
+def parse_profiles(info: str) -> list[dict[str, Any]]:
+    """Split ``characters information`` into profiles, best effort.
+
+    Returns ``[{"role": "main"|"supporting", "index": n, "name", "description"}]``;
+    the main character has index 0. The name is the text before the first comma.
+    """
+    profiles = []
+    main = _MAIN_PART_RE.search(info)
+    if main:
+        profiles.append(_profile("main", 0, main.group(1)))
+    supporting = _SUPPORTING_PART_RE.search(info)
+    if supporting:
+        for item in _SUPPORTING_ITEM_RE.finditer(supporting.group(1)):
+            profiles.append(_profile("supporting", int(item.group(1)), item.group(2)))
+    return [p for p in profiles if p["name"]]
+
+
+def _profile(role: str, index: int, text: str) -> dict[str, Any]:
+    # The generator joins sentences with an extra dot ("personality..**Supporting").
+    description = text.strip()
+    if description.endswith(".."):
+        description = description.rstrip(".") + "."
+    return {
+        "role": role,
+        "index": index,
+        "name": description.split(",", 1)[0].strip(),
+        "description": description,
+    }
+
+
+def parse_question_text(text: str) -> tuple[str, int | None, int | None]:
+    """Return (mental_state, scenario_from, scenario_to) read from a question's text.
+
+    ``mental_state`` is ``"belief"`` etc., or ``"belief&emotion->intention"`` for an
+    influence question; ``""`` when the text names none. "in scenario N" spans N..N,
+    "from scenario N to scenario M" N..M and "across the K scenarios" 1..K.
+    """
+    influence = _INFLUENCE_RE.search(text)
+    if influence:
+        mental_state = f"{influence.group(1).lower()}->{influence.group(2).lower()}"
+    else:
+        state = _STATE_RE.search(text)
+        mental_state = state.group(1).lower() if state else ""
+    if span := _SPAN_FROM_TO_RE.search(text):
+        first, last = int(span.group(1)), int(span.group(2))
+    elif span := _SPAN_ACROSS_RE.search(text):
+        first, last = 1, int(span.group(1))
+    elif span := _SPAN_IN_RE.search(text):
+        first = last = int(span.group(1))
+    else:
+        first = last = None
+    return mental_state, first, last
+
+
+def _is_known_state(mental_state: str) -> bool:
+    parts = re.split(r"->|&", mental_state)
+    return bool(mental_state) and all(part in MENTAL_STATES for part in parts)
+
+
+def _natural_key(path: Path) -> tuple:
+    # trial50 before trial149, as a person would list them.
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name))
+
+
+class DynToMImporter(BenchmarkImporter):
+    """Import DynToM trial directories (atomic when run through ``benchmark_import``)."""
+
+    format_name = Benchmark.DYNTOM
+    help = "a trialN directory, or a directory of them, each with story.json + question_new.json"
+
+    def run(self, path: Path) -> ImportReport:
+        trial_dirs = self._trial_dirs(path)
+        for start in range(0, len(trial_dirs), STAGES_PER_BATCH):
+            batch = []
+            for directory in trial_dirs[start : start + STAGES_PER_BATCH]:
+                batch.append(self._parse_trial(directory))
+                self.progress(1)
+            self._write(batch)
+        return self.report
+
+    # Reading and validating ------------------------------------------------------
+
+    def _trial_dirs(self, path: Path) -> list[Path]:
+        if not path.is_dir():
+            raise ImportDataError(
+                "not a directory (expected a trial directory or a folder of them)", path=path
+            )
+        if (path / STORY_FILE).exists() or (path / QUESTIONS_FILE).exists():
+            return [path]
+        dirs = sorted(
+            (p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")),
+            key=_natural_key,
+        )
+        if not dirs:
+            raise ImportDataError(
+                f"no trial directories here and no {STORY_FILE} / {QUESTIONS_FILE}", path=path
+            )
+        return dirs
+
+    def _parse_trial(self, directory: Path) -> _Stage:
+        for name in (STORY_FILE, QUESTIONS_FILE):
+            if not (directory / name).is_file():
+                raise ImportDataError(
+                    f"trial directory {directory} has no {name}", path=directory / name
+                )
+        story_path = directory / STORY_FILE
+        story = read_json(story_path)
+        if not isinstance(story, dict):
+            raise ImportDataError("expected a JSON object", path=story_path)
+        key = directory.name
+        for name in STORY_REQUIRED:
+            if name not in story:
+                raise ImportDataError("required field missing", path=story_path, field=name)
+
+        main_character = self._string(story, "main character", story_path, "story")
+        info = self._string(story, "characters information", story_path, "story")
+        count = story["scenario numbers"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ImportDataError(
+                f"expected a positive integer, got {count!r}",
+                path=story_path,
+                field="scenario numbers",
+            )
+        extra: dict[str, Any] = {}
+        unknown = report_unknown_fields(
+            self.report,
+            story,
+            (*STORY_REQUIRED, *STORY_OPTIONAL),
+            path=story_path,
+            record="story",
+        )
+        if unknown:
+            extra["unknown"] = unknown
+        absent = [name for name in STORY_OPTIONAL if name not in story]
+        if absent:
+            extra["absent"] = absent
+        location = self._string(story, "social setting", story_path, "story", default="")
+        category = self._string(story, "social setting type", story_path, "story", default="")
+
+        sketch_columns, sketch_unknown = self._parse_sketch(story["sketch"], story_path)
+        if sketch_unknown:
+            extra["sketch_unknown"] = sketch_unknown
+        scenarios = self._parse_scenarios(story["story"], count, story_path)
+        if set(sketch_columns["trajectory"]) != {s["key"] for s in scenarios}:
+            self.report.warn(
+                f"{story_path}: field 'mental states analysis in every scenario': its scenario "
+                "keys differ from those of 'story'"
+            )
+
+        profiles = parse_profiles(info)
+        if not any(p["role"] == "main" for p in profiles):
+            self.report.warn(
+                f"{story_path}: field 'characters information': no **Main Character** part found"
+            )
+        questions = self._parse_questions(directory / QUESTIONS_FILE, main_character, count)
+        return _Stage(
+            key=key,
+            directory=directory,
+            work={
+                "benchmark": Benchmark.DYNTOM,
+                "key": key,
+                "title": f"{key}: {main_character}",
+                "kind": Work.Kind.SOCIAL_STAGE,
+                "split": self.split,
+                "source": str(directory),
+            },
+            stage={
+                "main_character": main_character,
+                "scenario_count": count,
+                "location": location,
+                "location_category": category,
+                "characters_information": info,
+                "profiles": profiles,
+                **sketch_columns,
+                "extra": extra,
+            },
+            characters=self._characters(main_character, profiles, story_path),
+            scenarios=scenarios,
+            questions=questions,
+        )
+
+    def _parse_sketch(self, sketch: Any, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not isinstance(sketch, dict):
+            raise ImportDataError("expected a JSON object", path=path, field="sketch")
+        columns = {}
+        for name, column in SKETCH_FIELDS.items():
+            value = sketch.get(name)
+            if not isinstance(value, dict):
+                raise ImportDataError(
+                    "required object missing or not an object",
+                    path=path,
+                    record="sketch",
+                    field=name,
+                )
+            columns[column] = value
+        unknown = report_unknown_fields(
+            self.report, sketch, SKETCH_FIELDS, path=path, record="sketch"
+        )
+        return columns, unknown
+
+    def _parse_scenarios(self, story: Any, count: int, path: Path) -> list[dict[str, Any]]:
+        if not isinstance(story, dict):
+            raise ImportDataError("expected a JSON object", path=path, field="story")
+        rows = []
+        for key, scenario in story.items():
+            match = _SCENARIO_KEY_RE.match(key)
+            if not match:
+                raise ImportDataError(
+                    'scenario keys must read "scenario N"', path=path, record=key, field="story"
+                )
+            if not isinstance(scenario, dict):
+                raise ImportDataError(
+                    "expected a JSON object", path=path, record=key, field="story"
+                )
+            background = self._string(scenario, "background", path, key)
+            dialogue = scenario.get("dialogue")
+            if not isinstance(dialogue, list):
+                raise ImportDataError(
+                    "required list missing or not a list", path=path, record=key, field="dialogue"
+                )
+            unknown = report_unknown_fields(
+                self.report, scenario, SCENARIO_FIELDS, path=path, record=key
+            )
+            rows.append(
+                {
+                    "number": int(match.group(1)),
+                    "key": key,
+                    "background": background,
+                    "dialogue": dialogue,
+                    "extra": {"unknown": unknown} if unknown else {},
+                }
+            )
+        numbers = sorted(row["number"] for row in rows)
+        if numbers != list(range(1, count + 1)):
+            raise ImportDataError(
+                f"is {count} but 'story' has scenario(s) {numbers}",
+                path=path,
+                field="scenario numbers",
+            )
+        return sorted(rows, key=lambda row: row["number"])
+
+    def _parse_questions(
+        self, path: Path, main_character: str, scenario_count: int
+    ) -> list[dict[str, Any]]:
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise ImportDataError("expected a JSON object of questions by key", path=path)
+        rows = []
+        for position, (key, question) in enumerate(data.items()):
+            if not isinstance(question, dict):
+                raise ImportDataError("expected a JSON object", path=path, record=key)
+            for name in QUESTION_REQUIRED:
+                if name not in question:
+                    raise ImportDataError(
+                        "required field missing", path=path, record=key, field=name
+                    )
+            match = _QUESTION_KEY_RE.match(key)
+            if not match or match.group(1) not in QUESTION_TYPES:
+                raise ImportDataError(
+                    f"unknown question kind; keys start with one of {sorted(QUESTION_TYPES)}",
+                    path=path,
+                    record=key,
+                    field="question type",
+                )
+            text = self._string(question, "question", path, key)
+            source_type = self._string(question, "question type", path, key)
+            if not match.group(1).startswith(source_type):
+                self.report.warn(
+                    f"{path}: record {key}: field 'question type': {source_type!r} does not "
+                    "match the key"
+                )
+            options = question["options"]
+            if (
+                not isinstance(options, list)
+                or not options
+                or not all(isinstance(o, str) and o for o in options)
+            ):
+                raise ImportDataError(
+                    "expected a non-empty list of non-empty strings",
+                    path=path,
+                    record=key,
+                    field="options",
+                )
+            letters = string.ascii_lowercase[: len(options)]
+            if len(options) > len(letters):
+                raise ImportDataError(
+                    f"{len(options)} options; at most 26 can be lettered",
+                    path=path,
+                    record=key,
+                    field="options",
+                )
+            gold = question["true answer"]
+            if not isinstance(gold, str) or len(gold) != 1 or gold not in letters:
+                raise ImportDataError(
+                    f"{gold!r} is not one of the option letters a-{letters[-1]}",
+                    path=path,
+                    record=key,
+                    field="true answer",
+                )
+            extra: dict[str, Any] = {}
+            if "option reasons" in question:
+                reasons = question["option reasons"]
+                if not isinstance(reasons, list):
+                    raise ImportDataError(
+                        "expected a list", path=path, record=key, field="option reasons"
+                    )
+            else:
+                reasons = []
+                extra["absent"] = ["option reasons"]
+            unknown = report_unknown_fields(
+                self.report,
+                question,
+                (*QUESTION_REQUIRED, *QUESTION_OPTIONAL),
+                path=path,
+                record=key,
+            )
+            if unknown:
+                extra["unknown"] = unknown
+
+            mental_state, first, last = parse_question_text(text)
+            if not _is_known_state(mental_state):
+                self.report.warn(
+                    f"{path}: record {key}: field 'question': no known mental state in the text"
+                )
+                mental_state = ""
+            if first is None:
+                self.report.warn(
+                    f"{path}: record {key}: field 'question': no scenario span in the text"
+                )
+            elif not 1 <= first <= last <= scenario_count:
+                raise ImportDataError(
+                    f"spans scenarios {first}-{last} but the stage has {scenario_count}",
+                    path=path,
+                    record=key,
+                    field="question",
+                )
+            rows.append(
+                {
+                    "key": key,
+                    "position": position,
+                    "source_type": source_type,
+                    "question_type": QUESTION_TYPES[match.group(1)],
+                    "mental_state": mental_state,
+                    "scenario_from": first,
+                    "scenario_to": last,
+                    "text": text,
+                    "options": options,
+                    "gold_letter": gold,
+                    "option_reasons": reasons,
+                    "extra": extra,
+                }
+            )
+        if not rows:
+            self.report.warn(f"{path}: no questions")
+        return rows
+
+    def _characters(
+        self, main_character: str, profiles: list[dict[str, Any]], path: Path
+    ) -> list[dict[str, Any]]:
+        # The "main character" field names the main one even when the profile text
+        # cannot be parsed; the profile, when found, adds its description and gender.
+        main_profile = next((p for p in profiles if p["role"] == "main"), None)
+        if main_profile and main_profile["name"] != main_character:
+            self.report.warn(
+                f"{path}: field 'characters information': main profile names "
+                f"{main_profile['name']!r}, 'main character' is {main_character!r}"
+            )
+        people = [(main_character, 0, True, main_profile)]
+        people += [(p["name"], p["index"], False, p) for p in profiles if p["role"] != "main"]
+        rows, seen = [], set()
+        for name, position, is_main, profile in people:
+            if name in seen:
+                self.report.warn(
+                    f"{path}: field 'characters information': {name!r} listed twice; kept once"
+                )
+                continue
+            seen.add(name)
+            description = profile["description"] if profile else ""
+            gender_word = description.split(",")[1].strip().lower() if "," in description else ""
+            gender = _GENDERS.get(gender_word, Character.Gender.UNKNOWN)
+            rows.append(
+                {
+                    "name": name,
+                    "position": position,
+                    "is_main": is_main,
+                    "gender": gender,
+                    "gender_source": (
+                        Character.GenderSource.SOURCE
+                        if gender != Character.Gender.UNKNOWN
+                        else Character.GenderSource.NONE
+                    ),
+                    "extra": {"description": description} if description else {},
+                }
+            )
+        return rows
+
+    @staticmethod
+    def _string(
+        data: dict[str, Any], name: str, path: Path, record: str, default: str | None = None
+    ) -> str:
+        if name not in data and default is not None:
+            return default
+        value = data.get(name)
+        if not isinstance(value, str):
+            raise ImportDataError(
+                f"expected a string, got {type(value).__name__}",
+                path=path,
+                record=record,
+                field=name,
+            )
+        return value
+
+    # Writing -----------------------------------------------------------------------
+
+    def _write(self, batch: list[_Stage]) -> None:
+        """Upsert one batch: the same handful of queries whatever its size."""
+        keys = [s.key for s in batch]
+        # Where a work was first imported from stays its source: re-importing an
+        # export (or a moved copy) of the same data must count as unchanged.
+        sources = dict(
+            Work.objects.filter(benchmark=Benchmark.DYNTOM, key__in=keys).values_list(
+                "key", "source"
+            )
+        )
+        work_ids = upsert(
+            Work,
+            [{**s.work, "source": sources.get(s.key, s.work["source"])} for s in batch],
+            key_fields=("benchmark", "key"),
+            scope={"benchmark": Benchmark.DYNTOM, "key__in": keys},
+            report=self.report,
+        )
+        work_id = {s.key: work_ids[(Benchmark.DYNTOM, s.key)] for s in batch}
+        stage_ids = upsert(
+            DynToMStage,
+            [{"work_id": work_id[s.key], **s.stage} for s in batch],
+            key_fields=("work_id",),
+            scope={"work_id__in": list(work_id.values())},
+            report=self.report,
+        )
+        stage_id = {s.key: stage_ids[(work_id[s.key],)] for s in batch}
+        upsert(
+            Character,
+            [{"work_id": work_id[s.key], **row} for s in batch for row in s.characters],
+            key_fields=("work_id", "name"),
+            scope={"work_id__in": list(work_id.values())},
+            report=self.report,
+        )
+        upsert(
+            DynToMScenario,
+            [{"stage_id": stage_id[s.key], **row} for s in batch for row in s.scenarios],
+            key_fields=("stage_id", "number"),
+            scope={"stage_id__in": list(stage_id.values())},
+            report=self.report,
+        )
+        upsert(
+            DynToMQuestion,
+            [{"stage_id": stage_id[s.key], **row} for s in batch for row in s.questions],
+            key_fields=("stage_id", "key"),
+            scope={"stage_id__in": list(stage_id.values())},
+            report=self.report,
+        )
+        self._warn_stale(batch, work_id, stage_id)
+
+    def _warn_stale(
+        self, batch: list[_Stage], work_id: dict[str, int], stage_id: dict[str, int]
+    ) -> None:
+        # Rows a re-import no longer lists are kept (responses may point at them), but
+        # said, since the export would then differ from the source.
+        checks = [
+            (Character, "work_id", work_id, "characters", "character(s)"),
+            (DynToMScenario, "stage_id", stage_id, "scenarios", "scenario(s)"),
+            (DynToMQuestion, "stage_id", stage_id, "questions", "question(s)"),
+        ]
+        for model, fk, ids, attr, noun in checks:
+            in_db = dict(
+                model.objects.filter(**{f"{fk}__in": list(ids.values())})
+                .order_by()
+                .values(fk)
+                .annotate(n=Count("pk"))
+                .values_list(fk, "n")
+            )
+            for stage in batch:
+                stale = in_db.get(ids[stage.key], 0) - len(getattr(stage, attr))
+                if stale > 0:
+                    self.report.warn(
+                        f"{stage.directory}: {stale} {noun} in the database are no longer in "
+                        "the source; kept"
+                    )
