@@ -231,6 +231,8 @@ class QAItem(TimestampedModel):
     extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = "QA item"
+        verbose_name_plural = "QA items"
         ordering = ["work", "position"]
         indexes = [models.Index(fields=["work", "dimension"])]
 
@@ -258,6 +260,10 @@ class DynToMStage(TimestampedModel):
     change_analysis = models.JSONField(default=dict, blank=True)
     extra = models.JSONField(default=dict, blank=True)
 
+    class Meta:
+        verbose_name = "DynToM stage"
+        verbose_name_plural = "DynToM stages"
+
     def __str__(self) -> str:
         return f"{self.work.key}: {self.main_character}"
 
@@ -271,6 +277,8 @@ class DynToMScenario(TimestampedModel):
     extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = "DynToM scenario"
+        verbose_name_plural = "DynToM scenarios"
         ordering = ["stage", "number"]
         constraints = [
             models.UniqueConstraint(fields=["stage", "number"], name="scenario_natural_key")
@@ -304,6 +312,8 @@ class DynToMQuestion(TimestampedModel):
     extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = "DynToM question"
+        verbose_name_plural = "DynToM questions"
         ordering = ["stage", "position"]
         constraints = [
             models.UniqueConstraint(fields=["stage", "key"], name="dyntom_question_natural_key")
