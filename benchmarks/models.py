@@ -8,6 +8,8 @@ gives back what was imported.
 
 from django.db import models
 
+from .fields import BulkJSONField
+
 
 class Benchmark(models.TextChoices):
     TOM_IN_AMC = "tom-in-amc", "ToM-in-AMC"
@@ -45,11 +47,11 @@ class Work(TimestampedModel):
     key = models.CharField(max_length=255)
     title = models.CharField(max_length=500)
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    genres = models.JSONField(default=list, blank=True)
+    genres = BulkJSONField(default=list, blank=True)
     split = models.CharField(max_length=5, choices=Split.choices, blank=True, default="")
     source = models.TextField(blank=True, default="", help_text="file or URL it came from")
     licence_note = models.TextField(blank=True, default="")
-    extra = models.JSONField(default=dict, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["benchmark", "key"]
@@ -84,8 +86,8 @@ class Character(TimestampedModel):
     )
     utterance_count = models.PositiveIntegerField(null=True, blank=True)
     is_main = models.BooleanField(default=False)
-    aliases = models.JSONField(default=list, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    aliases = BulkJSONField(default=list, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["work", "position", "name"]
@@ -115,14 +117,14 @@ class Scene(TimestampedModel):
     part = models.CharField(max_length=10, choices=Part.choices, blank=True, default="")
     episode = models.CharField(max_length=50, blank=True, default="")
     heading = models.TextField(blank=True, default="")
-    lines = models.JSONField(default=list, blank=True)
-    participants = models.JSONField(default=list, blank=True)
-    char_counts = models.JSONField(default=dict, blank=True, help_text="name -> lines in scene")
-    char_map = models.JSONField(default=dict, blank=True, help_text="name -> mask code")
+    lines = BulkJSONField(default=list, blank=True)
+    participants = BulkJSONField(default=list, blank=True)
+    char_counts = BulkJSONField(default=dict, blank=True, help_text="name -> lines in scene")
+    char_map = BulkJSONField(default=dict, blank=True, help_text="name -> mask code")
     source_text = models.TextField(
         blank=True, default="", help_text="the scene exactly as in a flat-text source"
     )
-    extra = models.JSONField(default=dict, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["work", "position"]
@@ -143,8 +145,8 @@ class SpeakerInstance(TimestampedModel):
     gold_character = models.ForeignKey(
         Character, on_delete=models.PROTECT, related_name="gold_instances"
     )
-    candidates = models.JSONField(default=list, help_text="candidate names in display order")
-    extra = models.JSONField(default=dict, blank=True)
+    candidates = BulkJSONField(default=list, help_text="candidate names in display order")
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["scene", "code"]
@@ -180,8 +182,8 @@ class SpeakerAnnotation(TimestampedModel):
     facts_from_memory = models.CharField(max_length=30, blank=True, default="")
     guessed_name = models.CharField(max_length=255, blank=True, default="")
     # [{"evidence": [e1, e2, e3], "reasoning": str}, …] — one group per column block.
-    evidence_groups = models.JSONField(default=list, blank=True)
-    raw = models.JSONField(default=list, blank=True, help_text="the source row, cell by cell")
+    evidence_groups = BulkJSONField(default=list, blank=True)
+    raw = BulkJSONField(default=list, blank=True, help_text="the source row, cell by cell")
 
     class Meta:
         ordering = ["work", "source", "row_number"]
@@ -225,10 +227,10 @@ class QAItem(TimestampedModel):
     context_2000 = models.TextField(null=True, blank=True)
     question = models.TextField()
     answer = models.TextField()
-    bonus_points = models.JSONField(default=list)
-    misleading_choices = models.JSONField(default=list)
+    bonus_points = BulkJSONField(default=list)
+    misleading_choices = BulkJSONField(default=list)
     directness = models.CharField(max_length=10, choices=Directness.choices, null=True, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "QA item"
@@ -252,13 +254,13 @@ class DynToMStage(TimestampedModel):
     )
     characters_information = models.TextField(blank=True, default="")
     # [{"role": "main"|"supporting", "index": n, "name": str, "description": str}]
-    profiles = models.JSONField(default=list, blank=True)
-    relationships = models.JSONField(default=dict, blank=True)
+    profiles = BulkJSONField(default=list, blank=True)
+    relationships = BulkJSONField(default=dict, blank=True)
     # scenario key -> {belief, emotion, intention, action, influence: {...}}
-    trajectory = models.JSONField(default=dict, blank=True)
+    trajectory = BulkJSONField(default=dict, blank=True)
     # state -> {"Changed": ..., "1": ..., "Reasons": ...}
-    change_analysis = models.JSONField(default=dict, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    change_analysis = BulkJSONField(default=dict, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "DynToM stage"
@@ -273,8 +275,8 @@ class DynToMScenario(TimestampedModel):
     number = models.PositiveSmallIntegerField(help_text="1-based")
     key = models.CharField(max_length=50, help_text='source key, e.g. "scenario 1"')
     background = models.TextField(blank=True, default="")
-    dialogue = models.JSONField(default=list, blank=True, help_text="[{speaker: utterance}]")
-    extra = models.JSONField(default=dict, blank=True)
+    dialogue = BulkJSONField(default=list, blank=True, help_text="[{speaker: utterance}]")
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "DynToM scenario"
@@ -306,10 +308,10 @@ class DynToMQuestion(TimestampedModel):
     scenario_from = models.PositiveSmallIntegerField(null=True, blank=True)
     scenario_to = models.PositiveSmallIntegerField(null=True, blank=True)
     text = models.TextField()
-    options = models.JSONField(default=list, help_text="options exactly as in the source")
+    options = BulkJSONField(default=list, help_text="options exactly as in the source")
     gold_letter = models.CharField(max_length=2)
-    option_reasons = models.JSONField(default=list, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    option_reasons = BulkJSONField(default=list, blank=True)
+    extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "DynToM question"
@@ -338,7 +340,7 @@ class ImportJob(TimestampedModel):
     split = models.CharField(max_length=5, blank=True, default="")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
-    report = models.JSONField(default=dict, blank=True)
+    report = BulkJSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
