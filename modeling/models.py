@@ -1,1 +1,255 @@
-"""modeling models arrive with their issue; the app is installed so migrations stay linear."""
+"""Model runs: backends, prompt templates, the response cache, runs and predictions.
+
+A run answers benchmark items through one backend with one template version. Each
+model call is a :class:`RunCall` (one prompt, possibly covering many items — a whole
+DynToM stage), and each item answer a :class:`Prediction`. Paid responses live in
+:class:`CachedResponse`, written the moment they arrive, so a killed run resumes
+without paying twice and a finished run re-runs for free.
+"""
+
+from django.db import models
+
+
+class Backend(models.Model):
+    """A configured LLM endpoint. The API key is read from ``api_key_env`` or ``api_key``."""
+
+    class Kind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible chat completions"
+        TRANSFORMERS = "transformers", "local transformers causal LM"
+
+    name = models.SlugField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    base_url = models.URLField(blank=True, default="", help_text="e.g. http://127.0.0.1:8001/v1")
+    default_model = models.CharField(max_length=255, blank=True, default="")
+    model_path = models.CharField(
+        max_length=500, blank=True, default="", help_text="local directory (transformers)"
+    )
+    api_key_env = models.CharField(
+        max_length=100, blank=True, default="", help_text="environment variable with the key"
+    )
+    # Write-only: never rendered by the admin, the API or exports (see Backend.__repr__).
+    api_key = models.CharField(max_length=500, blank=True, default="")
+    max_concurrency = models.PositiveSmallIntegerField(default=4)
+    max_retries = models.PositiveSmallIntegerField(default=5)
+    timeout_s = models.FloatField(default=120.0)
+    price_input_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    price_output_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    options = models.JSONField(default=dict, blank=True, help_text="backend-specific settings")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name} {self.kind}>"
+
+
+class PromptTemplate(models.Model):
+    """One version of a prompt. Editing makes a new version; old ones stay for old runs.
+
+    ``system`` and ``user`` are Python format strings over ``fields`` (e.g.
+    ``{stage_text}``, ``{questions}``); literal braces are doubled.
+    """
+
+    name = models.SlugField(max_length=100, help_text="e.g. dyntom-vanilla")
+    version = models.PositiveIntegerField(default=1)
+    benchmark = models.CharField(max_length=20)
+    method = models.CharField(max_length=50, help_text="vanilla, cot, …")
+    system = models.TextField(blank=True, default="")
+    user = models.TextField()
+    fields = models.JSONField(default=list, help_text="named fields the text uses")
+    output_format = models.TextField(blank=True, default="", help_text="what the parser expects")
+    notes = models.TextField(blank=True, default="")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="prompt_template_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class CachedResponse(models.Model):
+    """A paid (or computed) completion, keyed by everything that determines it."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of the request")
+    backend_name = models.CharField(max_length=100)
+    model = models.CharField(max_length=255)
+    request = models.JSONField(help_text="messages, sampling parameters and sample index")
+    text = models.TextField()
+    finish_reason = models.CharField(max_length=30, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.backend_name}/{self.model} {self.key[:12]}"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+        BUDGET_EXHAUSTED = "budget_exhausted", "stopped: budget exhausted"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.BUDGET_EXHAUSTED)
+
+    name = models.CharField(max_length=200)
+    benchmark = models.CharField(max_length=20)
+    method = models.CharField(max_length=50)
+    backend = models.ForeignKey(
+        Backend, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    template = models.ForeignKey(
+        PromptTemplate, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    model = models.CharField(max_length=255)
+    params = models.JSONField(default=dict, blank=True, help_text="temperature, top_p, samples…")
+    selection = models.JSONField(default=dict, blank=True, help_text="which items: works, split…")
+    imported = models.BooleanField(default=False, help_text="predictions made elsewhere")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total_calls = models.PositiveIntegerField(default=0)
+    done_calls = models.PositiveIntegerField(default=0)
+    error_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    budget_cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+
+class RunCall(models.Model):
+    """One prompt sent (or to send) for a run: a unit of work and of resumption."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        DONE = "done", "done"
+        ERROR = "error", "error"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    unit_key = models.CharField(max_length=200, help_text="e.g. dyntom:trial50")
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    cache_key = models.CharField(max_length=64, blank=True, default="")
+    from_cache = models.BooleanField(default=False)
+    raw_output = models.TextField(blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "unit_key", "sample_index"], name="run_call_unit"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.unit_key} #{self.sample_index} ({self.status})"
+
+
+class Prediction(models.Model):
+    """A model's answer to one item, with everything needed to audit it."""
+
+    class ParseStatus(models.TextChoices):
+        OK = "ok", "ok"
+        UNPARSEABLE = "unparseable", "unparseable"
+        REFUSED = "refused", "refused"
+        MISSING = "missing", "missing from the output"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="predictions")
+    call = models.ForeignKey(
+        RunCall, on_delete=models.CASCADE, null=True, blank=True, related_name="predictions"
+    )
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    # Exactly one item reference is set, by benchmark.
+    dyntom_question = models.ForeignKey(
+        "benchmarks.DynToMQuestion",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="predictions",
+    )
+    qa_item = models.ForeignKey(
+        "benchmarks.QAItem",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="predictions",
+    )
+    speaker_instance = models.ForeignKey(
+        "benchmarks.SpeakerInstance",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="predictions",
+    )
+    raw_output = models.TextField(blank=True, default="")
+    parsed_answer = models.CharField(max_length=500, blank=True, default="")
+    parse_status = models.CharField(max_length=12, choices=ParseStatus.choices)
+    # Unparseable answers are wrong (False), never left out of accuracy.
+    correct = models.BooleanField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True, help_text="judge output, bonus points…")
+    template_version = models.CharField(max_length=120, blank=True, default="")
+    model = models.CharField(max_length=255, blank=True, default="")
+    params = models.JSONField(default=dict, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "dyntom_question", "sample_index"],
+                condition=models.Q(dyntom_question__isnull=False),
+                name="prediction_dyntom_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "qa_item", "sample_index"],
+                condition=models.Q(qa_item__isnull=False),
+                name="prediction_qa_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "speaker_instance", "sample_index"],
+                condition=models.Q(speaker_instance__isnull=False),
+                name="prediction_instance_unique",
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "parse_status"])]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.parsed_answer or self.parse_status}"

@@ -1,0 +1,23 @@
+"""Benchmark pipelines: which calls a run makes and how outputs become predictions."""
+
+from django.utils.module_loading import import_string
+
+from .base import CallUnit, ParsedItem, Pipeline
+
+_REGISTRY = {"dyntom": "modeling.pipelines.dyntom.DynToMPipeline"}
+
+
+def get_pipeline(benchmark: str) -> Pipeline:
+    try:
+        return import_string(_REGISTRY[benchmark])()
+    except KeyError:
+        raise ValueError(
+            f"no model pipeline for {benchmark!r}; available: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def pipeline_benchmarks() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+__all__ = ["CallUnit", "ParsedItem", "Pipeline", "get_pipeline", "pipeline_benchmarks"]
