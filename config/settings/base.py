@@ -5,9 +5,15 @@ so one laptop runs everything with no servers. Scale-out: set ``DATABASE_URL`` a
 ``CELERY_BROKER_URL`` (PostgreSQL + Redis).
 """
 
+import os
 from pathlib import Path
 
 import environ
+
+# transformers 5 no longer reads TRANSFORMERS_OFFLINE; HF_HUB_OFFLINE must be set before
+# huggingface_hub is first imported, or a hub id retries for ~25 s before failing.
+# Models load from local paths only (Backend.model_path).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -144,12 +150,14 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 _BROKER_DIR = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "processed_folder": str(_BROKER_DIR / "processed"),
+        # Defaults to ./control in the working directory, which littered the checkout.
+        "control_folder": str(_BROKER_DIR / "control"),
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = None  # job state lives in our own Run rows
@@ -166,8 +174,13 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
+    # httpx2 (inside openai) logs every request at INFO: one line per paid call.
+    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 TOMLAB_SHARED_DATA = Path(
     env.str("TOMLAB_SHARED_DATA", default=str(BASE_DIR.parent / "shared" / "data"))
 )
+
+# How long a worker holds a model run before another may take it over (seconds).
+MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

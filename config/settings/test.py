@@ -16,3 +16,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not :memory:, so a real Celery worker process can open the test
     # database; the pid keeps parallel runs apart.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
+
+# Short leases so the kill-the-worker test resumes within seconds.
+MODELING_RUN_LEASE_S = int(os.environ.get("MODELING_RUN_LEASE_S", "3"))

@@ -1,0 +1,161 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp servers).
+
+The official ``openai`` client does the HTTP (through httpx2). Its own retry loop is
+switched off (``max_retries=0``) and replaced by ours, so every backend row decides
+its retries, the backoff is capped, ``Retry-After`` is honoured whatever its size up
+to a limit, and each attempt is logged without the key. The key comes from the
+environment variable ``api_key_env`` names, else from the row; it is never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import openai
+
+from .base import BackendConfigError, BackendError, ChatBackend, ChatRequest, ChatResult
+
+logger = logging.getLogger(__name__)
+
+# Longest wait between attempts, whatever Retry-After asks for.
+MAX_RETRY_WAIT_S = 120.0
+BASE_BACKOFF_S = 0.5
+# Servers such as a local vLLM accept any key; the client insists on one being set.
+PLACEHOLDER_KEY = "no-key"
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        if exc.response.headers.get("x-should-retry") == "false":
+            return False
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timed out"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class OpenAIChatBackend(ChatBackend):
+    """One client per backend object; calls are thread-safe and run concurrently."""
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        if config.api_key_env and not key and not config.api_key:
+            raise BackendConfigError(
+                f"backend {config.name}: environment variable {config.api_key_env} is not set"
+            )
+        self._client = openai.OpenAI(
+            api_key=key or config.api_key or PLACEHOLDER_KEY,
+            base_url=config.base_url or None,
+            timeout=config.timeout_s,
+            max_retries=0,
+        )
+        self.max_retries = config.max_retries
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        params = request.param_dict
+        extra_body = {}
+        # "seed" and "stop" are standard; anything else goes through as-is for servers
+        # that understand it (vLLM's top_k, for example).
+        standard = {"temperature", "top_p", "max_tokens", "seed", "stop", "n"}
+        for name in list(params):
+            if name not in standard:
+                extra_body[name] = params.pop(name)
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            try:
+                completion = self._client.chat.completions.create(
+                    model=request.model,
+                    messages=request.message_dicts,
+                    extra_body=extra_body or None,
+                    **params,
+                )
+            except openai.APIError as exc:
+                attempt += 1
+                if not _retryable(exc) or attempt > self.max_retries:
+                    raise BackendError(
+                        f"{self.name}: {_describe(exc)} (after {attempt} attempt(s))"
+                    ) from exc
+                wait = self._wait_for(exc, attempt)
+                logger.info(
+                    "%s: %s; retry %d/%d in %.1fs",
+                    self.name,
+                    _describe(exc),
+                    attempt,
+                    self.max_retries,
+                    wait,
+                )
+                time.sleep(wait)
+                continue
+            except ValueError as exc:
+                # A body that is not the JSON it claims to be: the server is broken,
+                # and asking again rarely helps.
+                raise BackendError(f"{self.name}: malformed response: {exc}") from exc
+            latency_ms = int((time.monotonic() - started) * 1000)
+            return self._result(completion, latency_ms)
+
+    @staticmethod
+    def _wait_for(exc: openai.APIError, attempt: int) -> float:
+        response = getattr(exc, "response", None)
+        hinted = retry_after_seconds(response.headers if response is not None else None)
+        if hinted is not None:
+            return min(hinted, MAX_RETRY_WAIT_S)
+        # Exponential backoff with full jitter, so concurrent callers spread out.
+        return random.uniform(0, min(MAX_RETRY_WAIT_S, BASE_BACKOFF_S * 2 ** (attempt - 1)))
+
+    def _result(self, completion: Any, latency_ms: int) -> ChatResult:
+        if not getattr(completion, "choices", None):
+            raise BackendError(f"{self.name}: the response has no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        text = message.content or ""
+        refusal = getattr(message, "refusal", None)
+        usage = completion.usage
+        return ChatResult(
+            text=text or (refusal or ""),
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_ms=latency_ms,
+            finish_reason=choice.finish_reason or "",
+            extra={"refusal": refusal} if refusal else {},
+        )
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,151 @@
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from modeling.models import Backend, PromptTemplate, Run
+from modeling.pipelines import pipeline_benchmarks
+from modeling.services import run_cancel, run_create, run_execute, run_plan, run_resume
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a model over benchmark items (in this process with a progress bar, or queued "
+        "for a Celery worker with --background). --dry-run shows the first prompt and the "
+        "number of calls and tokens without calling anything."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--benchmark", choices=pipeline_benchmarks())
+        parser.add_argument("--method", help="e.g. vanilla or cot")
+        parser.add_argument("--backend", help="Backend name (see the admin or create_backend)")
+        parser.add_argument(
+            "--items",
+            "--works",
+            nargs="+",
+            dest="works",
+            metavar="KEY",
+            help="work keys to include (e.g. trial50); default: all",
+        )
+        parser.add_argument("--split", default="")
+        parser.add_argument("--limit", type=int, help="at most this many works")
+        parser.add_argument("--model", help="model name (default: the backend's)")
+        parser.add_argument("--template", help="template name[:version] (default: the method's)")
+        parser.add_argument("--temperature", type=float)
+        parser.add_argument("--top-p", type=float, dest="top_p")
+        parser.add_argument("--max-tokens", type=int, dest="max_tokens")
+        parser.add_argument("--samples", type=int, help="samples per prompt (e.g. 3 runs averaged)")
+        parser.add_argument("--budget-tokens", type=int, dest="budget_tokens")
+        parser.add_argument("--budget-cost", type=Decimal, dest="budget_cost")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--dry-run", action="store_true")
+        parser.add_argument("--background", action="store_true", help="queue for a worker")
+        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
+        parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a run")
+
+    def handle(self, *args, **opts) -> None:
+        if opts["cancel"]:
+            run = run_cancel(run_id=opts["cancel"])
+            self.stdout.write(f"run {run.pk}: {run.status}")
+            return
+        if opts["resume"]:
+            if opts["background"]:
+                run = run_resume(run_id=opts["resume"])
+                self.stdout.write(f"run {run.pk} queued to resume")
+                return
+            self._execute(opts["resume"])
+            return
+        for required in ("benchmark", "method", "backend"):
+            if not opts[required]:
+                raise CommandError(f"--{required} is required")
+        try:
+            backend = Backend.objects.get(name=opts["backend"])
+        except Backend.DoesNotExist:
+            names = ", ".join(Backend.objects.values_list("name", flat=True)) or "none yet"
+            raise CommandError(f"no backend named {opts['backend']!r} (have: {names})") from None
+        template = self._template(opts["template"])
+        selection = {
+            k: v
+            for k, v in {
+                "works": opts["works"],
+                "split": opts["split"],
+                "limit": opts["limit"],
+            }.items()
+            if v
+        }
+        params = {
+            k: opts[k]
+            for k in ("model", "temperature", "top_p", "max_tokens", "samples")
+            if opts[k] is not None
+        }
+        kwargs = dict(
+            benchmark=opts["benchmark"],
+            method=opts["method"],
+            backend=backend,
+            selection=selection,
+            params=params,
+            template=template,
+        )
+        try:
+            if opts["dry_run"]:
+                self._print_plan(run_plan(**kwargs))
+                return
+            run = run_create(
+                **kwargs,
+                name=opts["name"],
+                budget_tokens=opts["budget_tokens"],
+                budget_cost=opts["budget_cost"],
+                enqueue=opts["background"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if opts["background"]:
+            self.stdout.write(f"run {run.pk} queued: {run.name}")
+            return
+        self._execute(run.pk)
+
+    def _template(self, spec: str | None) -> PromptTemplate | None:
+        if not spec:
+            return None
+        name, _, version = spec.partition(":")
+        qs = PromptTemplate.objects.filter(name=name)
+        template = (
+            qs.filter(version=int(version)).first() if version else qs.order_by("-version").first()
+        )
+        if template is None:
+            raise CommandError(f"no prompt template {spec!r}")
+        return template
+
+    def _print_plan(self, plan) -> None:
+        self.stdout.write(f"template: {plan.template}; model: {plan.model}")
+        self.stdout.write(
+            f"would make {plan.calls} call(s) ({plan.units} prompt(s) x {plan.samples} sample(s)), "
+            f"about {plan.estimated_prompt_tokens:,} prompt tokens and at most "
+            f"{plan.max_completion_tokens:,} completion tokens"
+        )
+        if plan.first_messages:
+            self.stdout.write("--- first prompt ---")
+            for message in plan.first_messages:
+                self.stdout.write(f"[{message['role']}]\n{message['content']}\n")
+
+    def _execute(self, run_id: int) -> None:
+        run = Run.objects.get(pk=run_id)
+        bar = tqdm(total=None, desc=f"run {run_id}", unit="call", file=self.stderr)
+
+        def progress(rid: int) -> None:
+            current = Run.objects.only("done_calls", "error_calls", "total_calls").get(pk=rid)
+            bar.total = current.total_calls
+            bar.n = current.done_calls + current.error_calls
+            bar.set_postfix(errors=current.error_calls)
+            bar.refresh()
+
+        status = run_execute(run_id=run_id, on_progress=progress)
+        bar.close()
+        run.refresh_from_db()
+        self.stdout.write(
+            f"run {run.pk} {status}: {run.done_calls}/{run.total_calls} calls, "
+            f"{run.error_calls} errors, {run.prompt_tokens:,} prompt + "
+            f"{run.completion_tokens:,} completion tokens, cost {run.cost:.4f}"
+        )
+        if run.error:
+            self.stdout.write(f"  {run.error}")

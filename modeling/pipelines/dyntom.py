@@ -1,0 +1,225 @@
+"""DynToM on the run engine: one prompt per social stage, answers as a JSON object.
+
+The prompt shows the characters' profiles, the story (each scenario's background and
+dialogue; never the sketch, which holds the gold trajectory) and every question of the
+stage with lettered options (paper Appendix B.2). The reply is read tolerantly: code
+fences, prose around the object, single quotes, trailing commas, upper-case letters and
+values such as ``"b. Julia is happy"`` or ``"(b)"`` all parse; a question the object
+leaves out is ``missing``, a reply with no answers at all is ``unparseable`` (or
+``refused`` when it declines). Correctness is an exact letter match.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from django.db.models import Prefetch
+
+from benchmarks.models import Benchmark, DynToMQuestion, DynToMScenario, Work
+
+from .base import CallUnit, ParsedItem, Pipeline
+
+_OPTION_PREFIX_RE = re.compile(r"^\s*\(?([a-z])[.)]\s+", re.IGNORECASE)
+_FENCE_RE = re.compile(r"```[a-zA-Z]*\s*|```")
+# A key followed by a letter, for replies whose object is not valid JSON or Python.
+_PAIR_RE = re.compile(
+    r"""["']?(?P<key>type_[a-z]+_[a-z]+_\d+)["']?\s*[:=]\s*["'(]?\s*(?P<letter>[a-zA-Z])\b"""
+)
+_REFUSAL_RE = re.compile(
+    r"\b(I can(?:no|')t (?:help|assist|answer|comply)|I(?: am|'m) (?:sorry|unable|not able)|"
+    r"I won't|as an AI)\b",
+    re.IGNORECASE,
+)
+_TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
+
+
+def option_letter(index: int) -> str:
+    return chr(ord("a") + index)
+
+
+def option_text(option: str) -> str:
+    """The option without its ``a. `` prefix (the release has it; other data may not)."""
+    return _OPTION_PREFIX_RE.sub("", option, count=1)
+
+
+def render_story(scenarios: list[DynToMScenario]) -> str:
+    parts = []
+    for scenario in scenarios:
+        lines = [f"Scenario {scenario.number}", f"Background: {scenario.background}"]
+        for turn in scenario.dialogue:
+            # A turn is {speaker: utterance, ...}; several speakers may share one turn.
+            if isinstance(turn, dict):
+                lines.extend(f"{speaker}: {utterance}" for speaker, utterance in turn.items())
+            else:
+                lines.append(str(turn))
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def render_questions(questions: list[DynToMQuestion]) -> str:
+    blocks = []
+    for question in questions:
+        options = "\n".join(
+            f"{option_letter(i)}. {option_text(option)}" for i, option in enumerate(question.options)
+        )
+        blocks.append(f"[{question.key}] {question.text}\n{options}")
+    return "\n\n".join(blocks)
+
+
+def _json_candidates(text: str) -> list[str]:
+    """Every balanced ``{...}`` span in the text, last first (CoT puts the answer last)."""
+    spans = []
+    depth = 0
+    start = -1
+    in_string = False
+    quote = ""
+    escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                in_string = False
+            continue
+        if ch == '"' and depth > 0:
+            in_string, quote = True, ch
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start : i + 1])
+    return list(reversed(spans))
+
+
+def _load_object(candidate: str) -> dict[str, Any] | None:
+    for attempt in (candidate, _TRAILING_COMMA_RE.sub(r"\1", candidate)):
+        try:
+            value = json.loads(attempt)
+        except ValueError:
+            try:
+                value = ast.literal_eval(attempt)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _letter(value: Any) -> str | None:
+    """``"b"``, ``"B"``, ``"b."``, ``"(b)"``, ``"b. text"``, ``["b"]`` -> ``"b"``."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, str):
+        return None
+    match = re.match(r"^\s*\(?\s*([a-zA-Z])\s*(?:[.):]|\s|$)", value)
+    return match.group(1).lower() if match else None
+
+
+def parse_answers(text: str, keys: list[str]) -> dict[str, str | None]:
+    """Question key -> letter (``None`` when given but not a letter) for the keys found."""
+    wanted = set(keys)
+    cleaned = _FENCE_RE.sub("", text)
+    for candidate in _json_candidates(cleaned):
+        obj = _load_object(candidate)
+        if obj is None:
+            continue
+        # Some models nest the answers, e.g. {"answers": {...}}.
+        nested = [v for v in obj.values() if isinstance(v, dict)]
+        for answers in (obj, *nested):
+            found = {str(k).strip(): v for k, v in answers.items() if str(k).strip() in wanted}
+            if found:
+                return {key: _letter(value) for key, value in found.items()}
+    pairs = {m["key"]: m["letter"].lower() for m in _PAIR_RE.finditer(cleaned)}
+    return {key: letter for key, letter in pairs.items() if key in wanted}
+
+
+class DynToMPipeline(Pipeline):
+    benchmark = Benchmark.DYNTOM
+    methods = ("vanilla", "cot")
+    item_field = "dyntom_question"
+    # Paper section 5.1: temperature 0.7 and top-p 0.9 for every model.
+    default_params = {"temperature": 0.7, "top_p": 0.9}
+
+    def works(self, selection: dict[str, Any]):
+        works = Work.objects.filter(benchmark=Benchmark.DYNTOM, stage__isnull=False)
+        if keys := selection.get("works"):
+            works = works.filter(key__in=keys)
+        if split := selection.get("split"):
+            works = works.filter(split=split)
+        works = works.order_by("key")
+        if limit := selection.get("limit"):
+            works = works[: int(limit)]
+        return works.select_related("stage").prefetch_related(
+            Prefetch(
+                "stage__scenarios", queryset=DynToMScenario.objects.order_by("number")
+            ),
+            Prefetch(
+                "stage__questions",
+                queryset=DynToMQuestion.objects.order_by("position").only(
+                    "id", "stage_id", "key", "position", "text", "options", "gold_letter"
+                ),
+            ),
+        )
+
+    def build_units(self, *, selection, template) -> list[CallUnit]:
+        units = []
+        for work in self.works(selection):
+            stage = work.stage
+            questions = list(stage.questions.all())
+            if not questions:
+                continue
+            fields = {
+                "characters_information": stage.characters_information,
+                "story": render_story(list(stage.scenarios.all())),
+                "questions": render_questions(questions),
+            }
+            messages = []
+            if template.system:
+                messages.append({"role": "system", "content": template.system.format(**fields)})
+            messages.append({"role": "user", "content": template.user.format(**fields)})
+            units.append(
+                CallUnit(
+                    key=f"dyntom:{work.key}",
+                    messages=messages,
+                    item_ids=[q.pk for q in questions],
+                )
+            )
+        return units
+
+    def parse(self, *, unit: CallUnit, text: str) -> list[ParsedItem]:
+        questions = list(
+            DynToMQuestion.objects.filter(pk__in=unit.item_ids)
+            .only("id", "key", "options", "gold_letter")
+            .order_by("position")
+        )
+        answers = parse_answers(text, [q.key for q in questions])
+        refused = not answers and bool(_REFUSAL_RE.search(text))
+        parsed = []
+        for question in questions:
+            valid = {option_letter(i) for i in range(len(question.options))}
+            if question.key not in answers:
+                status = "refused" if refused else ("missing" if answers else "unparseable")
+                parsed.append(ParsedItem(question.pk, "", status, False))
+                continue
+            letter = answers[question.key]
+            if letter is None or letter not in valid:
+                parsed.append(
+                    ParsedItem(
+                        question.pk,
+                        letter or "",
+                        "unparseable",
+                        False,
+                        {"reason": f"not one of the option letters {min(valid)}-{max(valid)}"},
+                    )
+                )
+                continue
+            parsed.append(ParsedItem(question.pk, letter, "ok", letter == question.gold_letter))
+        return parsed

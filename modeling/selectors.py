@@ -1,0 +1,73 @@
+"""Read queries on model runs, for the run pages, the admin and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from .models import Backend, Prediction, PromptTemplate, Run, RunCall
+
+
+def run_list() -> QuerySet[Run]:
+    """Runs, newest first, with what a list row shows (backend name, template version)."""
+    return Run.objects.select_related("backend", "template").order_by("-created_at", "-pk")
+
+
+def run_calls(*, run: Run) -> QuerySet[RunCall]:
+    """A run's calls in the order the engine created them (raw outputs left out)."""
+    return (
+        RunCall.objects.filter(run=run)
+        .defer("raw_output")
+        .order_by("pk")
+    )
+
+
+@dataclass(frozen=True)
+class PredictionSummary:
+    """Predictions of a run by parse status, and accuracy over all of them."""
+
+    total: int
+    correct: int
+    by_status: dict[str, int]
+
+    @property
+    def accuracy(self) -> float | None:
+        # Unparseable, refused and missing answers stay in the denominator: they are wrong.
+        return self.correct / self.total if self.total else None
+
+    @property
+    def rows(self) -> list[tuple[str, str, int]]:
+        """(value, label, count) per parse status, in the model's order."""
+        return [(value, label, self.by_status[value]) for value, label in Prediction.ParseStatus.choices]
+
+
+def run_prediction_summary(*, run: Run) -> PredictionSummary:
+    """Count a run's predictions by parse status and correctness in one aggregate query."""
+    counts = Prediction.objects.filter(run=run).aggregate(
+        total=Count("pk"),
+        correct=Count("pk", filter=Q(correct=True)),
+        **{
+            status: Count("pk", filter=Q(parse_status=status))
+            for status in Prediction.ParseStatus.values
+        },
+    )
+    return PredictionSummary(
+        total=counts["total"],
+        correct=counts["correct"],
+        by_status={status: counts[status] for status in Prediction.ParseStatus.values},
+    )
+
+
+def prompt_template_list() -> QuerySet[PromptTemplate]:
+    """Every template version, grouped by name (newest version first), with its run count."""
+    return PromptTemplate.objects.annotate(run_count=Count("runs")).order_by("name", "-version")
+
+
+def prompt_template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemplate]:
+    """All versions of ``template``'s name, newest first."""
+    return PromptTemplate.objects.filter(name=template.name).only("pk", "name", "version", "is_active", "created_at").order_by("-version")
+
+
+def backend_list() -> QuerySet[Backend]:
+    return Backend.objects.order_by("name")

@@ -1,0 +1,25 @@
+import logging
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+from .services import RunLeased, run_execute, runs_requeue_orphaned
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(bind=True, name="modeling.run_model", max_retries=None, acks_late=True)
+def run_model_task(self, run_id: int) -> str:
+    """Execute or resume a run; if a live worker holds it, try again when its lease ends."""
+    try:
+        return run_execute(run_id=run_id)
+    except RunLeased as exc:
+        raise self.retry(countdown=exc.seconds + 0.5) from None
+
+
+@worker_ready.connect
+def requeue_orphaned_runs(**kwargs) -> None:
+    """A starting worker picks up the runs a dead worker left unfinished."""
+    ids = runs_requeue_orphaned()
+    if ids:
+        logger.info("requeued unfinished model run(s) %s", ", ".join(map(str, ids)))

@@ -1,0 +1,177 @@
+"""Run pages for researchers: list, new run (preview or start), detail with live progress,
+cancel/resume, and prompt templates with their versions.
+
+Every view checks the researcher role itself; raters and annotators get 403 on every
+page, whatever the templates show. The detail page's progress region polls itself
+with htmx and gets 286 (stop polling) once the run is finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from accounts.roles import is_researcher
+
+from . import selectors, services
+from .forms import RunForm, TemplateReviseForm
+from .models import PromptTemplate, Run
+
+RUNS_PER_PAGE = 50
+CALLS_PER_PAGE = 50
+PROGRESS_PARTIAL = "modeling/run_detail.html#run-progress"
+
+
+def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anonymous users go to the login page; logged-in non-researchers get 403."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_researcher(request.user):
+            raise PermissionDenied("Model runs are for researchers only.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@require_GET
+@researcher_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(selectors.run_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "modeling/run_list.html", {"page": page})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def run_new(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST "preview": the dry-run plan, nothing saved. POST "start": the run."""
+    if request.method == "GET":
+        form = RunForm(initial=RunForm.initial_for(request.GET.get("benchmark")))
+        return render(request, "modeling/run_new.html", {"form": form})
+    form = RunForm(request.POST)
+    plan = None
+    if form.is_valid():
+        try:
+            if request.POST.get("action") == "start":
+                run = services.run_create(
+                    **form.service_kwargs(),
+                    name=form.cleaned_data["name"],
+                    budget_tokens=form.cleaned_data["budget_tokens"],
+                    budget_cost=form.cleaned_data["budget_cost"],
+                    created_by=request.user,
+                )
+                messages.success(request, f"Run {run.pk} queued.")
+                return redirect("modeling:run-detail", run_id=run.pk)
+            plan = services.run_plan(**form.service_kwargs())
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+    return render(request, "modeling/run_new.html", {"form": form, "plan": plan})
+
+
+def _progress_context(run: Run) -> dict[str, Any]:
+    # The polled region shows the prediction summary too, so it is computed here for
+    # both the full page and the htmx partial.
+    percent = round(100 * run.done_calls / run.total_calls) if run.total_calls else 0
+    return {
+        "run": run,
+        "percent": percent,
+        "summary": selectors.run_prediction_summary(run=run),
+    }
+
+
+@require_GET
+@researcher_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("backend", "template"), pk=run_id)
+    if request.htmx:
+        # The polling region alone; 286 tells htmx to swap it in and stop polling.
+        response = render(request, PROGRESS_PARTIAL, _progress_context(run))
+        if run.is_finished:
+            return HttpResponseStopPolling(response.content)
+        return response
+    calls = Paginator(selectors.run_calls(run=run), CALLS_PER_PAGE).get_page(
+        request.GET.get("calls_page")
+    )
+    context = {**_progress_context(run), "calls": calls}
+    return render(request, "modeling/run_detail.html", context)
+
+
+def _after_action(request: HttpRequest, run: Run) -> HttpResponse:
+    """htmx gets the refreshed progress region (polling again if the run restarted)."""
+    if request.htmx:
+        return render(request, PROGRESS_PARTIAL, _progress_context(run))
+    return redirect("modeling:run-detail", run_id=run.pk)
+
+
+@require_POST
+@researcher_required
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    run = services.run_cancel(run_id=run_id)
+    return _after_action(request, run)
+
+
+@require_POST
+@researcher_required
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    try:
+        services.run_resume(run_id=run_id)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    run = Run.objects.select_related("backend", "template").get(pk=run_id)
+    return _after_action(request, run)
+
+
+@require_GET
+@researcher_required
+def template_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "modeling/template_list.html", {"templates": selectors.prompt_template_list()}
+    )
+
+
+def _template_page(
+    request: HttpRequest, template: PromptTemplate, form: TemplateReviseForm
+) -> HttpResponse:
+    context = {
+        "template": template,
+        "versions": selectors.prompt_template_versions(template=template),
+        "form": form,
+    }
+    return render(request, "modeling/template_detail.html", context)
+
+
+@require_GET
+@researcher_required
+def template_detail(request: HttpRequest, template_id: int) -> HttpResponse:
+    template = get_object_or_404(PromptTemplate, pk=template_id)
+    form = TemplateReviseForm(
+        template=template,
+        initial={"system": template.system, "user": template.user},
+    )
+    return _template_page(request, template, form)
+
+
+@require_POST
+@researcher_required
+def template_revise(request: HttpRequest, template_id: int) -> HttpResponse:
+    """Save the edited texts as a new version; runs keep the version they used."""
+    template = get_object_or_404(PromptTemplate, pk=template_id)
+    form = TemplateReviseForm(request.POST, template=template)
+    if not form.is_valid():
+        return _template_page(request, template, form)
+    revised = services.prompt_template_revise(template=template, **form.cleaned_data)
+    messages.success(request, f"Saved {revised}.")
+    return redirect("modeling:template-detail", template_id=revised.pk)

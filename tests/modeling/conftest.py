@@ -1,0 +1,86 @@
+"""Fixtures for model runs: the scripted OpenAI-compatible server, backends, DynToM stages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from tests.llm_server import LLMTestServer
+
+
+@pytest.fixture(scope="session")
+def llm_server_session() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server(llm_server_session: LLMTestServer) -> Iterator[LLMTestServer]:
+    """The loopback server, reset before each test (script, counts, responder)."""
+    llm_server_session.wait_idle()
+    llm_server_session.reset()
+    llm_server_session.fixed_latency = 0.0
+    yield llm_server_session
+    llm_server_session.reset()
+
+
+@pytest.fixture
+def openai_backend(db, llm_server: LLMTestServer):
+    from modeling.models import Backend
+
+    return Backend.objects.create(
+        name="local-test",
+        kind=Backend.Kind.OPENAI,
+        base_url=llm_server.base_url,
+        default_model="test-model",
+        max_concurrency=4,
+        max_retries=3,
+        timeout_s=5.0,
+    )
+
+
+@pytest.fixture
+def dyntom_stages(db, shared_data: Path):
+    """The 24 real DynToM stages from ../shared/data/dyntom, imported."""
+    call_command("import_benchmark", "dyntom", str(shared_data / "dyntom"), "--split", "test")
+    from benchmarks.models import DynToMStage
+
+    return DynToMStage.objects.select_related("work").order_by("work__key")
+
+
+def prompt_keys(request_json: dict) -> list[str]:
+    """The question keys a DynToM prompt asks about, in order."""
+    prompt = request_json["messages"][-1]["content"]
+    return [line[1 : line.index("]")] for line in prompt.splitlines() if line.startswith("[type_")]
+
+
+def answer_all(letter: str = "a"):
+    """A responder that gives the same letter to every question of the prompt."""
+
+    def responder(request_json: dict) -> str:
+        return json.dumps(dict.fromkeys(prompt_keys(request_json), letter))
+
+    return responder
+
+
+def gold_responder(stages, *, wrong: set[str] = frozenset()):
+    """A responder that answers with the gold letters (precomputed here, since the server
+    thread cannot see a test's uncommitted rows), except for the question keys in ``wrong``.
+    """
+    golds = {
+        stage.characters_information: {q.key: q.gold_letter for q in stage.questions.all()}
+        for stage in stages
+    }
+
+    def responder(request_json: dict) -> str:
+        prompt = request_json["messages"][-1]["content"]
+        gold = next(g for info, g in golds.items() if info in prompt)
+        return json.dumps(
+            {k: ("z" if k in wrong else letter) for k, letter in gold.items()}, indent=1
+        )
+
+    return responder
