@@ -116,7 +116,13 @@ class RunForm(forms.Form):
         """Keyword arguments shared by ``run_plan`` and ``run_create``."""
         data = self.cleaned_data
         selection = {
-            k: v for k, v in {"works": data["works"], "split": data["split"], "limit": data["limit"]}.items() if v
+            k: v
+            for k, v in {
+                "works": data["works"],
+                "split": data["split"],
+                "limit": data["limit"],
+            }.items()
+            if v
         }
         params = {k: data[k] for k in ("model", *PARAM_FIELDS) if data[k] not in (None, "")}
         return {
@@ -150,9 +156,7 @@ class TemplateReviseForm(forms.Form):
         try:
             used = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
         except ValueError as exc:
-            raise forms.ValidationError(
-                f"{exc} (write literal braces as {{{{ and }}}})"
-            ) from None
+            raise forms.ValidationError(f"{exc} (write literal braces as {{{{ and }}}})") from None
         # "{questions[0]}" or "{x.y}" would index into a field: only plain names are allowed.
         if unknown := sorted(u for u in used if u not in allowed):
             raise forms.ValidationError(

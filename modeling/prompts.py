@@ -22,9 +22,7 @@ _DYNTOM_OUTPUT = (
 )
 
 _DYNTOM_BODY = (
-    "Characters:\n{characters_information}\n\n"
-    "Story:\n{story}\n\n"
-    "Questions:\n{questions}\n\n"
+    "Characters:\n{characters_information}\n\nStory:\n{story}\n\nQuestions:\n{questions}\n\n"
 )
 
 _DYNTOM_ANSWER_FORMAT = (

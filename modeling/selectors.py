@@ -16,11 +16,7 @@ def run_list() -> QuerySet[Run]:
 
 def run_calls(*, run: Run) -> QuerySet[RunCall]:
     """A run's calls in the order the engine created them (raw outputs left out)."""
-    return (
-        RunCall.objects.filter(run=run)
-        .defer("raw_output")
-        .order_by("pk")
-    )
+    return RunCall.objects.filter(run=run).defer("raw_output").order_by("pk")
 
 
 @dataclass(frozen=True)
@@ -39,7 +35,9 @@ class PredictionSummary:
     @property
     def rows(self) -> list[tuple[str, str, int]]:
         """(value, label, count) per parse status, in the model's order."""
-        return [(value, label, self.by_status[value]) for value, label in Prediction.ParseStatus.choices]
+        return [
+            (value, label, self.by_status[value]) for value, label in Prediction.ParseStatus.choices
+        ]
 
 
 def run_prediction_summary(*, run: Run) -> PredictionSummary:
@@ -66,7 +64,11 @@ def prompt_template_list() -> QuerySet[PromptTemplate]:
 
 def prompt_template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemplate]:
     """All versions of ``template``'s name, newest first."""
-    return PromptTemplate.objects.filter(name=template.name).only("pk", "name", "version", "is_active", "created_at").order_by("-version")
+    return (
+        PromptTemplate.objects.filter(name=template.name)
+        .only("pk", "name", "version", "is_active", "created_at")
+        .order_by("-version")
+    )
 
 
 def backend_list() -> QuerySet[Backend]:

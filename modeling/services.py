@@ -514,9 +514,9 @@ def _estimate(run: Run, request: ChatRequest) -> tuple[int, Decimal]:
 
 def _would_exceed(run: Run, tokens: int, cost: Decimal) -> bool:
     """True when spending ``tokens``/``cost`` more would break the run's budget."""
-    if run.budget_tokens is not None:
-        if run.prompt_tokens + run.completion_tokens + tokens > run.budget_tokens:
-            return True
+    used = run.prompt_tokens + run.completion_tokens
+    if run.budget_tokens is not None and used + tokens > run.budget_tokens:
+        return True
     return run.budget_cost is not None and run.cost + cost > run.budget_cost
 
 
@@ -600,9 +600,7 @@ class _LeaseHeartbeat:
         self.run_id = run_id
         self.cancelled = False
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"run{run_id}-lease", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=f"run{run_id}-lease", daemon=True)
 
     def start(self) -> None:
         self.cancelled = not _renew_lease(self.run_id)

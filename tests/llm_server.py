@@ -16,6 +16,7 @@ Because it is a real socket, a Celery worker in another process can call it too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -184,10 +185,8 @@ class LLMTestServer:
         with self._lock:
             sockets, self._sockets = list(self._sockets), set()
         for sock in sockets:
-            try:
+            with contextlib.suppress(OSError):  # already closed by the client
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the client
         self._http = None
 
     def __enter__(self) -> LLMTestServer:

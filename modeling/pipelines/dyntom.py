@@ -63,7 +63,8 @@ def render_questions(questions: list[DynToMQuestion]) -> str:
     blocks = []
     for question in questions:
         options = "\n".join(
-            f"{option_letter(i)}. {option_text(option)}" for i, option in enumerate(question.options)
+            f"{option_letter(i)}. {option_text(option)}"
+            for i, option in enumerate(question.options)
         )
         blocks.append(f"[{question.key}] {question.text}\n{options}")
     return "\n\n".join(blocks)
@@ -158,9 +159,7 @@ class DynToMPipeline(Pipeline):
         if limit := selection.get("limit"):
             works = works[: int(limit)]
         return works.select_related("stage").prefetch_related(
-            Prefetch(
-                "stage__scenarios", queryset=DynToMScenario.objects.order_by("number")
-            ),
+            Prefetch("stage__scenarios", queryset=DynToMScenario.objects.order_by("number")),
             Prefetch(
                 "stage__questions",
                 queryset=DynToMQuestion.objects.order_by("position").only(

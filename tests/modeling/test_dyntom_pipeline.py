@@ -20,16 +20,24 @@ KEYS = ["type_a_what_1", "type_d_why_2", "type_d_how_1"]
     [
         ('{"type_a_what_1": "a", "type_d_why_2": "c", "type_d_how_1": "b"}', "acb"),
         ('```json\n{"type_a_what_1":"a","type_d_why_2":"c","type_d_how_1":"b"}\n```', "acb"),
-        ('Sure! Here you go:\n{"type_a_what_1": "A", "type_d_why_2": "C", "type_d_how_1": "B"}\n'
-         "Hope this helps.", "acb"),
+        (
+            'Sure! Here you go:\n{"type_a_what_1": "A", "type_d_why_2": "C", "type_d_how_1": "B"}\n'
+            "Hope this helps.",
+            "acb",
+        ),
         ("{'type_a_what_1': 'a', 'type_d_why_2': 'c', 'type_d_how_1': 'b'}", "acb"),
         ('{"type_a_what_1": "a", "type_d_why_2": "c", "type_d_how_1": "b",}', "acb"),
-        ('{"type_a_what_1": "a. Julia is happy", "type_d_why_2": "(c)", "type_d_how_1": "b."}',
-         "acb"),
+        (
+            '{"type_a_what_1": "a. Julia is happy", "type_d_why_2": "(c)", "type_d_how_1": "b."}',
+            "acb",
+        ),
         ('{"answers": {"type_a_what_1": "a", "type_d_why_2": "c", "type_d_how_1": "b"}}', "acb"),
         # Chain of thought: braces in the reasoning, the answer object last.
-        ("Scenario 1 {belief: trust} leads to ... so\n"
-         '{"type_a_what_1": "a", "type_d_why_2": "c", "type_d_how_1": "b"}', "acb"),
+        (
+            "Scenario 1 {belief: trust} leads to ... so\n"
+            '{"type_a_what_1": "a", "type_d_why_2": "c", "type_d_how_1": "b"}',
+            "acb",
+        ),
         # Not an object at all: the key/letter pairs still count.
         ("type_a_what_1: a\ntype_d_why_2: c\ntype_d_how_1 = b", "acb"),
     ],
@@ -94,9 +102,7 @@ def test_parse_scores_by_exact_letter_and_reports_statuses(stage):
     questions = list(stage.questions.order_by("position"))
     first, second, third = questions[:3]
     wrong = "a" if first.gold_letter != "a" else "b"
-    reply = json.dumps(
-        {first.key: wrong, second.key: second.gold_letter, third.key: "z"}
-    )
+    reply = json.dumps({first.key: wrong, second.key: second.gold_letter, third.key: "z"})
     parsed = {p.item_id: p for p in pipeline.parse(unit=unit, text=reply)}
     assert len(parsed) == len(questions)
     assert (parsed[first.pk].parse_status, parsed[first.pk].correct) == ("ok", False)

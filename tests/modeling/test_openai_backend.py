@@ -16,9 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _request(text: str = "hello", **params) -> ChatRequest:
-    return ChatRequest.build(
-        [{"role": "user", "content": text}], model="test-model", params=params
-    )
+    return ChatRequest.build([{"role": "user", "content": text}], model="test-model", params=params)
 
 
 def test_completion_carries_text_tokens_and_sampling_params(openai_backend, llm_server):

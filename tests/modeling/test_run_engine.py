@@ -32,7 +32,9 @@ def _run(backend, **kwargs) -> Run:
     return run_create(backend=backend, enqueue=False, **kwargs)
 
 
-def test_full_dyntom_run_stores_a_prediction_per_question(openai_backend, llm_server, dyntom_stages):
+def test_full_dyntom_run_stores_a_prediction_per_question(
+    openai_backend, llm_server, dyntom_stages
+):
     wrong = {"type_d_how_1", "type_a_what_1"}
     llm_server.responder = gold_responder(list(dyntom_stages), wrong=wrong)
     run = _run(openai_backend)
@@ -83,13 +85,13 @@ def test_rerun_and_resume_make_zero_requests(openai_backend, llm_server, dyntom_
     assert second.cost == 0
     assert second.prompt_tokens == Run.objects.get(pk=first.pk).prompt_tokens
     assert list(
-        Prediction.objects.filter(run=second).order_by("dyntom_question").values_list(
-            "dyntom_question", "parsed_answer"
-        )
+        Prediction.objects.filter(run=second)
+        .order_by("dyntom_question")
+        .values_list("dyntom_question", "parsed_answer")
     ) == list(
-        Prediction.objects.filter(run=first).order_by("dyntom_question").values_list(
-            "dyntom_question", "parsed_answer"
-        )
+        Prediction.objects.filter(run=first)
+        .order_by("dyntom_question")
+        .values_list("dyntom_question", "parsed_answer")
     )
 
     # Another temperature is another request: it is not served from the cache.
@@ -238,13 +240,20 @@ def test_template_edits_make_new_versions_and_runs_keep_theirs(
     assert Prediction.objects.filter(run=later).first().template_version == "dyntom-vanilla v2"
 
 
-def test_run_model_command_dry_run_and_foreground(openai_backend, llm_server, dyntom_stages, capsys):
+def test_run_model_command_dry_run_and_foreground(
+    openai_backend, llm_server, dyntom_stages, capsys
+):
     call_command(
         "run_model",
-        "--benchmark", "dyntom",
-        "--method", "cot",
-        "--backend", openai_backend.name,
-        "--items", "trial149", "trial210",
+        "--benchmark",
+        "dyntom",
+        "--method",
+        "cot",
+        "--backend",
+        openai_backend.name,
+        "--items",
+        "trial149",
+        "trial210",
         "--dry-run",
     )
     out = capsys.readouterr().out
@@ -255,10 +264,15 @@ def test_run_model_command_dry_run_and_foreground(openai_backend, llm_server, dy
     llm_server.responder = answer_all("a")
     call_command(
         "run_model",
-        "--benchmark", "dyntom",
-        "--method", "cot",
-        "--backend", openai_backend.name,
-        "--items", "trial149", "trial210",
+        "--benchmark",
+        "dyntom",
+        "--method",
+        "cot",
+        "--backend",
+        openai_backend.name,
+        "--items",
+        "trial149",
+        "trial210",
     )
     captured = capsys.readouterr()
     assert "succeeded: 2/2 calls, 0 errors" in captured.out
@@ -273,6 +287,12 @@ def test_run_model_command_errors_name_the_problem(openai_backend, dyntom_stages
         call_command("run_model", "--benchmark", "dyntom", "--method", "cot", "--backend", "nope")
     with pytest.raises(CommandError, match="method 'fancy' is not one of vanilla, cot"):
         call_command(
-            "run_model", "--benchmark", "dyntom", "--method", "fancy",
-            "--backend", openai_backend.name, "--dry-run",
+            "run_model",
+            "--benchmark",
+            "dyntom",
+            "--method",
+            "fancy",
+            "--backend",
+            openai_backend.name,
+            "--dry-run",
         )

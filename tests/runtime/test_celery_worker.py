@@ -4,74 +4,24 @@ On SQLite this exercises the embedded default (kombu's filesystem transport); in
 second pass, DATABASE_URL/CELERY_BROKER_URL point at PostgreSQL + Redis.
 """
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 
 from benchmarks.models import DynToMQuestion, DynToMStage, ImportJob
 from benchmarks.services import import_job_create
+from tests.celery_worker import purge_queues, start_worker, stop_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-ROOT = Path(settings.BASE_DIR)
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or "postgres"
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{user}@{host}:{port}/{db['NAME']}"
 
 
 @pytest.fixture
 def worker(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = (tmp_path / "worker.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "-Q",
-            "default",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    purge_queues()
+    proc = start_worker(tmp_path / "worker.log")
     yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    stop_worker(proc)
 
 
 def _wait_finished(job_id: int, timeout: float = 90) -> ImportJob:

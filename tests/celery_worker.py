@@ -1,0 +1,81 @@
+"""Start a real Celery worker process on whatever database and broker the suite uses.
+
+On SQLite this is the embedded default (kombu's filesystem transport); in CI's second
+pass DATABASE_URL/CELERY_BROKER_URL point at PostgreSQL + Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(settings.BASE_DIR)
+
+
+def database_url() -> str:
+    """The URL of the test database this process uses, for the worker's environment."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}/{db['NAME']}"
+
+
+def purge_queues() -> None:
+    """Drop messages left in the broker by earlier sessions (their rows are gone)."""
+    from config.celery import app
+
+    app.control.purge()
+
+
+def start_worker(log_path: Path, *, name: str = "test") -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = log_path.open("a")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "-Q",
+            "default",
+            "-n",
+            f"{name}@%h",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
