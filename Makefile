@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run setup test lint fmt bench
+.PHONY: run setup test lint fmt bench bench-llm
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,6 @@ fmt: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_dyntom_import.py
+
+bench-llm: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_llm_throughput.py

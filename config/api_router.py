@@ -2,4 +2,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("benchmarks/", include("benchmarks.api.urls")),
+    path("modeling/", include("modeling.api.urls")),
 ]

@@ -142,15 +142,24 @@ def run_create(
         created_by=created_by,
     )
     if enqueue:
-        _enqueue(run.pk)
+        _enqueue(run)
     return run
 
 
-def _enqueue(run_id: int) -> None:
+def run_queue(run: Run) -> str:
+    """The Celery queue a run goes to: local models need a GPU worker (SPEC: scale-out)."""
+    if run.backend is not None and run.backend.kind == Backend.Kind.TRANSFORMERS:
+        return "gpu"
+    return "default"
+
+
+def _enqueue(run: Run) -> None:
+    queue = run_queue(run)
+
     def send() -> None:
         from .tasks import run_model_task
 
-        run_model_task.delay(run_id)
+        run_model_task.apply_async((run.pk,), queue=queue)
 
     transaction.on_commit(send)
 
@@ -219,7 +228,7 @@ def run_resume(*, run_id: int) -> Run:
             run.error = ""
             run.finished_at = None
             run.save(update_fields=["status", "error", "finished_at"])
-        _enqueue(run.pk)
+        _enqueue(run)
     return run
 
 
@@ -231,14 +240,14 @@ def runs_requeue_orphaned() -> list[int]:
     for its visibility timeout). Queued runs and runs still marked running are sent
     again: a live worker's lease makes the duplicate wait, then skip.
     """
-    ids = list(
-        Run.objects.filter(
-            imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-        ).values_list("pk", flat=True)
+    runs = list(
+        Run.objects.filter(imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .select_related("backend")
+        .order_by("pk")
     )
-    for run_id in ids:
-        _enqueue(run_id)
-    return ids
+    for run in runs:
+        _enqueue(run)
+    return [run.pk for run in runs]
 
 
 class RunLeased(Exception):

@@ -79,3 +79,23 @@ def stop_worker(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def drain_queue(name: str = "default") -> list[tuple[str, list]]:
+    """Take every message off a broker queue: (task name, positional args) each, in order."""
+    from config.celery import app
+
+    taken = []
+    with app.connection_for_read() as conn:
+        queue = conn.SimpleQueue(name)
+        try:
+            while True:
+                try:
+                    message = queue.get(block=False)
+                except queue.Empty:
+                    break
+                taken.append((message.headers["task"], list(message.payload[0])))
+                message.ack()
+        finally:
+            queue.close()
+    return taken

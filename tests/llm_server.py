@@ -60,6 +60,9 @@ class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keeps connections alive, as real servers do; the benchmark would
     # otherwise mostly measure TCP handshakes.
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm the second waits
+    # for the client's delayed ACK (~40 ms), which would dwarf a scripted latency.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:

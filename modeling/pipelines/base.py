@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,6 +16,9 @@ class CallUnit:
     key: str  # stable across runs, e.g. "dyntom:trial50"
     messages: list[dict[str, str]]
     item_ids: list[int]
+    # What parse() needs about the items (keys, option counts, gold), read once with the
+    # units so scoring a reply costs no query.
+    items: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

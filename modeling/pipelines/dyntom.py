@@ -189,36 +189,36 @@ class DynToMPipeline(Pipeline):
                     key=f"dyntom:{work.key}",
                     messages=messages,
                     item_ids=[q.pk for q in questions],
+                    items=[
+                        {"id": q.pk, "key": q.key, "options": len(q.options), "gold": q.gold_letter}
+                        for q in questions
+                    ],
                 )
             )
         return units
 
     def parse(self, *, unit: CallUnit, text: str) -> list[ParsedItem]:
-        questions = list(
-            DynToMQuestion.objects.filter(pk__in=unit.item_ids)
-            .only("id", "key", "options", "gold_letter")
-            .order_by("position")
-        )
-        answers = parse_answers(text, [q.key for q in questions])
+        answers = parse_answers(text, [item["key"] for item in unit.items])
         refused = not answers and bool(_REFUSAL_RE.search(text))
         parsed = []
-        for question in questions:
-            valid = {option_letter(i) for i in range(len(question.options))}
-            if question.key not in answers:
+        for item in unit.items:
+            pk, key = item["id"], item["key"]
+            last = option_letter(item["options"] - 1)
+            if key not in answers:
                 status = "refused" if refused else ("missing" if answers else "unparseable")
-                parsed.append(ParsedItem(question.pk, "", status, False))
+                parsed.append(ParsedItem(pk, "", status, False))
                 continue
-            letter = answers[question.key]
-            if letter is None or letter not in valid:
+            letter = answers[key]
+            if letter is None or not "a" <= letter <= last:
                 parsed.append(
                     ParsedItem(
-                        question.pk,
+                        pk,
                         letter or "",
                         "unparseable",
                         False,
-                        {"reason": f"not one of the option letters {min(valid)}-{max(valid)}"},
+                        {"reason": f"not one of the option letters a-{last}"},
                     )
                 )
                 continue
-            parsed.append(ParsedItem(question.pk, letter, "ok", letter == question.gold_letter))
+            parsed.append(ParsedItem(pk, letter, "ok", letter == item["gold"]))
         return parsed

@@ -296,3 +296,14 @@ def test_run_model_command_errors_name_the_problem(openai_backend, dyntom_stages
             openai_backend.name,
             "--dry-run",
         )
+
+
+def test_local_model_runs_go_to_the_gpu_queue(openai_backend, dyntom_stages):
+    from modeling.models import Backend
+    from modeling.services import run_queue
+
+    local = Backend.objects.create(
+        name="local-lm", kind=Backend.Kind.TRANSFORMERS, model_path="/models/tiny"
+    )
+    assert run_queue(_run(local, selection={"limit": 1})) == "gpu"
+    assert run_queue(_run(openai_backend, selection={"limit": 1})) == "default"

@@ -118,10 +118,14 @@ class Command(BaseCommand):
 
     def _print_plan(self, plan) -> None:
         self.stdout.write(f"template: {plan.template}; model: {plan.model}")
+        completion = (
+            f"at most {plan.max_completion_tokens:,} completion tokens"
+            if plan.max_completion_tokens
+            else "completion tokens not capped (no --max-tokens)"
+        )
         self.stdout.write(
             f"would make {plan.calls} call(s) ({plan.units} prompt(s) x {plan.samples} sample(s)), "
-            f"about {plan.estimated_prompt_tokens:,} prompt tokens and at most "
-            f"{plan.max_completion_tokens:,} completion tokens"
+            f"about {plan.estimated_prompt_tokens:,} prompt tokens, {completion}"
         )
         if plan.first_messages:
             self.stdout.write("--- first prompt ---")

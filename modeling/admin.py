@@ -1,0 +1,320 @@
+"""Admin for model runs: configure backends, browse runs, calls, predictions and the cache.
+
+A backend's API key is write-only: the change form shows an empty password input,
+a blank submission keeps the stored key, and no list column, search field or page
+ever renders it (``has_key`` says whether one is set). Runs, calls, predictions and
+cached responses are written by the run engine only, so they are read-only here;
+runs are cancelled or resumed through the same services the run pages use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from . import services
+from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
+
+
+def _changelist_link(model: type[Model], lookup: str, pk: int, label: object) -> str:
+    url = reverse(f"admin:modeling_{model._meta.model_name}_changelist")
+    return format_html('<a href="{}?{}={}">{}</a>', url, lookup, pk, label)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the run engine owns: viewable, never added or edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+class BackendAdminForm(forms.ModelForm):
+    # Local servers speak plain http; say so rather than rely on Django 6's https default.
+    base_url = forms.URLField(
+        required=False,
+        max_length=200,
+        assume_scheme="http",
+        help_text=Backend._meta.get_field("base_url").help_text,
+    )
+    # render_value=False: the stored key never reaches the page, not even masked.
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave blank to keep the stored key.",
+    )
+    clear_api_key = forms.BooleanField(
+        label="Remove the stored API key", required=False, initial=False
+    )
+
+    class Meta:
+        model = Backend
+        fields = (
+            "name",
+            "kind",
+            "base_url",
+            "default_model",
+            "model_path",
+            "api_key_env",
+            "api_key",
+            "max_concurrency",
+            "max_retries",
+            "timeout_s",
+            "price_input_per_1k",
+            "price_output_per_1k",
+            "options",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The bound initial would otherwise carry the key into the form's state.
+        self.initial["api_key"] = ""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        elif not data.get("api_key"):
+            data["api_key"] = self.instance.api_key if self.instance.pk else ""
+        return data
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    form = BackendAdminForm
+    list_display = (
+        "name",
+        "kind",
+        "default_model",
+        "base_url",
+        "api_key_env",
+        "has_key",
+        "max_concurrency",
+        "price_input_per_1k",
+        "price_output_per_1k",
+        "created_at",
+    )
+    list_filter = ("kind",)
+    # Never the key: a search would reveal it one guess at a time.
+    search_fields = ("name", "default_model", "base_url", "model_path")
+    readonly_fields = ("created_at", "has_key")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "default_model", "base_url", "model_path")}),
+        ("Credentials", {"fields": ("api_key_env", "has_key", "api_key", "clear_api_key")}),
+        (
+            "Limits and prices",
+            {
+                "fields": (
+                    "max_concurrency",
+                    "max_retries",
+                    "timeout_s",
+                    "price_input_per_1k",
+                    "price_output_per_1k",
+                )
+            },
+        ),
+        (None, {"fields": ("options", "created_at")}),
+    )
+
+    @admin.display(description="key stored", boolean=True)
+    def has_key(self, obj: Backend) -> bool:
+        return bool(obj.api_key)
+
+
+@admin.register(PromptTemplate)
+class PromptTemplateAdmin(admin.ModelAdmin):
+    """Texts of a saved version are frozen (runs point at it); revise on the run pages."""
+
+    list_display = ("name", "version", "benchmark", "method", "is_active", "created_at")
+    list_filter = ("benchmark", "method", "is_active")
+    search_fields = ("name", "user", "system", "notes")
+    _frozen = (
+        "name",
+        "version",
+        "benchmark",
+        "method",
+        "system",
+        "user",
+        "fields",
+        "output_format",
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: PromptTemplate | None = None):
+        if obj is None:
+            return ("created_at",)
+        return (*self._frozen, "created_at")
+
+
+@admin.register(CachedResponse)
+class CachedResponseAdmin(ReadOnlyAdmin):
+    list_display = (
+        "short_key",
+        "backend_name",
+        "model",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_ms",
+        "created_at",
+    )
+    list_filter = ("backend_name", "model", "finish_reason")
+    search_fields = ("key", "model", "text")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="key", ordering="key")
+    def short_key(self, obj: CachedResponse) -> str:
+        return obj.key[:12]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "name",
+        "status",
+        "benchmark",
+        "method",
+        "backend",
+        "model",
+        "template",
+        "progress",
+        "error_calls",
+        "tokens",
+        "cost",
+        "created_at",
+    )
+    list_filter = ("status", "benchmark", "method", "backend", "imported")
+    list_select_related = ("backend", "template")
+    search_fields = ("name", "model", "backend__name", "template__name")
+    date_hierarchy = "created_at"
+    actions = ("cancel_runs", "resume_runs")
+    fields = (
+        ("name", "status"),
+        ("benchmark", "method", "imported"),
+        ("backend", "model", "template"),
+        "params",
+        "selection",
+        ("progress", "error_calls", "calls_link", "predictions_link"),
+        ("prompt_tokens", "completion_tokens", "cost"),
+        ("budget_tokens", "budget_cost"),
+        "error",
+        ("created_by", "created_at", "started_at", "finished_at", "lease_expires_at"),
+    )
+    # View-only pages show model fields read-only already; these are computed.
+    readonly_fields = ("progress", "calls_link", "predictions_link")
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """The actions call services, so they need the change permission the page hides."""
+        return request.user.has_perm("modeling.change_run")
+
+    @admin.display(description="progress")
+    def progress(self, obj: Run) -> str:
+        return f"{obj.done_calls}/{obj.total_calls}"
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: Run) -> int:
+        return obj.prompt_tokens + obj.completion_tokens
+
+    @admin.display(description="calls")
+    def calls_link(self, obj: Run) -> str:
+        return _changelist_link(RunCall, "run__id__exact", obj.pk, "calls")
+
+    @admin.display(description="predictions")
+    def predictions_link(self, obj: Run) -> str:
+        return _changelist_link(Prediction, "run__id__exact", obj.pk, "predictions")
+
+    @admin.action(description="Cancel selected runs", permissions=["run"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run_id in queryset.values_list("pk", flat=True):
+            services.run_cancel(run_id=run_id)
+        self.message_user(request, "Cancelled the selected unfinished runs.")
+
+    @admin.action(description="Resume selected runs", permissions=["run"])
+    def resume_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run_id, name in queryset.values_list("pk", "name"):
+            try:
+                services.run_resume(run_id=run_id)
+            except ValueError as exc:
+                self.message_user(request, f"{name}: {exc}", messages.WARNING)
+        self.message_user(request, "Queued the selected runs again.")
+
+
+@admin.register(RunCall)
+class RunCallAdmin(ReadOnlyAdmin):
+    list_display = (
+        "unit_key",
+        "sample_index",
+        "run",
+        "status",
+        "from_cache",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "latency_ms",
+        "short_error",
+        "finished_at",
+    )
+    list_filter = ("status", "from_cache", "run__benchmark", "run")
+    list_select_related = ("run",)
+    search_fields = ("unit_key", "run__name", "error")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    @admin.display(description="error")
+    def short_error(self, obj: RunCall) -> str:
+        return Truncator(obj.error).chars(60)
+
+
+@admin.register(Prediction)
+class PredictionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "item",
+        "sample_index",
+        "run",
+        "parsed_answer",
+        "parse_status",
+        "correct",
+        "model",
+        "template_version",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_ms",
+    )
+    list_filter = ("parse_status", "correct", "run__benchmark", "run")
+    list_select_related = (
+        "run",
+        "dyntom_question__stage__work",
+        "qa_item",
+        "speaker_instance__scene__work",
+    )
+    search_fields = (
+        "parsed_answer",
+        "run__name",
+        "dyntom_question__key",
+        "dyntom_question__stage__work__key",
+        "qa_item__natural_key",
+    )
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    @admin.display(description="item")
+    def item(self, obj: Prediction) -> str:
+        if obj.dyntom_question_id:
+            return str(obj.dyntom_question)  # "<stage work key> <question key>"
+        if obj.qa_item_id:
+            return obj.qa_item.natural_key
+        if obj.speaker_instance_id:
+            return str(obj.speaker_instance)
+        return "-"

@@ -1,0 +1,134 @@
+"""Model runs API for researchers (the global permission): backends, prompt templates,
+runs (list, detail, create, cancel, resume) and a run's predictions.
+
+Writes go through ``modeling.services``; a ``ValueError`` from a service is the
+caller's mistake and becomes a 400 carrying its message. Every list selects what its
+serializer reads, so a page costs the same few queries whatever its size.
+"""
+
+from __future__ import annotations
+
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Coalesce, Concat
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+
+from modeling import selectors, services
+from modeling.models import Prediction, Run
+
+from . import filters, serializers
+
+
+def _service_error(exc: ValueError) -> ValidationError:
+    return ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]})
+
+
+class BackendViewSet(viewsets.ReadOnlyModelViewSet):
+    """Configured LLM endpoints (never their keys)."""
+
+    queryset = selectors.backend_list()
+    serializer_class = serializers.BackendSerializer
+    filterset_fields = ("kind",)
+
+
+class PromptTemplateViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every prompt template version, with how many runs used it."""
+
+    queryset = selectors.prompt_template_list()
+    serializer_class = serializers.PromptTemplateSerializer
+    filterset_class = filters.PromptTemplateFilter
+
+
+class RunViewSet(viewsets.ReadOnlyModelViewSet):
+    """Model runs with their progress, usage and settings; create, cancel and resume."""
+
+    queryset = selectors.run_list().select_related("created_by")
+    serializer_class = serializers.RunSerializer
+    filterset_class = filters.RunFilter
+    # The input nests objects (selection, params), which only JSON carries.
+    parser_classes = (JSONParser,)
+
+    def _fresh(self, run_id: int) -> Response:
+        return Response(self.get_serializer(self.get_queryset().get(pk=run_id)).data)
+
+    @extend_schema(
+        request=serializers.RunCreateInputSerializer,
+        responses={201: serializers.RunSerializer},
+        summary="Create a run and queue it for a worker",
+    )
+    def create(self, request: Request) -> Response:
+        data = serializers.RunCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            run = services.run_create(**data.service_kwargs(), created_by=request.user)
+        except ValueError as exc:
+            raise _service_error(exc) from None
+        response = self._fresh(run.pk)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    @extend_schema(request=None, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Stop the run after the calls in flight; a finished run is left as it is."""
+        run = self.get_object()
+        services.run_cancel(run_id=run.pk)
+        return self._fresh(run.pk)
+
+    @extend_schema(request=None, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str) -> Response:
+        """Queue a stopped or failed run again; done calls are not repeated."""
+        run = self.get_object()
+        try:
+            services.run_resume(run_id=run.pk)
+        except ValueError as exc:
+            raise _service_error(exc) from None
+        return self._fresh(run.pk)
+
+
+def _run_predictions(run: Run) -> QuerySet[Prediction]:
+    """A run's predictions with their item's natural keys as annotations.
+
+    Annotations rather than select_related: a DynToM stage row carries large JSON
+    (profiles, trajectory), which a page of predictions must not load per row.
+    """
+    return (
+        Prediction.objects.filter(run=run)
+        .annotate(
+            work_key=Coalesce(
+                F("dyntom_question__stage__work__key"),
+                F("qa_item__work__key"),
+                F("speaker_instance__scene__work__key"),
+            ),
+            item_key=Coalesce(
+                F("dyntom_question__key"),
+                F("qa_item__natural_key"),
+                Concat(
+                    F("speaker_instance__scene__source_id"),
+                    Value(" "),
+                    F("speaker_instance__code"),
+                ),
+            ),
+        )
+        .order_by("pk")
+    )
+
+
+class RunPredictionListApi(generics.ListAPIView):
+    """A run's predictions, in the order they were made, with raw outputs."""
+
+    serializer_class = serializers.PredictionSerializer
+    filterset_class = filters.PredictionFilter
+
+    def get_queryset(self) -> QuerySet[Prediction]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Prediction.objects.none()
+        return _run_predictions(get_object_or_404(Run, pk=self.kwargs["run_id"]))

@@ -1,0 +1,111 @@
+"""A researcher previews and starts a DynToM run in the browser and watches it finish."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from modeling import services
+from modeling.models import Prediction, PromptTemplate, Run
+from tests.modeling import conftest as run_fixtures
+from tests.modeling.conftest import gold_responder
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The run fixtures live in tests/modeling/conftest.py, which this folder does not see.
+llm_server_session = run_fixtures.llm_server_session
+llm_server = run_fixtures.llm_server
+openai_backend = run_fixtures.openai_backend
+dyntom_stages = run_fixtures.dyntom_stages
+
+
+def log_in(page, live_server) -> None:
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill("res")
+    page.get_by_label("Password").fill("pw-res-123!")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def test_preview_start_and_watch_a_run(
+    live_server, page, screenshot, researcher, openai_backend, dyntom_stages, llm_server
+):
+    # One question per stage answered wrongly, so the accuracy is not a round 100%.
+    wrong = {stage.questions.order_by("pk").first().key for stage in dyntom_stages}
+    llm_server.responder = gold_responder(dyntom_stages, wrong=wrong)
+    log_in(page, live_server)
+
+    page.goto(f"{live_server.url}/runs/new/")
+    page.get_by_label("Benchmark").select_option("dyntom")
+    page.get_by_label("Method").select_option("vanilla")
+    page.get_by_label("Backend").select_option(label="local-test")
+    page.get_by_label("Limit").fill("2")
+    page.get_by_role("button", name="Preview (dry run)").click()
+
+    plan = page.locator("#run-plan")
+    expect(plan.get_by_test_id("plan-calls")).to_have_text("2")
+    expect(plan.locator("pre.prompt").first).to_contain_text("Read the story below")
+    assert Run.objects.count() == 0
+    assert llm_server.request_count == 0
+    screenshot("runs-new-preview")
+
+    page.get_by_role("button", name="Start this run").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    run = Run.objects.get()
+    status = page.get_by_test_id("run-status")
+    expect(status).to_have_text(re.compile("queued", re.IGNORECASE))
+    expect(page.get_by_text(f"Run {run.pk} queued.")).to_be_visible()
+
+    # No Celery worker here: execute the run in the test; the page polls every 2 s.
+    page.evaluate("window.notReloaded = true")
+    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    expect(status).to_have_text(re.compile("succeeded", re.IGNORECASE), timeout=10_000)
+    predictions = Prediction.objects.filter(run=run)
+    percent = round(100 * predictions.filter(correct=True).count() / predictions.count())
+    assert 0 < percent < 100
+    expect(page.get_by_test_id("accuracy")).to_have_text(f"{percent}%")
+    assert page.evaluate("window.notReloaded") is True
+    expect(page.locator("#run-progress")).not_to_have_attribute("hx-trigger", re.compile("."))
+    page.reload()  # the calls table is outside the polled region
+    screenshot("runs-detail-finished")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot("runs-detail-phone")
+    page.set_viewport_size({"width": 1200, "height": 800})
+
+    page.get_by_role("link", name=str(run.template)).click()
+    expect(page.get_by_role("heading", name="Revise")).to_be_visible()
+    expect(page.locator("pre.prompt")).to_contain_text("Read the story below")
+    screenshot("template-detail")
+
+    # A few more runs so the list shows every status badge.
+    for status in (Run.Status.RUNNING, Run.Status.FAILED, Run.Status.BUDGET_EXHAUSTED):
+        other = services.run_create(
+            benchmark="dyntom",
+            method="vanilla",
+            backend=openai_backend,
+            selection={"limit": 1},
+            name=f"{status} example",
+            enqueue=False,
+        )
+        Run.objects.filter(pk=other.pk).update(status=status)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/runs/")
+    expect(page.get_by_role("link", name=run.name)).to_be_visible()
+    # Nothing but the table's own scroll box may be wider than the phone.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot("runs-list-phone")
+
+
+def test_revise_error_is_shown_next_to_the_field(live_server, page, screenshot, researcher):
+    services.prompt_templates_ensure_defaults()
+    template = PromptTemplate.objects.get(name="dyntom-vanilla", version=1)
+    log_in(page, live_server)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/runs/templates/{template.pk}/")
+    page.get_by_label("User").fill("Story: {story} and {mood}")
+    page.get_by_role("button", name="Save as version 2").click()
+    expect(page.get_by_role("alert")).to_contain_text("unknown field(s) {mood}")
+    expect(page.locator("#id_user_error")).to_contain_text("{mood}")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot("template-revise-error-phone")

@@ -1,0 +1,328 @@
+"""The run pages through the Django test client: what researchers see and may do, and
+that raters, annotators and anonymous visitors get nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from modeling import services
+from modeling.models import PromptTemplate, Run
+from tests.modeling.conftest import gold_responder
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def client_researcher(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+@pytest.fixture
+def templates(db) -> PromptTemplate:
+    """The default templates; returns dyntom-vanilla v1."""
+    services.prompt_templates_ensure_defaults()
+    return PromptTemplate.objects.get(name="dyntom-vanilla", version=1)
+
+
+def make_run(backend, **kwargs) -> Run:
+    """A queued DynToM run over two works, not sent to any worker."""
+    return services.run_create(
+        benchmark="dyntom",
+        method="vanilla",
+        backend=backend,
+        selection={"limit": 2},
+        enqueue=False,
+        **kwargs,
+    )
+
+
+def run_form(backend, action: str, **overrides) -> dict[str, str]:
+    data = {
+        "benchmark": "dyntom",
+        "method": "vanilla",
+        "backend": str(backend.pk),
+        "limit": "2",
+        "samples": "1",
+        "action": action,
+    }
+    return {**data, **overrides}
+
+
+# --- Run list and new run ---------------------------------------------------------------
+
+
+def test_run_list_shows_runs(client_researcher, openai_backend):
+    run = make_run(openai_backend, name="first try")
+    response = client_researcher.get(reverse("modeling:run-list"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "first try" in content
+    assert reverse("modeling:run-detail", args=[run.pk]) in content
+    assert "badge badge-queued" in content
+
+
+def test_run_list_empty(client_researcher):
+    response = client_researcher.get(reverse("modeling:run-list"))
+    assert response.status_code == 200
+    assert "No runs yet" in response.content.decode()
+
+
+def test_run_list_query_count_is_bounded(
+    client_researcher, openai_backend, templates, django_assert_max_num_queries
+):
+    for i in range(8):
+        make_run(openai_backend, name=f"run {i}", template=templates)
+    # Session, user, roles, page count, runs with backend and template: no query per row.
+    with django_assert_max_num_queries(5):
+        response = client_researcher.get(reverse("modeling:run-list"))
+    assert response.content.decode().count("badge-queued") == 8
+
+
+def test_new_run_form(client_researcher, openai_backend):
+    response = client_researcher.get(reverse("modeling:run-new"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert '<label for="id_backend">Backend</label>' in content
+    assert "local-test" in content
+    assert 'value="preview"' in content
+
+
+def test_preview_shows_first_prompt_and_saves_nothing(
+    client_researcher, openai_backend, dyntom_stages, llm_server
+):
+    response = client_researcher.post(
+        reverse("modeling:run-new"), run_form(openai_backend, "preview")
+    )
+    assert response.status_code == 200
+    plan = response.context["plan"]
+    assert plan.calls == 2
+    content = response.content.decode()
+    assert 'data-testid="plan-calls">2<' in content
+    assert "Read the story below" in content
+    assert "[type_" in content  # the first stage's questions, with their keys
+    assert Run.objects.count() == 0
+    assert llm_server.request_count == 0
+
+
+def test_preview_with_unknown_work_is_a_form_error(client_researcher, openai_backend):
+    response = client_researcher.post(
+        reverse("modeling:run-new"), run_form(openai_backend, "preview", works="nosuchwork")
+    )
+    assert response.status_code == 200
+    assert "unknown dyntom work key(s): nosuchwork" in response.content.decode()
+    assert 'role="alert"' in response.content.decode()
+
+
+def test_start_creates_queued_run_and_redirects(
+    client_researcher,
+    researcher,
+    openai_backend,
+    dyntom_stages,
+    llm_server,
+    django_capture_on_commit_callbacks,
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_researcher.post(
+            reverse("modeling:run-new"), run_form(openai_backend, "start", name="my run")
+        )
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert response.url == reverse("modeling:run-detail", args=[run.pk])
+    assert (run.status, run.name, run.created_by) == (Run.Status.QUEUED, "my run", researcher)
+    assert run.selection == {"limit": 2}
+    assert len(callbacks) == 1  # the task is sent once the run row is committed
+    assert llm_server.request_count == 0
+
+
+# --- Run detail ---------------------------------------------------------------------------
+
+
+def test_detail_of_queued_run_polls(client_researcher, openai_backend):
+    run = make_run(openai_backend)
+    url = reverse("modeling:run-detail", args=[run.pk])
+
+    full = client_researcher.get(url)
+    assert full.status_code == 200
+    assert "<html" in full.content.decode()
+    assert 'hx-trigger="every 2s"' in full.content.decode()
+
+    partial = client_researcher.get(url, headers=HX)
+    assert partial.status_code == 200
+    content = partial.content.decode()
+    assert "<html" not in content
+    assert content.lstrip().startswith('<section id="run-progress"')
+    assert 'hx-trigger="every 2s"' in content
+
+
+def test_detail_of_finished_run_stops_polling(
+    client_researcher, openai_backend, dyntom_stages, llm_server
+):
+    llm_server.responder = gold_responder(dyntom_stages)
+    run = make_run(openai_backend)
+    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    url = reverse("modeling:run-detail", args=[run.pk])
+
+    full = client_researcher.get(url)
+    assert full.status_code == 200
+    content = full.content.decode()
+    assert "badge-succeeded" in content
+    assert 'data-testid="accuracy">100%<' in content
+    assert "dyntom:" in content  # the calls table lists the units
+
+    partial = client_researcher.get(url, headers=HX)
+    assert partial.status_code == 286
+    content = partial.content.decode()
+    assert "<html" not in content
+    assert "badge-succeeded" in content
+    assert 'data-testid="accuracy">100%<' in content
+    assert "hx-trigger" not in content
+
+
+def test_detail_unknown_run_is_404(client_researcher):
+    assert client_researcher.get(reverse("modeling:run-detail", args=[999])).status_code == 404
+
+
+def test_cancel_then_resume(client_researcher, openai_backend, django_capture_on_commit_callbacks):
+    run = make_run(openai_backend)
+    detail = reverse("modeling:run-detail", args=[run.pk])
+
+    response = client_researcher.post(reverse("modeling:run-cancel", args=[run.pk]))
+    assert response.status_code == 302
+    assert response.url == detail
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert "Resume run" in client_researcher.get(detail).content.decode()
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_researcher.post(reverse("modeling:run-resume", args=[run.pk]))
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert len(callbacks) == 1
+
+
+def test_cancel_with_htmx_returns_progress_region(client_researcher, openai_backend):
+    run = make_run(openai_backend)
+    response = client_researcher.post(reverse("modeling:run-cancel", args=[run.pk]), headers=HX)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<section id="run-progress"')
+    assert "badge-cancelled" in content
+
+
+def test_resume_of_imported_run_shows_error(client_researcher, openai_backend):
+    run = make_run(openai_backend)
+    Run.objects.filter(pk=run.pk).update(imported=True, status=Run.Status.FAILED)
+    response = client_researcher.post(reverse("modeling:run-resume", args=[run.pk]), follow=True)
+    assert "imported runs have nothing to resume" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+
+
+# --- Prompt templates ---------------------------------------------------------------------
+
+
+def test_template_list_groups_versions_with_run_counts(
+    client_researcher, openai_backend, templates
+):
+    make_run(openai_backend, template=templates)
+    services.prompt_template_revise(template=templates, notes="shorter")
+    response = client_researcher.get(reverse("modeling:template-list"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "dyntom-vanilla" in content and "dyntom-cot" in content
+    assert "2 versions" in content
+    rows = {t.pk: t.run_count for t in response.context["templates"]}
+    assert rows[templates.pk] == 1
+
+
+def test_template_detail(client_researcher, templates):
+    response = client_researcher.get(reverse("modeling:template-detail", args=[templates.pk]))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "Read the story below" in content
+    assert "<code>{characters_information}</code>" in content
+    assert templates.output_format.replace('"', "&quot;") in content
+    assert reverse("modeling:template-revise", args=[templates.pk]) in content
+    assert '<label for="id_user">User</label>' in content
+    assert "Save as version 2" in content
+
+
+def test_revise_creates_version_2_and_keeps_version_1(client_researcher, openai_backend, templates):
+    run = make_run(openai_backend, template=templates)
+    text = "Answer briefly.\n{characters_information}\n{story}\n{questions}"
+    response = client_researcher.post(
+        reverse("modeling:template-revise", args=[templates.pk]),
+        {"system": "You are careful.", "user": text, "notes": "shorter"},
+    )
+    v2 = PromptTemplate.objects.get(name="dyntom-vanilla", version=2)
+    assert response.status_code == 302
+    assert response.url == reverse("modeling:template-detail", args=[v2.pk])
+    assert (v2.user, v2.system, v2.notes, v2.is_active) == (
+        text,
+        "You are careful.",
+        "shorter",
+        True,
+    )
+    templates.refresh_from_db()
+    assert templates.user.startswith("Read the story below")
+    assert not templates.is_active
+    run.refresh_from_db()
+    assert run.template_id == templates.pk
+
+    page = client_researcher.get(response.url).content.decode()
+    assert "Saved dyntom-vanilla v2." in page
+    assert reverse("modeling:template-detail", args=[templates.pk]) in page  # link to v1
+
+
+def test_revise_with_unknown_field_is_a_form_error(client_researcher, templates):
+    response = client_researcher.post(
+        reverse("modeling:template-revise", args=[templates.pk]),
+        {"system": "", "user": "Story: {story}\nMood: {mood}", "notes": ""},
+    )
+    assert response.status_code == 200
+    assert "{mood}" in response.context["form"].errors["user"][0]
+    content = response.content.decode()
+    assert "unknown field(s) {mood}" in content
+    assert 'role="alert"' in content
+    assert PromptTemplate.objects.filter(name="dyntom-vanilla").count() == 1
+
+
+# --- Who may see the pages ----------------------------------------------------------------
+
+
+@pytest.fixture
+def pages(openai_backend, templates) -> list[tuple[str, str]]:
+    run = make_run(openai_backend)
+    return [
+        ("get", reverse("modeling:run-list")),
+        ("get", reverse("modeling:run-new")),
+        ("post", reverse("modeling:run-new")),
+        ("get", reverse("modeling:run-detail", args=[run.pk])),
+        ("post", reverse("modeling:run-cancel", args=[run.pk])),
+        ("post", reverse("modeling:run-resume", args=[run.pk])),
+        ("get", reverse("modeling:template-list")),
+        ("get", reverse("modeling:template-detail", args=[templates.pk])),
+        ("post", reverse("modeling:template-revise", args=[templates.pk])),
+    ]
+
+
+@pytest.mark.parametrize("role", ["rater", "annotator"])
+def test_other_roles_get_403_everywhere(request, client, pages, role):
+    client.force_login(request.getfixturevalue(role))
+    for method, url in pages:
+        assert getattr(client, method)(url).status_code == 403, (method, url)
+        assert getattr(client, method)(url, headers=HX).status_code == 403, (method, url)
+    assert Run.objects.get().status == Run.Status.QUEUED
+    assert PromptTemplate.objects.filter(name="dyntom-vanilla").count() == 1
+
+
+def test_anonymous_is_sent_to_login(client, pages):
+    for method, url in pages:
+        response = getattr(client, method)(url)
+        assert response.status_code == 302, (method, url)
+        assert response.url.startswith(f"{reverse('login')}?next="), (method, url)
