@@ -10,7 +10,9 @@ unique constraints stop duplicate predictions.
 from __future__ import annotations
 
 import logging
+import queue as queue_module
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -485,8 +487,7 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
     stop_status = ""
     if to_call:
         backend = get_backend(run.backend)
-        heartbeat = _LeaseHeartbeat(run.pk)
-        heartbeat.start()
+        lease = _Lease(run.pk)
         try:
 
             def record(call: RunCall, outcome: ChatResult | BackendError) -> None:
@@ -505,11 +506,10 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
                 on_progress(run.pk)
 
             if type(backend).complete_many is not ChatBackend.complete_many:
-                stop_status = _call_in_batches(run, backend, to_call, requests, heartbeat, record)
+                stop_status = _call_in_batches(run, backend, to_call, requests, lease, record)
             else:
-                stop_status = _call_sliding(run, backend, to_call, requests, heartbeat, record)
+                stop_status = _call_sliding(run, backend, to_call, requests, lease, record)
         finally:
-            heartbeat.stop()
             backend.close()
     return _finish(run.pk, stop_status)
 
@@ -529,7 +529,7 @@ def _would_exceed(run: Run, tokens: int, cost: Decimal) -> bool:
     return run.budget_cost is not None and run.cost + cost > run.budget_cost
 
 
-def _call_sliding(run, backend, to_call, requests, heartbeat, record) -> str:
+def _call_sliding(run, backend, to_call, requests, lease, record) -> str:
     """Keep ``max_concurrency`` calls in flight; check budget and cancellation before each.
 
     A sliding window rather than fixed batches: one slow reply does not hold back the
@@ -543,7 +543,7 @@ def _call_sliding(run, backend, to_call, requests, heartbeat, record) -> str:
     with ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"run{run.pk}") as pool:
         while queue or in_flight:
             while queue and len(in_flight) < limit and not stop_status:
-                if heartbeat.cancelled:
+                if lease.cancelled:
                     stop_status = Run.Status.CANCELLED
                     break
                 call = queue[-1]
@@ -560,7 +560,9 @@ def _call_sliding(run, backend, to_call, requests, heartbeat, record) -> str:
                 queue.clear()
             if not in_flight:
                 break
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            # Wake up at least once per renewal interval, even while every call is slow.
+            done, _ = wait(in_flight, timeout=lease.interval, return_when=FIRST_COMPLETED)
+            lease.renew_if_due()
             for future in done:
                 call, tokens, cost = in_flight.pop(future)
                 reserved_tokens -= tokens
@@ -579,12 +581,16 @@ def _complete(backend: ChatBackend, request: ChatRequest) -> ChatResult | Backen
         return BackendError(f"{type(exc).__name__}: {exc}")
 
 
-def _call_in_batches(run, backend, to_call, requests, heartbeat, record) -> str:
-    """For backends that batch themselves (local transformers): a batch at a time."""
+def _call_in_batches(run, backend, to_call, requests, lease, record) -> str:
+    """For backends that batch themselves (local transformers): a batch at a time.
+
+    Generation runs in a helper thread so this one can keep renewing the lease while a
+    long batch is on the GPU.
+    """
     chunk = max(1, run.backend.max_concurrency)
     for start in range(0, len(to_call), chunk):
         batch = to_call[start : start + chunk]
-        if heartbeat.cancelled:
+        if lease.cancelled:
             return Run.Status.CANCELLED
         estimates = [_estimate(run, requests[c.pk]) for c in batch]
         if _would_exceed(
@@ -592,43 +598,72 @@ def _call_in_batches(run, backend, to_call, requests, heartbeat, record) -> str:
         ):
             return Run.Status.BUDGET_EXHAUSTED
         by_request = {requests[c.pk]: c for c in batch}
-        for request, outcome in backend.complete_many(list(by_request)):
+        outcomes: queue_module.Queue = queue_module.Queue()
+        worker = threading.Thread(
+            target=_generate_into,
+            args=(backend, list(by_request), outcomes),
+            name=f"run{run.pk}-batch",
+            daemon=True,
+        )
+        worker.start()
+        received = 0
+        recorded: set[int] = set()
+        while received < len(by_request):
+            try:
+                request, outcome = outcomes.get(timeout=lease.interval)
+            except queue_module.Empty:
+                lease.renew_if_due()
+                if not worker.is_alive() and outcomes.empty():
+                    # The backend yielded fewer results than requests: fail the rest.
+                    for call in by_request.values():
+                        if call.pk not in recorded:
+                            record(call, BackendError("the backend returned no result"))
+                    break
+                continue
+            received += 1
+            recorded.add(by_request[request].pk)
             record(by_request[request], outcome)
+            lease.renew_if_due()
+        worker.join()
     return ""
 
 
-class _LeaseHeartbeat:
-    """Renews the run's lease in the background while calls are in flight.
+def _generate_into(
+    backend: ChatBackend, requests: list[ChatRequest], out: queue_module.Queue
+) -> None:
+    """Put (request, result or error) for each request on ``out``; never raises."""
+    try:
+        for item in backend.complete_many(requests):
+            out.put(item)
+    except Exception as exc:  # a backend bug fails the batch's calls, not the run
+        logger.exception("backend %s crashed", backend.name)
+        for request in requests:
+            out.put((request, BackendError(f"{type(exc).__name__}: {exc}")))
+
+
+class _Lease:
+    """The run's lease, renewed from the executing thread while calls are in flight.
 
     A call can take longer than the lease (a long chain-of-thought reply), so renewing
-    only between calls would let a second worker take over a live run and pay twice.
-    A failed renewal means the run was cancelled (it is no longer ``running``).
+    only between calls would let a second worker take over a live run and pay twice;
+    the waits above therefore time out every ``interval``. Renewing from this thread
+    (not a heartbeat thread with its own connection) keeps it on the connection that
+    owns the run. A failed renewal means the run was cancelled (no longer running).
     """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
+        self.interval = max(0.5, _lease_seconds() / 3)
         self.cancelled = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"run{run_id}-lease", daemon=True)
+        self._renewed_at = 0.0
+        self.renew_if_due()
 
-    def start(self) -> None:
+    def renew_if_due(self) -> None:
+        now = time.monotonic()
+        if self.cancelled or now - self._renewed_at < self.interval:
+            return
+        self._renewed_at = now
         self.cancelled = not _renew_lease(self.run_id)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        interval = max(0.5, _lease_seconds() / 3)
-        try:
-            while not self._stop.wait(interval):
-                if not _renew_lease(self.run_id):
-                    self.cancelled = True
-                    return
-        finally:
-            # This thread opened its own connection; leaving it open leaks it.
-            connections.close_all()
 
 
 def _finish(run_id: int, stop_status: str) -> str:

@@ -1,0 +1,91 @@
+"""The shapes a report is made of, shared by the table builders, pages, exports and API.
+
+A :class:`Report` is plain data: titled tables of JSON-able cells and chart specs that
+point at tables. Builders (``reports/tables/``) fill it from the database; the page,
+the CSV/XLSX/JSON exports, the API and the ``report`` command only render it, so every
+surface shows the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Cell = str | int | float | bool | None
+
+
+@dataclass
+class Table:
+    """One table: ``rows`` are lists aligned with ``columns``.
+
+    ``key`` is a stable slug (file names, API keys, anchors). Percentages are stored as
+    numbers in percent (e.g. ``26.49``) in columns whose name ends in ``%``.
+    ``note`` says what the numbers cover (e.g. "items both answered: 412").
+    """
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]]
+    note: str = ""
+
+    def records(self) -> list[dict[str, Cell]]:
+        """Rows as dicts keyed by column name (JSON exports, the API)."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+@dataclass
+class Chart:
+    """What to draw from a table; rendered server-side by ``reports.charts``.
+
+    ``kind``: ``bar`` (``x`` categories, one bar per ``series`` column, optional error
+    columns ``error_low``/``error_high`` giving the interval ends), ``heatmap`` (the
+    table is a matrix: first column row labels, the others values) or ``line``
+    (``x`` numeric, one line per ``series`` column).
+    """
+
+    key: str
+    title: str
+    kind: Literal["bar", "heatmap", "line"]
+    table: str  # Table.key
+    x: str = ""
+    series: list[str] = field(default_factory=list)
+    error_low: list[str] = field(default_factory=list)
+    error_high: list[str] = field(default_factory=list)
+    y_label: str = ""
+
+
+@dataclass
+class Report:
+    """Everything one report shows, for one benchmark (and optionally a study or runs)."""
+
+    benchmark: str
+    title: str
+    tables: list[Table] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    # Summary facts shown above the tables: {"runs": 3, "items": 1719, ...}
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, key: str) -> Table:
+        for table in self.tables:
+            if table.key == key:
+                return table
+        raise KeyError(f"report {self.benchmark!r} has no table {key!r}")
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "title": self.title,
+            "facts": self.facts,
+            "tables": [
+                {
+                    "key": t.key,
+                    "title": t.title,
+                    "note": t.note,
+                    "columns": t.columns,
+                    "rows": t.records(),
+                }
+                for t in self.tables
+            ],
+            "charts": [asdict(c) for c in self.charts],
+        }
