@@ -458,6 +458,21 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
     )
 
     # Responses already paid for (by this run before a crash, or by any earlier run).
+    def record(call: RunCall, outcome: ChatResult | BackendError, from_cache: bool = False) -> None:
+        if isinstance(outcome, BackendError):
+            _record_error(run=run, call=call, error=outcome)
+        else:
+            _record_result(
+                run=run,
+                pipeline=pipeline,
+                call=call,
+                unit=by_key[call.unit_key],
+                request=requests[call.pk],
+                result=outcome,
+                from_cache=from_cache,
+            )
+        on_progress(run.pk)
+
     keys = {pk: r.cache_key(run.backend.name) for pk, r in requests.items()}
     cached = {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
     to_call: list[RunCall] = []
@@ -473,38 +488,13 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
             latency_ms=hit.latency_ms,
             finish_reason=hit.finish_reason,
         )
-        _record_result(
-            run=run,
-            pipeline=pipeline,
-            call=call,
-            unit=by_key[call.unit_key],
-            request=requests[call.pk],
-            result=result,
-            from_cache=True,
-        )
-        on_progress(run.pk)
+        record(call, result, from_cache=True)
 
     stop_status = ""
     if to_call:
         backend = get_backend(run.backend)
         lease = _Lease(run.pk)
         try:
-
-            def record(call: RunCall, outcome: ChatResult | BackendError) -> None:
-                if isinstance(outcome, BackendError):
-                    _record_error(run=run, call=call, error=outcome)
-                else:
-                    _record_result(
-                        run=run,
-                        pipeline=pipeline,
-                        call=call,
-                        unit=by_key[call.unit_key],
-                        request=requests[call.pk],
-                        result=outcome,
-                        from_cache=False,
-                    )
-                on_progress(run.pk)
-
             if type(backend).complete_many is not ChatBackend.complete_many:
                 stop_status = _call_in_batches(run, backend, to_call, requests, lease, record)
             else:
