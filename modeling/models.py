@@ -9,6 +9,8 @@ without paying twice and a finished run re-runs for free.
 
 from django.db import models
 
+from benchmarks.fields import BulkJSONField
+
 
 class Backend(models.Model):
     """A configured LLM endpoint. The API key is read from ``api_key_env`` or ``api_key``."""
@@ -219,15 +221,18 @@ class Prediction(models.Model):
         blank=True,
         related_name="predictions",
     )
+    # The model's reply. A call that answers many items (a whole DynToM stage) keeps its
+    # reply once, on the call, and this stays blank: 70 copies per stage would make the
+    # prediction table mostly duplicated text. ``reply`` reads whichever holds it.
     raw_output = models.TextField(blank=True, default="")
     parsed_answer = models.CharField(max_length=500, blank=True, default="")
     parse_status = models.CharField(max_length=12, choices=ParseStatus.choices)
     # Unparseable answers are wrong (False), never left out of accuracy.
     correct = models.BooleanField(null=True, blank=True)
-    details = models.JSONField(default=dict, blank=True, help_text="judge output, bonus points…")
+    details = BulkJSONField(default=dict, blank=True, help_text="judge output, bonus points…")
     template_version = models.CharField(max_length=120, blank=True, default="")
     model = models.CharField(max_length=255, blank=True, default="")
-    params = models.JSONField(default=dict, blank=True)
+    params = BulkJSONField(default=dict, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
@@ -256,3 +261,10 @@ class Prediction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} {self.parsed_answer or self.parse_status}"
+
+    @property
+    def reply(self) -> str:
+        """The raw model output behind this prediction (its own, or its call's)."""
+        if self.raw_output or self.call_id is None:
+            return self.raw_output
+        return self.call.raw_output

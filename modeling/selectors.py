@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, TextField, Value
+from django.db.models.functions import Coalesce, Concat, NullIf
 
 from .models import Backend, Prediction, PromptTemplate, Run, RunCall
 
@@ -73,3 +74,37 @@ def prompt_template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemp
 
 def backend_list() -> QuerySet[Backend]:
     return Backend.objects.order_by("name")
+
+
+def run_predictions(*, run: Run) -> QuerySet[Prediction]:
+    """A run's predictions with their item's natural keys as annotations.
+
+    Annotations rather than select_related: a DynToM stage row carries large JSON
+    (profiles, trajectory), which a page of predictions must not load per row.
+    """
+    return (
+        Prediction.objects.filter(run=run)
+        .annotate(
+            work_key=Coalesce(
+                F("dyntom_question__stage__work__key"),
+                F("qa_item__work__key"),
+                F("speaker_instance__scene__work__key"),
+            ),
+            reply_text=Coalesce(
+                NullIf(F("raw_output"), Value("")),
+                F("call__raw_output"),
+                Value(""),
+                output_field=TextField(),
+            ),
+            item_key=Coalesce(
+                F("dyntom_question__key"),
+                F("qa_item__natural_key"),
+                Concat(
+                    F("speaker_instance__scene__source_id"),
+                    Value(" "),
+                    F("speaker_instance__code"),
+                ),
+            ),
+        )
+        .order_by("pk")
+    )

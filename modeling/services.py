@@ -332,7 +332,8 @@ def _record_result(
             call=call,
             sample_index=call.sample_index,
             **{f"{pipeline.item_field}_id": item.item_id},
-            raw_output=result.text,
+            # The reply is stored once, on the call (see Prediction.raw_output).
+            raw_output="",
             parsed_answer=item.parsed_answer,
             parse_status=item.parse_status,
             correct=item.correct,

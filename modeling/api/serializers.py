@@ -131,6 +131,9 @@ class PredictionSerializer(serializers.ModelSerializer):
         help_text="DynToM: the question key; CharToM-QA: the natural key; "
         "masked speakers: scene and code",
     )
+    raw_output = serializers.CharField(
+        source="reply_text", read_only=True, help_text="the model's raw reply (or its call's)"
+    )
 
     class Meta:
         model = Prediction

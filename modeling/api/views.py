@@ -8,8 +8,7 @@ serializer reads, so a page costs the same few queries whatever its size.
 
 from __future__ import annotations
 
-from django.db.models import F, QuerySet, Value
-from django.db.models.functions import Coalesce, Concat
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status, viewsets
@@ -94,34 +93,6 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return self._fresh(run.pk)
 
 
-def _run_predictions(run: Run) -> QuerySet[Prediction]:
-    """A run's predictions with their item's natural keys as annotations.
-
-    Annotations rather than select_related: a DynToM stage row carries large JSON
-    (profiles, trajectory), which a page of predictions must not load per row.
-    """
-    return (
-        Prediction.objects.filter(run=run)
-        .annotate(
-            work_key=Coalesce(
-                F("dyntom_question__stage__work__key"),
-                F("qa_item__work__key"),
-                F("speaker_instance__scene__work__key"),
-            ),
-            item_key=Coalesce(
-                F("dyntom_question__key"),
-                F("qa_item__natural_key"),
-                Concat(
-                    F("speaker_instance__scene__source_id"),
-                    Value(" "),
-                    F("speaker_instance__code"),
-                ),
-            ),
-        )
-        .order_by("pk")
-    )
-
-
 class RunPredictionListApi(generics.ListAPIView):
     """A run's predictions, in the order they were made, with raw outputs."""
 
@@ -131,4 +102,4 @@ class RunPredictionListApi(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Prediction]:
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Prediction.objects.none()
-        return _run_predictions(get_object_or_404(Run, pk=self.kwargs["run_id"]))
+        return selectors.run_predictions(run=get_object_or_404(Run, pk=self.kwargs["run_id"]))

@@ -62,7 +62,9 @@ def test_full_dyntom_run_stores_a_prediction_per_question(
     assert one.template_version == "dyntom-vanilla v1"
     assert one.model == "test-model"
     assert one.params["top_p"] == 0.9
-    assert one.dyntom_question.key in json.loads(one.raw_output)
+    assert one.raw_output == ""  # stored once, on the call
+    assert one.dyntom_question.key in json.loads(one.reply)
+    assert one.reply == one.call.raw_output
     assert one.prompt_tokens > 0 and one.latency_ms >= 0
 
 

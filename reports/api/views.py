@@ -1,0 +1,67 @@
+"""Report API for researchers (the global permission): a whole report, or one table.
+
+Both build the report with ``reports.tables.build_report``, the function behind the
+report page, the exports and the ``report`` command, so every surface agrees.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from reports.report_types import Report
+from reports.tables import BUILDERS, build_report, report_json
+
+from . import serializers
+
+QUERY_PARAMETERS = [
+    OpenApiParameter("runs", str, description="comma-separated run ids (default: all)"),
+    OpenApiParameter("seed", int, description="bootstrap seed (default 0)"),
+]
+
+
+def _report(request: Request, benchmark: str) -> Report:
+    if benchmark not in BUILDERS:
+        raise Http404(f"no benchmark {benchmark!r}")
+    query = serializers.ReportQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    try:
+        return build_report(
+            benchmark, run_ids=query.validated_data.get("runs"), seed=query.validated_data["seed"]
+        )
+    except ValueError as exc:
+        raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]}) from None
+
+
+class ReportApi(APIView):
+    """A benchmark's whole report: facts, tables (rows as objects) and chart specs."""
+
+    @extend_schema(parameters=QUERY_PARAMETERS, responses=serializers.ReportSerializer)
+    def get(self, request: Request, benchmark: str) -> Response:
+        return Response(report_json(_report(request, benchmark)))
+
+
+class ReportTableApi(APIView):
+    """One table of a benchmark's report, by its key (e.g. ``accuracy``)."""
+
+    @extend_schema(parameters=QUERY_PARAMETERS, responses=serializers.TableSerializer)
+    def get(self, request: Request, benchmark: str, key: str) -> Response:
+        report = _report(request, benchmark)
+        try:
+            table = report.table(key)
+        except KeyError:
+            raise Http404(f"the {benchmark} report has no table {key!r}") from None
+        return Response(
+            {
+                "key": table.key,
+                "title": table.title,
+                "note": table.note,
+                "columns": table.columns,
+                "rows": table.records(),
+            }
+        )

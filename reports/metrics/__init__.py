@@ -1,0 +1,79 @@
+"""The pure math behind ToMLab's reports: no Django, no database, plain values in and out.
+
+Table builders (``reports/tables/``) query the database and hand lists of booleans,
+labels and numbers to these functions, so every number can be checked by hand in a
+unit test. Fractions are in 0..1; tables turn them into percent.
+"""
+
+from reports.metrics.accuracy import (
+    EASY,
+    HARD,
+    AccuracyEstimate,
+    accuracy,
+    accuracy_by_difficulty,
+    accuracy_by_group,
+    accuracy_ci,
+    chance_baseline,
+    majority_baseline,
+    scene_accuracy_ci,
+    speaker_difficulty,
+)
+from reports.metrics.agreement import (
+    agreement_ci,
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha,
+    percent_agreement,
+)
+from reports.metrics.bootstrap import bootstrap_ci, percentile_interval
+from reports.metrics.chartom import bonus_point_coverage, generative_judgement, penalty_rate
+from reports.metrics.correlation import (
+    average_ranks,
+    correlation_matrix,
+    mean_sd,
+    pearson,
+    spearman,
+)
+from reports.metrics.dyntom import (
+    CompositionalAnalysis,
+    CompositionalCounts,
+    DynToMOutcome,
+    SpanAccuracy,
+    compositional_analysis,
+    time_span_accuracy,
+)
+
+__all__ = [
+    "EASY",
+    "HARD",
+    "AccuracyEstimate",
+    "CompositionalAnalysis",
+    "CompositionalCounts",
+    "DynToMOutcome",
+    "SpanAccuracy",
+    "accuracy",
+    "accuracy_by_difficulty",
+    "accuracy_by_group",
+    "accuracy_ci",
+    "agreement_ci",
+    "average_ranks",
+    "bonus_point_coverage",
+    "bootstrap_ci",
+    "chance_baseline",
+    "cohen_kappa",
+    "compositional_analysis",
+    "correlation_matrix",
+    "fleiss_kappa",
+    "generative_judgement",
+    "krippendorff_alpha",
+    "majority_baseline",
+    "mean_sd",
+    "pearson",
+    "penalty_rate",
+    "percent_agreement",
+    "percentile_interval",
+    "scene_accuracy_ci",
+    "speaker_difficulty",
+    "spearman",
+    "time_span_accuracy",
+]

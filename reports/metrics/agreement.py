@@ -1,0 +1,183 @@
+"""Inter-rater agreement: percent agreement, Cohen's and Fleiss' kappa, Krippendorff's alpha.
+
+``ratings`` is always units x raters: one row per unit (a masked speaker, a question),
+one cell per rater, ``None`` where that rater gave no rating. Rows may be ragged (a
+short row is missing its last raters). Labels can be any hashable for the nominal
+statistics.
+
+A statistic whose value is 0/0 (e.g. kappa when every rating is the same category, so
+chance agreement is already perfect) is ``None``: the data cannot tell agreement from
+chance, and reporting 1.0 or 0.0 would claim something it does not show. Percent
+agreement still reports 100% for such data.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from numbers import Real
+
+import krippendorff
+import numpy as np
+
+from reports.metrics.bootstrap import check_bootstrap_args, percentile_interval
+
+Ratings = Sequence[Sequence[Hashable | None]]
+LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+
+def _unit_values(ratings: Ratings) -> list[list[Hashable]]:
+    return [[r for r in unit if r is not None] for unit in ratings]
+
+
+def percent_agreement(ratings: Ratings) -> float | None:
+    """Mean over units of the share of agreeing rater pairs.
+
+    A unit rated by m >= 2 raters contributes (agreeing ordered pairs) / (m (m - 1));
+    units with fewer than two ratings are left out, so missing ratings are allowed.
+    With complete data this is Fleiss' P-bar; with two raters it is the share of units
+    on which they agree. ``None`` when no unit has two ratings.
+    """
+    shares = []
+    for values in _unit_values(ratings):
+        m = len(values)
+        if m < 2:
+            continue
+        agreeing = sum(c * (c - 1) for c in Counter(values).values())
+        shares.append(agreeing / (m * (m - 1)))
+    if not shares:
+        return None
+    return sum(shares) / len(shares)
+
+
+def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float | None:
+    """Cohen's kappa for two raters over the units both rated.
+
+    kappa = (p_o - p_e) / (1 - p_e) with p_e from each rater's own marginals. ``None``
+    when no unit was rated by both, or when p_e = 1 (both used one and the same
+    category throughout, so kappa is 0/0).
+    """
+    if len(a) != len(b):
+        raise ValueError(f"rater a has {len(a)} ratings, rater b {len(b)}")
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    n = len(pairs)
+    if n == 0:
+        return None
+    observed = sum(x == y for x, y in pairs) / n
+    margin_a = Counter(x for x, _ in pairs)
+    margin_b = Counter(y for _, y in pairs)
+    expected = sum(margin_a[c] * margin_b[c] for c in margin_a) / (n * n)
+    if math.isclose(expected, 1.0):
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def fleiss_kappa(ratings: Ratings) -> float | None:
+    """Fleiss' kappa (Fleiss 1971) for any number of raters per unit, equal across units.
+
+    Fleiss' formula assumes every unit has the same number m of ratings. Units with no
+    rating at all are skipped; if the rated units differ in m, or m < 2, this raises
+    ``ValueError`` naming the first offending unit (by its index in ``ratings``) rather
+    than silently dropping ratings: use :func:`krippendorff_alpha`, which is built for
+    missing ratings. ``None`` for no rated unit, or when chance agreement is perfect.
+    """
+    units = [(i, values) for i, values in enumerate(_unit_values(ratings)) if values]
+    if not units:
+        return None
+    first_index, first = units[0]
+    m = len(first)
+    if m < 2:
+        raise ValueError(f"unit {first_index} has 1 rating; Fleiss' kappa needs at least 2")
+    for index, values in units:
+        if len(values) != m:
+            raise ValueError(
+                f"unit {index} has {len(values)} ratings but unit {first_index} has {m}; "
+                "Fleiss' kappa needs the same number of ratings per unit "
+                "(use krippendorff_alpha for missing ratings)"
+            )
+    n_units = len(units)
+    category_totals: Counter[Hashable] = Counter()
+    agreement_sum = 0.0
+    for _, values in units:
+        counts = Counter(values)
+        category_totals.update(counts)
+        agreement_sum += (sum(c * c for c in counts.values()) - m) / (m * (m - 1))
+    p_bar = agreement_sum / n_units
+    total = n_units * m
+    p_e = sum((c / total) ** 2 for c in category_totals.values())
+    if math.isclose(p_e, 1.0):
+        return None
+    return (p_bar - p_e) / (1 - p_e)
+
+
+def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None:
+    """Krippendorff's alpha through the ``krippendorff`` package; missing ratings allowed.
+
+    ``level`` is ``nominal`` (any hashable labels), ``ordinal``, ``interval`` or
+    ``ratio`` (numeric labels). ``None`` when alpha is undefined: no unit has two
+    ratings, or the pairable ratings show no variation (expected disagreement 0).
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    units = _unit_values(ratings)
+    width = max((len(unit) for unit in ratings), default=0)
+    pairable = [values for values in units if len(values) >= 2]
+    if not pairable or len({v for values in pairable for v in values}) < 2:
+        return None
+    if level == "nominal":
+        codes: dict[Hashable, int] = {}
+        for values in units:
+            for value in values:
+                codes.setdefault(value, len(codes))
+
+        def encode(value: Hashable) -> float:
+            return float(codes[value])
+
+    else:
+
+        def encode(value: Hashable) -> float:
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise ValueError(f"{level} alpha needs numeric ratings, got {value!r}")
+            return float(value)
+
+    # The package wants raters x units with NaN for missing.
+    matrix = np.full((width, len(ratings)), np.nan)
+    for j, unit in enumerate(ratings):
+        for i, value in enumerate(unit):
+            if value is not None:
+                matrix[i, j] = encode(value)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        alpha = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
+    return None if math.isnan(alpha) else alpha
+
+
+def agreement_ci(
+    ratings: Ratings,
+    statistic: Callable[[Ratings], float | None],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of an agreement ``statistic``, resampling units.
+
+    ``statistic`` takes a ratings matrix (e.g. ``fleiss_kappa``, or
+    ``lambda r: krippendorff_alpha(r, "ordinal")``; for Cohen's kappa
+    ``lambda r: cohen_kappa([u[0] for u in r], [u[1] for u in r])``). Resamples where
+    it is undefined (``None``) are left out; ``(None, None)`` when all are, or when
+    there are no units.
+    """
+    check_bootstrap_args(n_resamples, level)
+    units = [list(unit) for unit in ratings]
+    if not units:
+        return None, None
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(units), size=(n_resamples, len(units)))
+    stats = []
+    for row in draws:
+        value = statistic([units[i] for i in row])
+        stats.append(math.nan if value is None else float(value))
+    return percentile_interval(stats, level)

@@ -1,0 +1,447 @@
+"""Read queries for reports: runs, predictions with their item attributes, annotations.
+
+Every function returns plain dicts built with ``values()`` over the joins it needs, so a
+report of any size costs a fixed handful of queries (no per-row lookups) and the table
+builders stay free of the ORM. Prediction streams use ``iterator()`` so a DynToM run of
+78k answers is never held as model instances.
+
+``long_format_rows`` is the tidy export: one flat dict per model prediction or human
+annotation with every item attribute a researcher may want to group by.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from django.db.models import Count, F, OuterRef, Q, Subquery
+
+from benchmarks.models import (
+    Benchmark,
+    DynToMQuestion,
+    QAItem,
+    Scene,
+    SpeakerAnnotation,
+    SpeakerInstance,
+    Work,
+)
+from modeling.models import Prediction, Run
+from reports.metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
+
+SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
+CHUNK = 2000
+
+
+def _benchmark(benchmark: str) -> str:
+    if benchmark not in Benchmark.values:
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {Benchmark.values}")
+    return benchmark
+
+
+def report_runs(benchmark: str, *, run_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """The runs a report covers, oldest first: every run of the benchmark by default.
+
+    Raises ``ValueError`` naming the ids that are not runs of this benchmark, so a typo
+    in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
+    """
+    runs = Run.objects.filter(benchmark=_benchmark(benchmark))
+    if run_ids is not None:
+        runs = runs.filter(pk__in=list(run_ids))
+    rows = list(
+        runs.order_by("pk").values(
+            "id",
+            "name",
+            "model",
+            "method",
+            "params",
+            "imported",
+            "status",
+            template_name=F("template__name"),
+            template_version=F("template__version"),
+        )
+    )
+    if run_ids is not None:
+        missing = sorted(set(run_ids) - {r["id"] for r in rows})
+        if missing:
+            raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}")
+    return rows
+
+
+def _predictions(run_ids: Iterable[int]):
+    return Prediction.objects.filter(run_id__in=list(run_ids)).order_by("run_id", "pk")
+
+
+PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_answer", "correct")
+
+
+def dyntom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """DynToM predictions with question type, mental state, span and stage size."""
+    return (
+        _predictions(run_ids)
+        .filter(dyntom_question__isnull=False)
+        .values(
+            *PREDICTION_FIELDS,
+            "template_version",
+            "model",
+            question_id=F("dyntom_question_id"),
+            question_key=F("dyntom_question__key"),
+            question_type=F("dyntom_question__question_type"),
+            mental_state=F("dyntom_question__mental_state"),
+            scenario_from=F("dyntom_question__scenario_from"),
+            scenario_to=F("dyntom_question__scenario_to"),
+            gold=F("dyntom_question__gold_letter"),
+            stage_id=F("dyntom_question__stage_id"),
+            scenario_count=F("dyntom_question__stage__scenario_count"),
+            work_key=F("dyntom_question__stage__work__key"),
+        )
+        .iterator(chunk_size=CHUNK)
+    )
+
+
+def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """CharToM-QA predictions with dimension, directness and the judge's details."""
+    return (
+        _predictions(run_ids)
+        .filter(qa_item__isnull=False)
+        .values(
+            *PREDICTION_FIELDS,
+            "details",
+            "template_version",
+            "model",
+            item_id=F("qa_item_id"),
+            item_key=F("qa_item__natural_key"),
+            dimension=F("qa_item__dimension"),
+            directness=F("qa_item__directness"),
+            work_key=F("qa_item__work__key"),
+            character=F("qa_item__character__name"),
+        )
+        .iterator(chunk_size=CHUNK)
+    )
+
+
+def _scene_speaker_count(scene_ref: str) -> Subquery:
+    """How many masked speakers the scene has (the papers' "#speakers")."""
+    return Subquery(
+        SpeakerInstance.objects.filter(scene_id=OuterRef(scene_ref))
+        .order_by()
+        .values("scene_id")
+        .annotate(n=Count("pk"))
+        .values("n")[:1]
+    )
+
+
+def speaker_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """ToM-in-AMC / TVShowGuess predictions with scene, work, genres and scene size."""
+    return (
+        _predictions(run_ids)
+        .filter(speaker_instance__isnull=False)
+        .annotate(speakers=_scene_speaker_count("speaker_instance__scene_id"))
+        .values(
+            *PREDICTION_FIELDS,
+            "template_version",
+            "model",
+            "speakers",
+            instance_id=F("speaker_instance_id"),
+            code=F("speaker_instance__code"),
+            candidates=F("speaker_instance__candidates"),
+            gold=F("speaker_instance__gold_character__name"),
+            scene_id=F("speaker_instance__scene_id"),
+            scene_key=F("speaker_instance__scene__source_id"),
+            work_id=F("speaker_instance__scene__work_id"),
+            work_key=F("speaker_instance__scene__work__key"),
+            genres=F("speaker_instance__scene__work__genres"),
+        )
+        .iterator(chunk_size=CHUNK)
+    )
+
+
+def speaker_item_rows(benchmark: str) -> list[dict[str, Any]]:
+    """Every masked speaker of the benchmark (the baselines are computed over all of them)."""
+    return list(
+        SpeakerInstance.objects.filter(scene__work__benchmark=_benchmark(benchmark))
+        .annotate(speakers=_scene_speaker_count("scene_id"))
+        .order_by("scene__work_id", "scene__position", "code")
+        .values(
+            "id",
+            "code",
+            "candidates",
+            "speakers",
+            "scene_id",
+            gold=F("gold_character__name"),
+            scene_key=F("scene__source_id"),
+            work_id=F("scene__work_id"),
+            work_key=F("scene__work__key"),
+            genres=F("scene__work__genres"),
+        )
+    )
+
+
+def character_frequencies(benchmark: str) -> tuple[dict[tuple[int, str], int], set[int]]:
+    """How often each character is a masked speaker, for the majority baseline.
+
+    Counted on a work's training scenes (ToM-in-AMC's first 3/5 of the movie), since
+    counting on the evaluated scenes would leak their answers. A work without training
+    scenes (TVShowGuess) falls back to its gold answers; those work ids come back as
+    the second value so the table can say its baseline is optimistic there.
+    """
+    counts: dict[tuple[int, str], int] = defaultdict(int)
+    training = Scene.objects.filter(
+        work__benchmark=_benchmark(benchmark), part=Scene.Part.TRAINING
+    ).values_list("work_id", "char_map")
+    for work_id, char_map in training.iterator(chunk_size=CHUNK):
+        for name in char_map or {}:
+            counts[(work_id, name)] += 1
+    trained = {work_id for work_id, _ in counts}
+    fallback: set[int] = set()
+    golds = (
+        SpeakerInstance.objects.filter(scene__work__benchmark=benchmark)
+        .exclude(scene__work_id__in=trained)
+        .values("scene__work_id", "gold_character__name")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for row in golds:
+        fallback.add(row["scene__work_id"])
+        counts[(row["scene__work_id"], row["gold_character__name"])] += row["n"]
+    return dict(counts), fallback
+
+
+def speaker_annotation_rows(benchmark: str) -> list[dict[str, Any]]:
+    """Imported human annotations (TVShowGuess ``friends.tsv``) of the benchmark's works."""
+    return list(
+        SpeakerAnnotation.objects.filter(work__benchmark=_benchmark(benchmark))
+        .order_by("work_id", "source", "row_number")
+        .values(
+            "id",
+            "source",
+            "row_number",
+            "scene_source_id",
+            "code",
+            "instance_id",
+            "need_history",
+            "facts_from_memory",
+            "guessed_name",
+            "evidence_groups",
+            work_key=F("work__key"),
+        )
+    )
+
+
+def item_counts(benchmark: str) -> dict[str, int]:
+    """How many items the benchmark holds, by kind (one aggregate query per kind)."""
+    _benchmark(benchmark)
+    works = Work.objects.filter(benchmark=benchmark).count()
+    if benchmark == Benchmark.DYNTOM:
+        items = DynToMQuestion.objects.filter(stage__work__benchmark=benchmark).count()
+        return {"works": works, "questions": items}
+    if benchmark == Benchmark.CHARTOM_QA:
+        return {
+            "works": works,
+            "questions": QAItem.objects.filter(work__benchmark=benchmark).count(),
+        }
+    counts = SpeakerInstance.objects.filter(scene__work__benchmark=benchmark).aggregate(
+        instances=Count("pk"), scenes=Count("scene_id", distinct=True)
+    )
+    annotations = SpeakerAnnotation.objects.filter(work__benchmark=benchmark).count()
+    result = {"works": works, "scenes": counts["scenes"], "instances": counts["instances"]}
+    if annotations:
+        result["annotations"] = annotations
+    return result
+
+
+def prediction_counts(run_ids: Iterable[int]) -> dict[str, int]:
+    """Predictions of the runs, and how many of them could not be parsed."""
+    return _predictions(run_ids).aggregate(
+        predictions=Count("pk"),
+        unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
+    )
+
+
+def scene_counts(benchmark: str) -> int:
+    return Scene.objects.filter(work__benchmark=_benchmark(benchmark)).count()
+
+
+# -- long format -------------------------------------------------------------------
+
+COMMON_COLUMNS = [
+    "source",
+    "run_id",
+    "run_name",
+    "model",
+    "method",
+    "template_version",
+    "sample_index",
+    "work",
+]
+LONG_FORMAT_COLUMNS: dict[str, list[str]] = {
+    Benchmark.DYNTOM.value: [
+        *COMMON_COLUMNS,
+        "question",
+        "question_type",
+        "mental_state",
+        "scenario_from",
+        "scenario_to",
+        "scenario_count",
+        "gold",
+        "answer",
+        "correct",
+        "parse_status",
+    ],
+    Benchmark.CHARTOM_QA.value: [
+        *COMMON_COLUMNS,
+        "item",
+        "character",
+        "dimension",
+        "directness",
+        "task",
+        "bonus_points_included",
+        "bonus_points_total",
+        "defects",
+        "gold",
+        "answer",
+        "correct",
+        "parse_status",
+    ],
+    **{
+        benchmark: [
+            *COMMON_COLUMNS,
+            "genres",
+            "scene",
+            "code",
+            "speakers_in_scene",
+            "candidates_count",
+            "gold",
+            "answer",
+            "correct",
+            "parse_status",
+            "dependence",
+            "reasoning",
+            "evidence",
+        ]
+        for benchmark in SPEAKER_BENCHMARKS
+    },
+}
+
+
+def long_format_columns(benchmark: str) -> list[str]:
+    """The keys every ``long_format_rows`` dict of the benchmark has, in CSV order."""
+    return list(LONG_FORMAT_COLUMNS[_benchmark(benchmark)])
+
+
+def _annotation_labels(row: dict[str, Any]) -> dict[str, str | None]:
+    groups = row["evidence_groups"] or []
+    return {
+        "dependence": dependence_type(row["need_history"], row["facts_from_memory"]),
+        "reasoning": reasoning_type(groups),
+        "evidence": "; ".join(evidence_types(groups)),
+    }
+
+
+def long_format_rows(
+    benchmark: str, *, run_ids: Sequence[int] | None = None
+) -> Iterator[dict[str, Any]]:
+    """One flat dict per prediction (``source`` "model") or human annotation ("human").
+
+    Keys are ``long_format_columns(benchmark)``. Predictions of the selected runs stream
+    in run order; imported human annotations (TVShowGuess) follow whatever runs are
+    selected, scored against the gold speaker when the annotator wrote a name.
+    """
+    columns = long_format_columns(benchmark)
+    runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids)}
+
+    def flat(values: dict[str, Any]) -> dict[str, Any]:
+        return {c: values.get(c) for c in columns}
+
+    def model_fields(p: dict[str, Any]) -> dict[str, Any]:
+        run = runs[p["run_id"]]
+        return {
+            "source": "model",
+            "run_id": run["id"],
+            "run_name": run["name"],
+            "model": p["model"] or run["model"],
+            "method": run["method"],
+            "template_version": p["template_version"],
+            "sample_index": p["sample_index"],
+            "work": p["work_key"],
+            "answer": p["parsed_answer"],
+            "correct": p["correct"],
+            "parse_status": p["parse_status"],
+        }
+
+    if benchmark == Benchmark.DYNTOM:
+        for p in dyntom_prediction_rows(runs):
+            yield flat(
+                {
+                    **model_fields(p),
+                    "question": p["question_key"],
+                    "question_type": p["question_type"],
+                    "mental_state": p["mental_state"],
+                    "scenario_from": p["scenario_from"],
+                    "scenario_to": p["scenario_to"],
+                    "scenario_count": p["scenario_count"],
+                    "gold": p["gold"],
+                }
+            )
+        return
+    if benchmark == Benchmark.CHARTOM_QA:
+        for p in chartom_prediction_rows(runs):
+            details = p["details"] or {}
+            included = details.get("bonus_points_included")
+            defects = details.get("defects")
+            yield flat(
+                {
+                    **model_fields(p),
+                    "item": p["item_key"],
+                    "character": p["character"],
+                    "dimension": p["dimension"],
+                    "directness": p["directness"],
+                    "task": details.get("task") or runs[p["run_id"]]["method"],
+                    "bonus_points_included": len(included) if included is not None else None,
+                    "bonus_points_total": details.get("bonus_points_total"),
+                    "defects": len(defects) if defects is not None else None,
+                    "gold": details.get("gold_letter"),
+                }
+            )
+        return
+    annotations = speaker_annotation_rows(benchmark)
+    by_instance = {a["instance_id"]: a for a in annotations if a["instance_id"]}
+    for p in speaker_prediction_rows(runs):
+        annotation = by_instance.get(p["instance_id"])
+        yield flat(
+            {
+                **model_fields(p),
+                **_speaker_fields(p),
+                **(_annotation_labels(annotation) if annotation else {}),
+            }
+        )
+    items = {i["id"]: i for i in speaker_item_rows(benchmark)}
+    for a in annotations:
+        item = items.get(a["instance_id"])
+        answer = a["guessed_name"] or None
+        yield flat(
+            {
+                "source": "human",
+                "run_name": a["source"],
+                "method": "annotation",
+                "work": a["work_key"],
+                "scene": a["scene_source_id"],
+                "code": a["code"],
+                **(_speaker_fields(item) if item else {}),
+                "answer": answer,
+                "correct": (answer.lower() == item["gold"].lower()) if item and answer else None,
+                **_annotation_labels(a),
+            }
+        )
+
+
+def _speaker_fields(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "work": row["work_key"],
+        "genres": "; ".join(row["genres"] or []),
+        "scene": row["scene_key"],
+        "code": row["code"],
+        "speakers_in_scene": row["speakers"],
+        "candidates_count": len(row["candidates"] or []),
+        "gold": row["gold"],
+    }

@@ -1,0 +1,146 @@
+"""Report builders: the papers' tables and the charts that draw them, per benchmark.
+
+``build_report(benchmark, run_ids=..., seed=...)`` reads plain rows through
+``reports.selectors``, computes every number with ``reports.metrics`` and returns a
+:class:`~reports.report_types.Report`. Pages, exports, the API and the ``report``
+command only render it, so all of them show the same numbers.
+
+Conventions every builder follows:
+- one ``runs`` table first (what each run is, how many predictions, unparseable);
+- percentages in percent, rounded to 2 decimals, in columns ending in ``%``;
+- a run is named ``#<id> <name>`` in column headers and row labels (names repeat);
+- ``seed`` feeds every bootstrap, so a report rebuilt from the same rows is identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+from typing import Any
+
+from benchmarks.models import Benchmark
+from reports import selectors
+from reports.report_types import Cell, Report, Table
+
+# Imported on first use: the builder modules import helpers from this package.
+BUILDERS = {
+    Benchmark.DYNTOM.value: "reports.tables.dyntom",
+    Benchmark.CHARTOM_QA.value: "reports.tables.chartom_qa",
+    Benchmark.TOM_IN_AMC.value: "reports.tables.tom_in_amc",
+    Benchmark.TVSHOWGUESS.value: "reports.tables.tvshowguess",
+}
+N_RESAMPLES = 1000
+
+
+def build_report(benchmark: str, *, run_ids: list[int] | None = None, seed: int = 0) -> Report:
+    """The report of ``benchmark`` over ``run_ids`` (default: every run of it).
+
+    Raises ``ValueError`` for an unknown benchmark or a run id that is not one of its
+    runs (callers turn it into a usage error / HTTP 400).
+    """
+    if benchmark not in BUILDERS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
+    runs = selectors.report_runs(benchmark, run_ids=run_ids)
+    module = import_module(BUILDERS[benchmark])
+    report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
+    report.facts = facts(benchmark, runs)
+    module.build(report, runs, seed=seed)
+    return report
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """``Report.as_json()`` plus what a benchmark publishes at the top level.
+
+    TVShowGuess adds ``dependence``, ``reasoning`` and ``evidence``: the authors'
+    annotation shares in percent, keyed by type, as in their paper's tables.
+    """
+    data = report.as_json()
+    module = import_module(BUILDERS[report.benchmark])
+    extra = getattr(module, "json_extras", None)
+    if extra is not None:
+        data.update(extra(report))
+    return data
+
+
+def facts(benchmark: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts shown above the tables: items by kind, runs, predictions, unparseable."""
+    counts = selectors.prediction_counts([r["id"] for r in runs])
+    return {
+        **selectors.item_counts(benchmark),
+        "runs": len(runs),
+        "predictions": counts["predictions"],
+        "unparseable": counts["unparseable"],
+    }
+
+
+# -- helpers shared by the builders ---------------------------------------------------
+
+
+def pct(value: float | None, digits: int = 2) -> float | None:
+    """A fraction as a percentage rounded for display (``None`` stays ``None``)."""
+    return None if value is None else round(100 * value, digits)
+
+
+def run_label(run: dict[str, Any]) -> str:
+    return f"#{run['id']} {run['name']}"
+
+
+def runs_table(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]]) -> Table:
+    """What each run is and how many answers it has.
+
+    ``stats[run_id]`` holds ``predictions``, ``unparseable`` and ``samples``.
+    """
+    rows: list[list[Cell]] = []
+    for run in runs:
+        s = stats.get(run["id"], {})
+        predictions = s.get("predictions", 0)
+        unparseable = s.get("unparseable", 0)
+        template = (
+            f"{run['template_name']} v{run['template_version']}" if run["template_name"] else ""
+        )
+        rows.append(
+            [
+                run["id"],
+                run["name"],
+                run["model"],
+                run["method"],
+                template,
+                "imported" if run["imported"] else run["status"],
+                s.get("samples", 0),
+                predictions,
+                unparseable,
+                pct(unparseable / predictions) if predictions else None,
+            ]
+        )
+    return Table(
+        key="runs",
+        title="Runs",
+        columns=[
+            "Run",
+            "Name",
+            "Model",
+            "Method",
+            "Template",
+            "Status",
+            "Samples",
+            "Predictions",
+            "Unparseable",
+            "Unparseable %",
+        ],
+        rows=rows,
+        note="Unparseable, refused and missing answers count as wrong in every accuracy.",
+    )
+
+
+def prediction_stats(predictions: Sequence[dict[str, Any]]) -> dict[int, dict[str, int]]:
+    """Predictions, unparseable answers and samples per run, from prediction rows."""
+    stats: dict[int, dict[str, Any]] = {}
+    for p in predictions:
+        s = stats.setdefault(p["run_id"], {"predictions": 0, "unparseable": 0, "samples": set()})
+        s["predictions"] += 1
+        s["unparseable"] += p["parse_status"] != "ok"
+        s["samples"].add(p["sample_index"])
+    return {
+        run_id: {**s, "samples": len(s["samples"])}  # type: ignore[dict-item]
+        for run_id, s in stats.items()
+    }

@@ -1,0 +1,240 @@
+"""CharToM-QA tables: generative QA (Table 1) and multiple choice (Tables 2-3).
+
+- ``generative``: per ToM dimension, each generative run's Bonus Point Coverage (with a
+  95% CI resampling responses) and Penalty Rate;
+- ``multichoice``: per dimension, each multiple-choice run's accuracy with 95% CI;
+- ``directness``: the same split into direct and indirect questions (Table 3).
+
+A run is generative or multiple choice by its predictions' ``details["task"]`` (the
+import convention), falling back to ``Run.method``. First sample only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from benchmarks.models import QAItem, ToMDimension
+from reports import selectors
+from reports.metrics import (
+    accuracy_ci,
+    bonus_point_coverage,
+    bootstrap_ci,
+    generative_judgement,
+    penalty_rate,
+)
+from reports.report_types import Cell, Chart, Report, Table
+from reports.tables import N_RESAMPLES, pct, prediction_stats, run_label, runs_table
+
+GENERATIVE = "generative"
+MULTICHOICE = "multichoice"
+ALL = "All"
+UNLABELLED = "(unlabelled)"
+DIMENSIONS = [d.value for d in ToMDimension]
+
+
+def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
+    predictions = list(selectors.chartom_prediction_rows([r["id"] for r in runs]))
+    report.tables.append(runs_table(runs, prediction_stats(predictions)))
+    tasks: dict[int, str] = {}
+    first: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in runs}
+    for p in predictions:
+        task = (p["details"] or {}).get("task")
+        if task in (GENERATIVE, MULTICHOICE):
+            tasks.setdefault(p["run_id"], task)
+        if p["sample_index"] == 0:
+            first[p["run_id"]].append(p)
+    for run in runs:
+        if run["id"] not in tasks:
+            tasks[run["id"]] = GENERATIVE if run["method"] == GENERATIVE else MULTICHOICE
+    generative = [r for r in runs if tasks[r["id"]] == GENERATIVE]
+    multichoice = [r for r in runs if tasks[r["id"]] == MULTICHOICE]
+
+    def by_dimension(p: dict[str, Any]) -> list[str]:
+        return [p["dimension"], ALL]
+
+    if generative:
+        table = _generative_table(generative, first, by_dimension, _dimension_order, seed=seed)
+        report.tables.append(table)
+        report.charts.append(
+            _chart(table, generative, "BPC", title="Bonus point coverage by ToM dimension")
+        )
+    if multichoice:
+        table = _multichoice_table(multichoice, first, by_dimension, _dimension_order, seed=seed)
+        report.tables.append(table)
+        report.charts.append(
+            _chart(table, multichoice, "accuracy", title="Multiple-choice accuracy by dimension")
+        )
+    if runs:
+        report.tables.append(_directness_table(generative, multichoice, first, seed=seed))
+
+
+def _dimension_order(group: str) -> tuple[int, str]:
+    if group in DIMENSIONS:
+        return (DIMENSIONS.index(group), group)
+    return (len(DIMENSIONS) + (group == ALL), group)
+
+
+def _directness_order(group: str) -> tuple[int, str]:
+    order = [QAItem.Directness.DIRECT.value, QAItem.Directness.INDIRECT.value, UNLABELLED, ALL]
+    return (order.index(group) if group in order else len(order), group)
+
+
+def _grouped(
+    runs: Sequence[dict[str, Any]],
+    first: dict[int, list[dict[str, Any]]],
+    groups_of: Callable[[dict[str, Any]], list[str]],
+) -> tuple[list[str], dict[int, dict[str, list[dict[str, Any]]]]]:
+    per_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    groups: set[str] = set()
+    for run in runs:
+        per_run[run["id"]] = defaultdict(list)
+        for p in first[run["id"]]:
+            for group in groups_of(p):
+                per_run[run["id"]][group].append(p)
+                groups.add(group)
+    return sorted(groups), per_run
+
+
+def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
+    # A response the judge never scored (no bonus point total) has no BPC or PR.
+    judgements = [
+        generative_judgement(p["details"])
+        for p in predictions
+        if "bonus_points_total" in (p["details"] or {})
+    ]
+    pairs = [(included, total) for included, total, _ in judgements]
+    low, high = bootstrap_ci(pairs, bonus_point_coverage, n_resamples=N_RESAMPLES, seed=seed)
+    return [
+        len(judgements),
+        pct(bonus_point_coverage(pairs)),
+        pct(low),
+        pct(high),
+        pct(penalty_rate([defect for _, _, defect in judgements])),
+    ]
+
+
+def _generative_table(runs, first, groups_of, order, *, seed: int) -> Table:
+    groups, per_run = _grouped(runs, first, groups_of)
+    groups.sort(key=order)
+    rows: list[list[Cell]] = []
+    for group in groups:
+        row: list[Cell] = [group]
+        for run in runs:
+            row += _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
+        rows.append(row)
+    columns = ["Dimension"]
+    for run in runs:
+        label = run_label(run)
+        columns += [
+            f"{label} n",
+            f"{label} BPC %",
+            f"{label} BPC CI low %",
+            f"{label} BPC CI high %",
+            f"{label} PR %",
+        ]
+    return Table(
+        key="generative",
+        title="Generative QA: bonus point coverage (BPC) and penalty rate (PR)",
+        columns=columns,
+        rows=rows,
+        note=(
+            "BPC: judged-included bonus points over all bonus points (pooled over "
+            "responses); PR: share of responses with at least one defect. 95% CI: "
+            "percentile bootstrap over responses."
+        ),
+    )
+
+
+def _accuracy_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
+    # Unparseable choices are stored as correct=False: they count as wrong here.
+    estimate = accuracy_ci(
+        [p["correct"] is True for p in predictions], n_resamples=N_RESAMPLES, seed=seed
+    )
+    return [estimate.n, pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
+
+
+def _multichoice_table(runs, first, groups_of, order, *, seed: int) -> Table:
+    groups, per_run = _grouped(runs, first, groups_of)
+    groups.sort(key=order)
+    rows: list[list[Cell]] = []
+    for group in groups:
+        row: list[Cell] = [group]
+        for run in runs:
+            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)
+        rows.append(row)
+    columns = ["Dimension"]
+    for run in runs:
+        label = run_label(run)
+        columns += [
+            f"{label} n",
+            f"{label} accuracy %",
+            f"{label} CI low %",
+            f"{label} CI high %",
+        ]
+    return Table(
+        key="multichoice",
+        title="Multiple-choice QA accuracy",
+        columns=columns,
+        rows=rows,
+        note="Unparseable answers count as wrong. 95% CI: percentile bootstrap over questions.",
+    )
+
+
+def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
+    def groups_of(p: dict[str, Any]) -> list[str]:
+        return [p["directness"] or UNLABELLED, ALL]
+
+    runs = [*generative, *multichoice]
+    groups, per_run = _grouped(runs, first, groups_of)
+    groups.sort(key=_directness_order)
+    rows: list[list[Cell]] = []
+    for group in groups:
+        row: list[Cell] = [group]
+        for run in generative:
+            predictions = per_run[run["id"]].get(group, [])
+            row += [len(predictions), _bpc_cells(predictions, seed=seed)[1]]
+        for run in multichoice:
+            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+        rows.append(row)
+    columns = ["Directness"]
+    for run in generative:
+        columns += [f"{run_label(run)} n", f"{run_label(run)} BPC %"]
+    for run in multichoice:
+        columns += [f"{run_label(run)} n", f"{run_label(run)} accuracy %"]
+    return Table(
+        key="directness",
+        title="Direct and indirect questions",
+        columns=columns,
+        rows=rows,
+        note=(
+            "Direct: the answer or a synonym appears in the plot window; indirect: it "
+            "needs the wider story. Questions without the label are counted apart."
+        ),
+    )
+
+
+def _chart(table: Table, runs: Sequence[dict[str, Any]], measure: str, *, title: str) -> Chart:
+    labels = [run_label(r) for r in runs]
+    if measure == "BPC":
+        series = [f"{label} BPC %" for label in labels]
+        low = [f"{label} BPC CI low %" for label in labels]
+        high = [f"{label} BPC CI high %" for label in labels]
+        y_label = "bonus point coverage (%)"
+    else:
+        series = [f"{label} accuracy %" for label in labels]
+        low = [f"{label} CI low %" for label in labels]
+        high = [f"{label} CI high %" for label in labels]
+        y_label = "accuracy (%)"
+    return Chart(
+        key=table.key,
+        title=title,
+        kind="bar",
+        table=table.key,
+        x="Dimension",
+        series=series,
+        error_low=low,
+        error_high=high,
+        y_label=y_label,
+    )

@@ -1,0 +1,122 @@
+"""TVShowGuess tables: the ToM-in-AMC scene tables plus the authors' annotation shares.
+
+``annotation-dependence``, ``annotation-reasoning`` and ``annotation-evidence`` recompute
+the shares of the paper's analysis from the imported ``<show>.tsv`` rows (rules in
+``reports.metrics.tvshowguess``); ``accuracy-by-dependence`` scores each run on the
+annotated speakers, split by how much the guess depends on memory of earlier episodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from reports import selectors
+from reports.metrics import accuracy
+from reports.metrics.tvshowguess import (
+    DEPENDENCE_TYPES,
+    annotation_shares,
+    dependence_type,
+)
+from reports.report_types import Cell, Chart, Report, Table
+from reports.tables import pct
+from reports.tables.tom_in_amc import SpeakerData, _correct, _item_chance, build_speaker_tables
+
+SHARE_TABLES = (
+    ("dependence", "annotation-dependence", "Dependence", "Memory dependence"),
+    ("reasoning", "annotation-reasoning", "Reasoning", "Reasoning type"),
+    ("evidence", "annotation-evidence", "Evidence", "Evidence type"),
+)
+UNSOLVABLE = "unsolvable"
+
+
+def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
+    data = build_speaker_tables(report, runs, seed=seed)
+    annotations = selectors.speaker_annotation_rows(report.benchmark)
+    if not annotations:
+        return
+    shares = annotation_shares(annotations)
+    sources = ", ".join(sorted({a["source"] for a in annotations}))
+    for attribute, key, column, title in SHARE_TABLES:
+        counts = shares.counts[attribute]
+        note = f"{shares.n} annotated masked speakers ({sources}); share = count / all of them."
+        if attribute == "evidence":
+            note += " A speaker may cite several pieces of evidence (shares need not sum to 100)."
+        if attribute == "dependence":
+            unsolvable = shares.n - sum(counts.values())
+            note += f" Unsolvable (no dependence type): {unsolvable}."
+        unrecognised = {k: v for k, v in shares.unrecognised.items() if k.startswith(attribute)}
+        if unrecognised:
+            note += f" Not counted (unknown values): {unrecognised}."
+        report.tables.append(
+            Table(
+                key=key,
+                title=f"{title} (share of annotated speakers)",
+                columns=[column, "Speakers", "Share %"],
+                rows=[
+                    [label, counts[label], None if share is None else round(share, 2)]
+                    for label, share in getattr(shares, attribute).items()
+                ],
+                note=note,
+            )
+        )
+        report.charts.append(
+            Chart(
+                key=key,
+                title=f"{title} (share of annotated speakers)",
+                kind="bar",
+                table=key,
+                x=column,
+                series=["Share %"],
+                y_label="share of annotated speakers (%)",
+            )
+        )
+    if runs:
+        report.tables.append(_accuracy_by_dependence(data, annotations))
+
+
+def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]) -> Table:
+    kind_of = {
+        a["instance_id"]: dependence_type(a["need_history"], a["facts_from_memory"]) or UNSOLVABLE
+        for a in annotations
+        if a["instance_id"]
+    }
+    order = [*DEPENDENCE_TYPES, UNSOLVABLE]
+    items_by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for item in data.items:
+        if item["id"] in kind_of:
+            items_by[kind_of[item["id"]]].append(item)
+    rows: list[list[Cell]] = []
+    for kind in order:
+        if kind == UNSOLVABLE and not items_by.get(kind):
+            continue
+        items = items_by.get(kind, [])
+        cells: list[Cell] = [kind, len(items), pct(_item_chance(items)) if items else None]
+        for run in data.runs:
+            outcomes = [
+                _correct(p)
+                for p in data.outcomes[run["id"]]
+                if kind_of.get(p["instance_id"]) == kind
+            ]
+            cells.append(pct(accuracy(outcomes)))
+        rows.append(cells)
+    return Table(
+        key="accuracy-by-dependence",
+        title="Accuracy by memory dependence of the annotated speakers",
+        columns=["Dependence", "Instances", "Random %", *(f"{label} %" for label in data.labels())],
+        rows=rows,
+        note=(
+            "Annotated masked speakers only; direct = needs earlier scenes, indirect = uses "
+            "facts abstracted from memory, none = the scene alone suffices."
+        ),
+    )
+
+
+def json_extras(report: Report) -> dict[str, dict[str, float | None]]:
+    """The annotation shares in percent, ``{"dependence": {"direct": 26.49, …}, …}``."""
+    extras: dict[str, dict[str, float | None]] = {}
+    keys = {t.key for t in report.tables}
+    for attribute, key, _column, _title in SHARE_TABLES:
+        rows = report.table(key).rows if key in keys else []
+        extras[attribute] = {row[0]: row[2] for row in rows}
+    return extras

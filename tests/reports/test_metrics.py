@@ -1,0 +1,387 @@
+"""reports.metrics: accuracy, bootstrap, baselines, correlation, CharToM-QA metrics.
+
+Expected values are worked out by hand in the comments next to each assertion.
+Agreement and DynToM metrics have their own files (test_metrics_agreement.py,
+test_metrics_dyntom.py).
+"""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports import metrics
+from reports.metrics import (
+    AccuracyEstimate,
+    accuracy,
+    accuracy_by_difficulty,
+    accuracy_by_group,
+    accuracy_ci,
+    average_ranks,
+    bonus_point_coverage,
+    bootstrap_ci,
+    chance_baseline,
+    correlation_matrix,
+    generative_judgement,
+    majority_baseline,
+    mean_sd,
+    pearson,
+    penalty_rate,
+    scene_accuracy_ci,
+    speaker_difficulty,
+    spearman,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- the package stays free of Django ---------------------------------------------
+
+
+def test_every_metrics_module_imports_without_django():
+    # A fresh interpreter without DJANGO_SETTINGS_MODULE: any module under
+    # reports/metrics that imported Django (even indirectly) would put it in sys.modules.
+    script = (
+        "import importlib, pkgutil, sys\n"
+        "import reports.metrics as package\n"
+        "names = [m.name for m in pkgutil.iter_modules(package.__path__)]\n"
+        "for name in names:\n"
+        "    importlib.import_module('reports.metrics.' + name)\n"
+        "leaked = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
+        "print(','.join(names))\n"
+        "sys.exit('django imported: ' + ', '.join(leaked[:5]) if leaked else 0)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = result.stdout.strip().split(",")
+    assert {"accuracy", "agreement", "bootstrap", "chartom", "correlation", "dyntom"} <= set(
+        imported
+    )
+
+
+def test_package_reexports_the_agreed_names():
+    agreed = {
+        "accuracy",
+        "AccuracyEstimate",
+        "accuracy_ci",
+        "scene_accuracy_ci",
+        "chance_baseline",
+        "bootstrap_ci",
+        "mean_sd",
+        "pearson",
+        "spearman",
+        "correlation_matrix",
+        "percent_agreement",
+        "cohen_kappa",
+        "fleiss_kappa",
+        "krippendorff_alpha",
+        "agreement_ci",
+        "bonus_point_coverage",
+        "penalty_rate",
+        "compositional_analysis",
+        "time_span_accuracy",
+    }
+    assert agreed <= set(metrics.__all__)
+    assert all(callable(getattr(metrics, name)) for name in agreed)
+
+
+# --- accuracy ------------------------------------------------------------------------
+
+
+def test_accuracy_counts_true_and_leaves_out_none():
+    # 2 correct of 3 judged; the None (no judgement) is not a wrong answer.
+    assert accuracy([True, False, True, None]) == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("outcomes", [[], [None, None]])
+def test_accuracy_without_judged_outcomes_is_none(outcomes):
+    assert accuracy(outcomes) is None
+    assert accuracy_ci(outcomes) == AccuracyEstimate(0, 0, None, None, None, 0)
+
+
+def test_accuracy_ci_is_deterministic_per_seed_and_contains_the_estimate():
+    outcomes = [i % 3 != 0 for i in range(60)]  # 40 of 60 correct
+    first = accuracy_ci(outcomes, seed=7)
+    again = accuracy_ci(outcomes, seed=7)
+    other = accuracy_ci(outcomes, seed=8)
+    assert first == again
+    assert (first.ci_low, first.ci_high) != (other.ci_low, other.ci_high)
+    assert (first.n, first.correct, first.units) == (60, 40, 60)
+    assert first.accuracy == pytest.approx(2 / 3)
+    assert first.ci_low < first.accuracy < first.ci_high
+
+
+def test_item_bootstrap_width_matches_the_binomial_standard_error():
+    # p = 0.5, n = 100: se = sqrt(.25 / 100) = 0.05, so the 95% interval is about
+    # 0.5 ± 1.96 * 0.05 = [0.402, 0.598]; a bootstrap of 1000 lands within 0.02.
+    estimate = accuracy_ci([True, False] * 50, n_resamples=1000, seed=0)
+    assert estimate.ci_low == pytest.approx(0.402, abs=0.02)
+    assert estimate.ci_high == pytest.approx(0.598, abs=0.02)
+
+
+def test_all_correct_gives_a_degenerate_interval():
+    assert accuracy_ci([True] * 5) == AccuracyEstimate(5, 5, 1.0, 1.0, 1.0, 5)
+
+
+def test_cluster_bootstrap_resamples_whole_scenes():
+    # Every scene has 3 of 4 speakers right, so every resample of scenes is again
+    # 3/4 correct: the interval collapses to 0.75, while the item bootstrap does not.
+    outcomes = [True, True, True, False] * 10
+    scenes = [i // 4 for i in range(40)]
+    clustered = accuracy_ci(outcomes, clusters=scenes)
+    assert clustered == AccuracyEstimate(40, 30, 0.75, 0.75, 0.75, 10)
+    unclustered = accuracy_ci(outcomes)
+    assert unclustered.ci_low < 0.75 < unclustered.ci_high
+
+
+def test_cluster_bootstrap_pools_outcomes_not_scene_means():
+    # Scene A: 1 speaker, right; scene B: 3 speakers, wrong. Accuracy = 1/4 (pooled),
+    # not the 1/2 mean of scene accuracies. Resamples of two scenes: AA -> 1 (p 1/4),
+    # AB/BA -> 1/4 (p 1/2), BB -> 0 (p 1/4); with 1000 draws the 2.5% quantile is 0
+    # and the 97.5% quantile is 1.
+    estimate = accuracy_ci([True, False, False, False], clusters=["A", "B", "B", "B"])
+    assert estimate == AccuracyEstimate(4, 1, 0.25, 0.0, 1.0, 2)
+
+
+def test_accuracy_ci_rejects_mismatched_clusters_and_bad_settings():
+    with pytest.raises(ValueError, match="2 outcomes but 1 cluster"):
+        accuracy_ci([True, False], clusters=["a"])
+    with pytest.raises(ValueError, match="level"):
+        accuracy_ci([True], level=1.0)
+    with pytest.raises(ValueError, match="n_resamples"):
+        accuracy_ci([True], n_resamples=0)
+
+
+def test_scene_accuracy_needs_every_speaker_right():
+    # Scene a: T, T -> right; scene b: F, T -> wrong; scene c: only None -> left out.
+    # Scene d: T, None -> right (the missing judgement does not sink it). 2 of 3.
+    estimate = scene_accuracy_ci(
+        [True, True, False, True, None, None, True, None],
+        ["a", "a", "b", "b", "c", "c", "d", "d"],
+    )
+    assert (estimate.n, estimate.correct, estimate.units) == (3, 2, 3)
+    assert estimate.accuracy == pytest.approx(2 / 3)
+    assert estimate == scene_accuracy_ci(
+        [True, True, False, True, None, None, True, None],
+        ["a", "a", "b", "b", "c", "c", "d", "d"],
+    )
+
+
+def test_chance_baseline_is_the_mean_of_one_over_k():
+    # (1/1 + 1/2 + 1/4) / 3 = 1.75 / 3 = 0.58333...
+    assert chance_baseline([1, 2, 4]) == pytest.approx(1.75 / 3)
+    assert chance_baseline([]) is None
+    with pytest.raises(ValueError):
+        chance_baseline([3, 0])
+
+
+def test_majority_baseline_names_the_most_frequent_candidate():
+    frequency = {"Ann": 5, "Bob": 3, "Cy": 3}
+    golds = ["Ann", "Bob", "Cy", "Dee"]
+    candidates = [
+        {"Ann", "Bob"},  # Ann (5) picked, gold Ann -> 1
+        {"Bob", "Cy"},  # Bob and Cy tie at 3, gold Bob -> expected 1/2
+        {"Ann", "Cy"},  # Ann picked, gold Cy -> 0
+        {"Dee", "Eve"},  # neither in frequency: both 0, tie -> 1/2
+    ]
+    # (1 + 1/2 + 0 + 1/2) / 4 = 0.5
+    assert majority_baseline(golds, candidates, frequency) == pytest.approx(0.5)
+    assert majority_baseline([], [], frequency) is None
+    with pytest.raises(ValueError):
+        majority_baseline(["Ann"], [], frequency)
+
+
+@pytest.mark.parametrize(
+    ("speakers", "level"), [(1, "easy"), (2, "easy"), (3, "hard"), (5, "hard")]
+)
+def test_speaker_difficulty_splits_at_three(speakers, level):
+    assert speaker_difficulty(speakers) == level
+
+
+def test_speaker_difficulty_rejects_empty_scenes():
+    with pytest.raises(ValueError):
+        speaker_difficulty(0)
+
+
+def test_accuracy_by_difficulty_follows_table_5():
+    # easy (1-2 speakers): T, T, F -> 2/3; hard (3+): T, F, F -> 1/3.
+    result = accuracy_by_difficulty(
+        [True, True, False, True, False, False], [1, 2, 2, 3, 4, 5], seed=3
+    )
+    assert list(result) == ["easy", "hard"]
+    assert result["easy"].accuracy == pytest.approx(2 / 3)
+    assert result["hard"].accuracy == pytest.approx(1 / 3)
+    only_easy = accuracy_by_difficulty([True], [2])
+    assert list(only_easy) == ["easy"]
+
+
+def test_accuracy_by_group_sorts_keys_and_splits_clusters():
+    result = accuracy_by_group(
+        [True, False, True, True],
+        [3, 1, 3, 1],
+        clusters=["s1", "s2", "s1", "s3"],
+    )
+    assert list(result) == [1, 3]
+    # group 1: F (s2), T (s3) -> 1/2 over 2 scenes; group 3: T, T (s1) -> 1 over 1 scene
+    assert (result[1].n, result[1].correct, result[1].units) == (2, 1, 2)
+    assert (result[3].n, result[3].correct, result[3].units) == (2, 2, 1)
+
+
+# --- generic bootstrap ---------------------------------------------------------------
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
+    values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # mean 5.5
+    low, high = bootstrap_ci(values, mean, n_resamples=500, seed=1)
+    assert (low, high) == bootstrap_ci(values, mean, n_resamples=500, seed=1)
+    # Means of 10 integers lie on a 0.1 grid, so two seeds can agree; five cannot all.
+    assert len({bootstrap_ci(values, mean, n_resamples=500, seed=s) for s in range(5)}) > 1
+    assert low < 5.5 < high
+    # se of the mean = sd_pop / sqrt(n) = 2.872 / 3.162 = 0.908; 95% ≈ 5.5 ± 1.78
+    assert low == pytest.approx(3.72, abs=0.35)
+    assert high == pytest.approx(7.28, abs=0.35)
+
+
+def test_bootstrap_ci_edge_cases():
+    assert bootstrap_ci([], mean) == (None, None)
+    assert bootstrap_ci([4, 4, 4], mean) == (4.0, 4.0)
+    # A statistic undefined everywhere gives no interval rather than NaNs.
+    assert bootstrap_ci([1, 2], lambda v: None, n_resamples=20) == (None, None)
+
+
+# --- correlation ---------------------------------------------------------------------
+
+
+def test_pearson_by_hand():
+    # x = 1,2,3 (mean 2), y = 2,4,7 (mean 13/3): dx = -1,0,1; dy = -7/3,-1/3,8/3
+    # sxy = 7/3 + 8/3 = 5; sxx = 2; syy = (49 + 1 + 64) / 9 = 114/9
+    # r = 5 / sqrt(2 * 114/9) = 5 / sqrt(228/9) = 0.993399
+    assert pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(5 / math.sqrt(228 / 9))
+    # The pair with a None is dropped: same as above.
+    assert pearson([1, 2, None, 3], [2, 4, 10, 7]) == pytest.approx(0.993399, abs=1e-6)
+
+
+def test_pearson_undefined_cases():
+    assert pearson([], []) is None
+    assert pearson([1], [2]) is None
+    assert pearson([1, 2, 3], [5, 5, 5]) is None  # constant side: 0/0
+    with pytest.raises(ValueError):
+        pearson([1, 2], [1])
+
+
+def test_average_ranks_share_ties():
+    # sorted: 5 (rank 1), 10 (rank 2), 20,20,20 (ranks 3,4,5 -> 4 each)
+    assert average_ranks([10, 20, 20, 20, 5]) == [2, 4, 4, 4, 1]
+
+
+def test_spearman_with_ties_by_hand():
+    # ranks x = 1, 2.5, 2.5, 4; ranks y = 1, 3, 2, 4; both mean 2.5
+    # dx = -1.5, 0, 0, 1.5; dy = -1.5, .5, -.5, 1.5
+    # sxy = 2.25 + 2.25 = 4.5; sxx = 4.5; syy = 2.25+.25+.25+2.25 = 5
+    # rho = 4.5 / sqrt(22.5) = sqrt(0.9) = 0.948683
+    assert spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(math.sqrt(0.9))
+
+
+def test_spearman_is_rank_based():
+    assert spearman([1, 2, 3, 4], [1, 8, 27, 1000]) == 1.0  # monotone, not linear
+    assert spearman([1, 2, 3, 4], [9, 7, 3, 1]) == -1.0
+    assert spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_correlation_matrix_uses_the_keys_each_pair_shares():
+    series = {
+        "ProtoNet": {"comedy": 1, "drama": 2, "horror": 3},
+        "ToMPro": {"comedy": 30, "drama": 20, "horror": 10, "war": 99},
+        "Human": {"comedy": 5, "war": None},
+    }
+    names, matrix = correlation_matrix(series)
+    assert names == ["ProtoNet", "ToMPro", "Human"]
+    # ProtoNet vs ToMPro share comedy/drama/horror, perfectly reversed -> -1.
+    assert matrix[0][1] == matrix[1][0] == -1.0
+    # Human shares only one key (war is None) with anyone -> undefined.
+    assert matrix[0][2] is None and matrix[2][1] is None
+    assert matrix[0][0] == 1.0 and matrix[1][1] == 1.0
+    assert matrix[2][2] is None
+    _, pearson_matrix = correlation_matrix(
+        {"a": {1: 1, 2: 2, 3: 3}, "b": {1: 2, 2: 4, 3: 7}}, method="pearson"
+    )
+    assert pearson_matrix[0][1] == pytest.approx(0.993399, abs=1e-6)
+    with pytest.raises(ValueError):
+        correlation_matrix(series, method="kendall")
+
+
+def test_mean_sd_uses_the_sample_sd():
+    # DynToM's human row: mean ± sd across annotators. 77, 80, 83: mean 80,
+    # sd = sqrt((9 + 0 + 9) / (3 - 1)) = 3.
+    assert mean_sd([77.0, 80.0, 83.0]) == (80.0, 3.0)
+    assert mean_sd([77.0, None, 83.0]) == (80.0, pytest.approx(math.sqrt(18)))
+    assert mean_sd([5]) == (5.0, None)
+    assert mean_sd([]) == (None, None)
+
+
+# --- CharToM-QA ----------------------------------------------------------------------
+
+
+def test_bonus_point_coverage_is_a_micro_average():
+    # (1 + 2) / (2 + 2) = 3/4
+    assert bonus_point_coverage([(1, 2), (2, 2)]) == 0.75
+    # (1 + 0) / (1 + 3) = 1/4; a mean of per-question coverage would say 1/2.
+    assert bonus_point_coverage([(1, 1), (0, 3)]) == 0.25
+    assert bonus_point_coverage([]) is None
+    assert bonus_point_coverage([(0, 0)]) is None
+    with pytest.raises(ValueError):
+        bonus_point_coverage([(3, 2)])
+
+
+def test_penalty_rate_counts_defective_responses():
+    assert penalty_rate([True, False]) == 0.5
+    assert penalty_rate([False, False, False, True]) == 0.25
+    assert penalty_rate([]) is None
+
+
+def test_generative_judgement_reads_prediction_details():
+    details = {"bonus_points_total": 3, "bonus_points_included": [1, 1, 3], "defects": []}
+    assert generative_judgement(details) == (2, 3, False)
+    assert generative_judgement({**details, "defects": ["None"]})[2] is False
+    assert generative_judgement({**details, "defects": ["  "]})[2] is False
+    assert generative_judgement({**details, "defects": ["overclaims"]})[2] is True
+    assert generative_judgement({"bonus_points_total": 2, "defects": "Too long."}) == (0, 2, True)
+    with pytest.raises(ValueError):
+        generative_judgement({**details, "bonus_points_included": [1, 2, 3, 4]})
+
+
+def test_published_gpt4o_judgements_give_bpc_75_and_pr_50(shared_data):
+    # CharToM-QA Appendix M: case 1 covers bonus point 1 of 2 and has a penalty;
+    # case 2 covers both and has "Penalty: None". BPC = 3/4, PR = 1/2.
+    judgements = []
+    for line in (shared_data / "chartom-qa" / "paper_examples.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        published = record["published_results"]
+        defect = published["gpt-4o_defects"]
+        judgements.append(
+            generative_judgement(
+                {
+                    "bonus_points_total": len(record["bonus_points"]),
+                    "bonus_points_included": published["gpt-4o_bonus_points_included"],
+                    "defects": [defect] if defect else [],
+                }
+            )
+        )
+    assert judgements == [(1, 2, True), (2, 2, False)]
+    assert bonus_point_coverage([(i, t) for i, t, _ in judgements]) == 0.75
+    assert penalty_rate([d for _, _, d in judgements]) == 0.5

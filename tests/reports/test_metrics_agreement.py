@@ -1,0 +1,191 @@
+"""reports.metrics.agreement against textbook examples worked by hand."""
+
+from fractions import Fraction
+
+import pytest
+
+from reports.metrics import (
+    agreement_ci,
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha,
+    percent_agreement,
+)
+
+N = None
+
+# Fleiss (1971) as reprinted on Wikipedia ("Fleiss' kappa", worked example): 10 units,
+# 14 raters, 5 categories; each row counts the raters per category.
+FLEISS_COUNTS = [
+    [0, 0, 0, 0, 14],
+    [0, 2, 6, 4, 2],
+    [0, 0, 3, 5, 6],
+    [0, 3, 9, 2, 0],
+    [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0],
+    [3, 2, 6, 3, 0],
+    [2, 5, 3, 2, 2],
+    [6, 5, 2, 1, 0],
+    [0, 2, 2, 3, 7],
+]
+FLEISS_RATINGS = [
+    [category for category, count in enumerate(row, start=1) for _ in range(count)]
+    for row in FLEISS_COUNTS
+]
+# P_i = (sum_j n_ij^2 - 14) / (14 * 13); the numerators sum_j n_ij^2 - 14 are
+# 182, 46, 56, 80, 60, 84, 44, 32, 52, 52 -> total 688, so P-bar = 688 / 1820 = 0.37802.
+# Category totals 20, 28, 39, 21, 32 of 140: P_e = (400+784+1521+441+1024) / 140^2
+# = 4170 / 19600 = 0.21276. kappa = (P-bar - P_e) / (1 - P_e) = 0.20993 (Wikipedia: 0.210).
+FLEISS_P_BAR = Fraction(688, 1820)
+FLEISS_P_E = Fraction(4170, 19600)
+FLEISS_KAPPA = float((FLEISS_P_BAR - FLEISS_P_E) / (1 - FLEISS_P_E))
+
+# Krippendorff (2011), "Computing Krippendorff's alpha-reliability", section C: four
+# coders, twelve units, missing data. Rows here are units, columns coders A..D.
+KRIPPENDORFF_UNITS = [
+    [1, 1, N, 1],
+    [2, 2, 3, 2],
+    [3, 3, 3, 3],
+    [3, 3, 3, 3],
+    [2, 2, 2, 2],
+    [1, 2, 3, 4],
+    [4, 4, 4, 4],
+    [1, 1, 2, 1],
+    [2, 2, 2, 2],
+    [N, 5, 5, 5],
+    [N, N, 1, 1],
+    [N, 3, N, N],  # one rating: not pairable, left out
+]
+
+
+def test_percent_agreement_with_two_raters_and_missing_ratings():
+    # Units with two ratings: (a,a) agree, (a,b) not, (b,b) agree -> 2/3.
+    # (a, None) has one rating and is left out.
+    assert percent_agreement([["a", "a"], ["a", "b"], ["b", "b"], ["a", N]]) == pytest.approx(2 / 3)
+
+
+def test_percent_agreement_counts_agreeing_pairs_per_unit():
+    # (a, a, b): ordered agreeing pairs 2 * 1 = 2 of 3 * 2 = 6 -> 1/3; (c, c, c) -> 1.
+    # Mean over units: (1/3 + 1) / 2 = 2/3.
+    assert percent_agreement([["a", "a", "b"], ["c", "c", "c"]]) == pytest.approx(2 / 3)
+    assert percent_agreement([["a", N], [N, N]]) is None
+    assert percent_agreement([]) is None
+
+
+def test_percent_agreement_equals_fleiss_p_bar():
+    assert percent_agreement(FLEISS_RATINGS) == pytest.approx(float(FLEISS_P_BAR))
+
+
+def test_cohen_kappa_textbook_example():
+    # Wikipedia "Cohen's kappa": 50 proposals; yes/yes 20, yes/no 5, no/yes 10, no/no 15.
+    # p_o = 35/50 = 0.7; A says yes 25/50, B 30/50: p_e = .5*.6 + .5*.4 = 0.5;
+    # kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4.
+    a = ["y"] * 20 + ["y"] * 5 + ["n"] * 10 + ["n"] * 15
+    b = ["y"] * 20 + ["n"] * 5 + ["y"] * 10 + ["n"] * 15
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+    # Units only one rater rated are left out: same value.
+    assert cohen_kappa([*a, "y", N], [*b, N, "n"]) == pytest.approx(0.4)
+
+
+def test_cohen_kappa_extremes():
+    # Agreeing on every unit over two categories: p_o = 1, p_e = 0.5 -> kappa 1.
+    assert cohen_kappa(["x", "y", "x"], ["x", "y", "x"]) == 1.0
+    # Always disagreeing: p_o = 0, p_e = .5*.5 + .5*.5 = .5 -> (0 - .5) / .5 = -1.
+    assert cohen_kappa(["x", "y"], ["y", "x"]) == -1.0
+    # One category only: p_e = 1, kappa is 0/0 -> undefined, while agreement is 100%.
+    assert cohen_kappa(["x", "x"], ["x", "x"]) is None
+    assert percent_agreement([["x", "x"], ["x", "x"]]) == 1.0
+    assert cohen_kappa([N], ["x"]) is None
+    with pytest.raises(ValueError):
+        cohen_kappa(["x"], ["x", "y"])
+
+
+def test_fleiss_kappa_published_example():
+    assert fleiss_kappa(FLEISS_RATINGS) == pytest.approx(FLEISS_KAPPA)
+    assert fleiss_kappa(FLEISS_RATINGS) == pytest.approx(0.20993, abs=1e-5)
+
+
+def test_fleiss_kappa_with_two_raters_is_scotts_pi():
+    # a = x,x,y,y; b = x,y,y,y. P_i = 1,0,1,1 -> P-bar = 3/4. Pooled: x 3, y 5 of 8:
+    # P_e = 9/64 + 25/64 = 34/64. kappa = (48/64 - 34/64) / (30/64) = 14/30.
+    ratings = [["x", "x"], ["x", "y"], ["y", "y"], ["y", "y"]]
+    assert fleiss_kappa(ratings) == pytest.approx(14 / 30)
+
+
+def test_fleiss_kappa_unequal_rater_counts_name_the_unit():
+    with pytest.raises(ValueError, match=r"unit 2 has 2 ratings but unit 0 has 3"):
+        fleiss_kappa([["a", "a", "b"], ["a", "b", "b"], ["a", N, "a"]])
+    with pytest.raises(ValueError, match="unit 0 has 1 rating"):
+        fleiss_kappa([["a"], ["b"]])
+
+
+def test_fleiss_kappa_edge_cases():
+    # Units nobody rated are skipped: same as the example without them.
+    assert fleiss_kappa([*FLEISS_RATINGS, [N] * 14]) == pytest.approx(FLEISS_KAPPA)
+    assert fleiss_kappa([]) is None
+    # All raters chose the same category everywhere: P_e = 1 -> undefined.
+    assert fleiss_kappa([["a", "a"], ["a", "a"]]) is None
+    # Full agreement over two categories: P-bar = 1, P_e = 1/2 -> kappa 1.
+    assert fleiss_kappa([["a", "a", "a"], ["b", "b", "b"]]) == 1.0
+
+
+def test_krippendorff_alpha_published_four_coder_example():
+    # Nominal, by hand: 40 pairable values; value totals n_1..n_5 = 9, 13, 10, 5, 3.
+    # Off-diagonal coincidences: unit 2 (2,2,3,2): 6 ordered mismatched pairs / (4-1)
+    # = 2; unit 6 (1,2,3,4): 12 / 3 = 4; unit 8 (1,1,2,1): 6 / 3 = 2 -> 8 in all.
+    # sum_{c != k} n_c n_k = 40^2 - (81+169+100+25+9) = 1216.
+    # alpha = 1 - (40 - 1) * 8 / 1216 = 904 / 1216 = 0.743 (the paper's value).
+    assert krippendorff_alpha(KRIPPENDORFF_UNITS) == pytest.approx(904 / 1216)
+    # The paper also reports ordinal .815, interval .849, ratio .797.
+    assert krippendorff_alpha(KRIPPENDORFF_UNITS, "ordinal") == pytest.approx(0.815, abs=5e-4)
+    assert krippendorff_alpha(KRIPPENDORFF_UNITS, "interval") == pytest.approx(0.849, abs=5e-4)
+    assert krippendorff_alpha(KRIPPENDORFF_UNITS, "ratio") == pytest.approx(0.797, abs=5e-4)
+
+
+def test_krippendorff_alpha_nominal_accepts_any_labels():
+    labels = {1: "belief", 2: "emotion", 3: "intention", 4: "action", 5: "desire"}
+    relabelled = [[labels.get(v) for v in unit] for unit in KRIPPENDORFF_UNITS]
+    assert krippendorff_alpha(relabelled) == pytest.approx(904 / 1216)
+    with pytest.raises(ValueError, match="numeric"):
+        krippendorff_alpha(relabelled, "interval")
+    with pytest.raises(ValueError, match="level"):
+        krippendorff_alpha(KRIPPENDORFF_UNITS, "cardinal")
+
+
+def test_krippendorff_alpha_small_case_by_hand():
+    # Same data as the Scott's pi case: 8 values, n_x = 3, n_y = 5; one mismatched
+    # unit gives o_xy = o_yx = 1. alpha = 1 - (8 - 1) * 2 / (2 * 3 * 5) = 16/30.
+    ratings = [["x", "x"], ["x", "y"], ["y", "y"], ["y", "y"]]
+    assert krippendorff_alpha(ratings) == pytest.approx(16 / 30)
+
+
+def test_krippendorff_alpha_undefined_cases():
+    assert krippendorff_alpha([]) is None
+    assert krippendorff_alpha([["a", N], [N, "b"]]) is None  # no unit has two ratings
+    assert krippendorff_alpha([["a", "a"], ["a", "a"]]) is None  # no variation
+    # Variation only among unpairable values: still no expected disagreement.
+    assert krippendorff_alpha([["a", "a"], ["b", N]]) is None
+
+
+def test_agreement_ci_is_seeded_and_contains_the_estimate():
+    # 30 units, 3 raters, mostly agreeing.
+    ratings = [["a", "a", "a"], ["b", "b", "b"], ["a", "a", "b"], ["c", "c", "c"], ["b", "b", "a"]]
+    ratings = ratings * 6
+    point = fleiss_kappa(ratings)
+    low, high = agreement_ci(ratings, fleiss_kappa, n_resamples=300, seed=5)
+    assert (low, high) == agreement_ci(ratings, fleiss_kappa, n_resamples=300, seed=5)
+    assert (low, high) != agreement_ci(ratings, fleiss_kappa, n_resamples=300, seed=6)
+    assert low < point < high
+
+    alpha_low, alpha_high = agreement_ci(
+        KRIPPENDORFF_UNITS, lambda r: krippendorff_alpha(r, "interval"), n_resamples=200
+    )
+    assert alpha_low < 0.849 < alpha_high <= 1.0
+
+
+def test_agreement_ci_edge_cases():
+    assert agreement_ci([], fleiss_kappa) == (None, None)
+    # Every resample of one all-agreeing category is undefined -> no interval.
+    assert agreement_ci([["a", "a"]] * 4, fleiss_kappa, n_resamples=50) == (None, None)
+    with pytest.raises(ValueError):
+        agreement_ci([["a", "a"]], fleiss_kappa, level=0)

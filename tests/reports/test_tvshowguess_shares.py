@@ -1,0 +1,114 @@
+"""The TVShowGuess authors' annotation shares, from the real friends.tsv.
+
+The expected numbers are the shares the TVShowGuess paper reports for Friends; they
+come out of the imported SpeakerAnnotation rows, through the report builder.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from reports.metrics.tvshowguess import (
+    annotation_shares,
+    dependence_type,
+    evidence_types,
+    reasoning_type,
+)
+from reports.tables import build_report, report_json
+
+EXPECTED = {
+    "dependence": {"direct": 26.49, "indirect": 19.87, "none": 53.64},
+    "reasoning": {
+        "default conjunction": 15.89,
+        "multihop-character": 3.97,
+        "multihop-textual": 5.30,
+        "commonsense": 4.64,
+        "not required": 70.20,
+    },
+    "evidence": {
+        "linguistic style": 0.66,
+        "personality": 7.28,
+        "fact(attribute)": 2.65,
+        "fact(relation)": 16.56,
+        "fact(status)": 1.32,
+        "fact (any)": 20.53,
+        "memory": 36.42,
+        "inside scene(background)": 32.45,
+        "inside scene(mention)": 15.23,
+        "inside scene(exclusion)": 8.61,
+    },
+}
+
+
+def _group(*evidence: str, reasoning: str = "") -> dict:
+    cells = [*evidence, "", "", ""][:3]
+    return {"evidence": cells, "reasoning": reasoning}
+
+
+def test_dependence_rules() -> None:
+    assert dependence_type("yes", "yes") == "direct"  # need-history wins
+    assert dependence_type("no", "yes") == "indirect"
+    assert dependence_type("no", "no") == "none"
+    assert dependence_type("Unsolvable", "yes") is None
+
+
+def test_reasoning_rules_read_the_first_group() -> None:
+    assert reasoning_type([_group("personality", reasoning="commonsense")]) == "commonsense"
+    assert reasoning_type([_group("personality", reasoning="no")]) == "not required"
+    # A blank cell: default conjunction only when a second evidence entry is there.
+    assert reasoning_type([_group("personality", "fact(status)")]) == "default conjunction"
+    assert reasoning_type([_group("personality")]) == "not required"
+    # The second group's reasoning and evidence do not count.
+    assert (
+        reasoning_type([_group("personality"), _group("memory", "x", reasoning="commonsense")])
+        == "not required"
+    )
+
+
+def test_evidence_counts_every_entry_of_the_first_three_columns() -> None:
+    groups = [
+        _group("history event", "inside_scene(exclusive)", "fact(relation)"),
+        _group("personality"),
+    ]
+    assert evidence_types(groups) == ["memory", "inside scene(exclusion)", "fact(relation)"]
+    shares = annotation_shares(
+        [
+            {"need_history": "no", "facts_from_memory": "no", "evidence_groups": groups},
+            {
+                "need_history": "Unsolvable",
+                "facts_from_memory": "no",
+                "evidence_groups": [_group("fact(status)", "fact(status)", "telepathy")],
+            },
+        ]
+    )
+    # 2 rows: the Unsolvable one has no dependence type, so none = 1/2 and direct = 0.
+    assert shares.dependence == {"direct": 0.0, "indirect": 0.0, "none": 50.0}
+    # fact (any): relation 1 + status 2 = 3 entries over 2 rows = 150%.
+    assert shares.evidence["fact (any)"] == 150.0
+    assert shares.evidence["fact(status)"] == 100.0
+    assert shares.unrecognised == {"evidence: telepathy": 1}
+
+
+@pytest.fixture
+def friends(db, shared_data):
+    call_command(
+        "import_benchmark",
+        "tvshowguess",
+        str(shared_data / "tvshowguess" / "friends.raw"),
+        "--no-progress",
+        verbosity=0,
+    )
+
+
+@pytest.mark.django_db
+def test_friends_shares_match_the_paper(friends) -> None:
+    report = build_report("tvshowguess")
+    data = report_json(report)
+    for attribute, expected in EXPECTED.items():
+        assert data[attribute] == expected, attribute
+    # The tables carry the same numbers plus counts: 151 rows, 40 need history.
+    dependence = report.table("annotation-dependence")
+    assert dependence.rows[0] == ["direct", 40, 26.49]
+    assert "151 annotated" in dependence.note
+    assert sum(row[1] for row in dependence.rows) == 151
