@@ -1,0 +1,518 @@
+"""Writes for human studies: set-up, invitations, assignment under quotas, answers.
+
+The rater's path (``participant_next_step``): consent -> for each work with room, "have
+you seen it?" (which assigns that work's scenes under the quotas) -> read the history
+-> answer the assigned scenes one at a time -> the final report. Every answer is saved
+the moment it is given (``guess_record``), submitting a scene is idempotent, and the
+gold is only read on the server, at submission.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from benchmarks.models import Scene, SpeakerInstance, Work
+
+from .models import (
+    Familiarity,
+    Guess,
+    HistoryView,
+    Participant,
+    SceneAssignment,
+    Study,
+    StudyScene,
+    StudyWork,
+    WorkSession,
+)
+
+# Gaps between a rater's actions longer than this are idle time, not work.
+IDLE_CUTOFF = timedelta(minutes=2)
+
+
+class StudyError(Exception):
+    """A request the study cannot accept; the message is safe to show the rater."""
+
+
+# -- set-up -----------------------------------------------------------------------------
+
+
+def item_set_hash(study: Study) -> str:
+    """sha256 over the study's scenes and masked speakers (with their gold), in order."""
+    rows = (
+        SpeakerInstance.objects.filter(scene__in=study.study_scenes.values("scene"))
+        .order_by("scene__work__key", "scene__source_id", "code")
+        .values_list("scene__work__key", "scene__source_id", "code", "gold_character__name")
+    )
+    held = sorted(
+        study.study_scenes.filter(held_back=True).values_list("scene__source_id", flat=True)
+    )
+    payload = json.dumps({"instances": list(rows), "held_back": held})
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@transaction.atomic
+def study_create(
+    *,
+    name: str,
+    benchmark: str,
+    works: list[Work],
+    scenes: list[Scene] | None = None,
+    created_by=None,
+    **settings_: Any,
+) -> Study:
+    """A draft study over ``works``: every testing scene with masked speakers, or ``scenes``.
+
+    ``settings_`` are Study fields (overlap, min_seen, reveal, tags, instructions…).
+    """
+    if not works:
+        raise StudyError("choose at least one work")
+    if wrong := [w.key for w in works if w.benchmark != benchmark]:
+        raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    study = Study.objects.create(name=name, benchmark=benchmark, created_by=created_by, **settings_)
+    chosen = {s.pk for s in scenes} if scenes is not None else None
+    for position, work in enumerate(works):
+        study_work = StudyWork.objects.create(study=study, work=work, position=position)
+        candidates = (
+            Scene.objects.filter(work=work, part=Scene.Part.TESTING, instances__isnull=False)
+            .distinct()
+            .order_by("position")
+        )
+        StudyScene.objects.bulk_create(
+            StudyScene(study=study, study_work=study_work, scene=scene, position=scene.position)
+            for scene in candidates
+            if chosen is None or scene.pk in chosen
+        )
+    if not study.study_scenes.exists():
+        raise StudyError("the chosen works have no testing scenes with masked speakers")
+    return study
+
+
+def _transition(study: Study, allowed: tuple[str, ...], to: str) -> Study:
+    updated = Study.objects.filter(pk=study.pk, status__in=allowed).update(
+        status=to, updated_at=timezone.now()
+    )
+    study.refresh_from_db()
+    if not updated and study.status != to:
+        raise StudyError(f"a {study.status} study cannot become {to}")
+    return study
+
+
+def study_go_live(*, study: Study) -> Study:
+    """Open the study to raters; the item set is fixed (hashed) the first time."""
+    if not study.study_scenes.filter(held_back=False).exists():
+        raise StudyError("every scene is held back: nothing to assign")
+    if not study.item_set_hash:
+        study.item_set_hash = item_set_hash(study)
+        study.save(update_fields=["item_set_hash", "updated_at"])
+    return _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
+
+
+def study_pause(*, study: Study) -> Study:
+    return _transition(study, (Study.Status.LIVE,), Study.Status.PAUSED)
+
+
+def study_close(*, study: Study) -> Study:
+    return _transition(
+        study, (Study.Status.DRAFT, Study.Status.LIVE, Study.Status.PAUSED), Study.Status.CLOSED
+    )
+
+
+@transaction.atomic
+def study_update_texts(*, study: Study, instructions: str, consent: str) -> Study:
+    """Edit the instructions/consent page; a new version is stamped on later answers."""
+    if (instructions, consent) != (study.instructions, study.consent):
+        study.instructions = instructions
+        study.consent = consent
+        study.instructions_version += 1
+        study.save(update_fields=["instructions", "consent", "instructions_version", "updated_at"])
+    return study
+
+
+def participants_invite(*, study: Study, labels: list[str]) -> list[Participant]:
+    """One participant per label, each with its own unguessable token."""
+    return Participant.objects.bulk_create(
+        Participant(study=study, label=label.strip(), token=secrets.token_urlsafe(32))
+        for label in labels
+    )
+
+
+def participant_for_user(*, study: Study, user) -> Participant:
+    """The logged-in rater's participation (created on first visit)."""
+    try:
+        with transaction.atomic():
+            participant, _ = Participant.objects.get_or_create(
+                study=study,
+                user=user,
+                defaults={"token": secrets.token_urlsafe(32), "label": user.get_username()},
+            )
+    except IntegrityError:  # two tabs joined at once
+        participant = Participant.objects.get(study=study, user=user)
+    return participant
+
+
+def participant_withdraw(*, participant: Participant) -> Participant:
+    """Stop a rater: responses stay, but quotas and reports leave them out."""
+    Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(
+        withdrawn_at=timezone.now()
+    )
+    participant.refresh_from_db()
+    return participant
+
+
+# -- the rater's path -------------------------------------------------------------------
+
+
+def _check_active(participant: Participant) -> None:
+    if participant.withdrawn_at is not None:
+        raise StudyError("you have been withdrawn from this study; thank you for your time")
+    if participant.study.status != Study.Status.LIVE:
+        raise StudyError(f"this study is {participant.study.get_status_display()} at the moment")
+
+
+def participant_consent(*, participant: Participant) -> Participant:
+    _check_active(participant)
+    Participant.objects.filter(pk=participant.pk).update(
+        consented_at=timezone.now(), consented_version=participant.study.instructions_version
+    )
+    participant.refresh_from_db()
+    return participant
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """Where the rater goes next: ``kind`` is consent, familiarity, history, scene or done."""
+
+    kind: str
+    study_work: StudyWork | None = None
+    session: WorkSession | None = None
+    assignment: SceneAssignment | None = None
+
+
+def _has_room(study: Study, counts: dict[bool, int], seen: bool) -> bool:
+    """Whether one more rater of this familiarity fits a scene's quotas."""
+    total = counts[True] + counts[False]
+    if total >= study.overlap:
+        return False
+    # Slots the other group still needs must stay free for it.
+    other_needs = max(0, (study.min_unseen if seen else study.min_seen) - counts[not seen])
+    return study.overlap - total - 1 >= other_needs
+
+
+def _open_works(participant: Participant) -> list[StudyWork]:
+    """Works the rater has not started whose scenes still have room for some rater."""
+    started = participant.work_sessions.values("study_work")
+    return list(
+        StudyWork.objects.filter(study=participant.study)
+        .exclude(pk__in=started)
+        .select_related("work")
+        .order_by("position")
+    )
+
+
+def participant_next_step(*, participant: Participant) -> NextStep:
+    """What the rater should see now; the same answer after a reload (resumption)."""
+    if participant.consented_at is None:
+        return NextStep("consent")
+    open_assignment = (
+        SceneAssignment.objects.filter(participant=participant, status="assigned")
+        .select_related("session__study_work__work", "study_scene__scene")
+        .order_by("session__started_at", "position")
+        .first()
+    )
+    if open_assignment is not None:
+        if open_assignment.session.history_confirmed_at is None:
+            return NextStep(
+                "history",
+                study_work=open_assignment.session.study_work,
+                session=open_assignment.session,
+            )
+        return NextStep(
+            "scene",
+            study_work=open_assignment.session.study_work,
+            session=open_assignment.session,
+            assignment=open_assignment,
+        )
+    if participant.study.status == Study.Status.LIVE and participant.withdrawn_at is None:
+        for study_work in _open_works(participant):
+            if _work_has_room(study_work):
+                return NextStep("familiarity", study_work=study_work)
+    return NextStep("done")
+
+
+def _work_has_room(study_work: StudyWork) -> bool:
+    """Cheap pre-check (no locks) that some scene of the work is not yet full."""
+    study = study_work.study
+    full = (
+        StudyScene.objects.filter(study_work=study_work, held_back=False)
+        .annotate(
+            n=Count(
+                "assignments",
+                filter=Q(assignments__participant__withdrawn_at__isnull=True),
+            )
+        )
+        .filter(n__lt=study.overlap)
+    )
+    return full.exists()
+
+
+def familiarity_declare(
+    *, participant: Participant, study_work: StudyWork, seen: bool
+) -> WorkSession:
+    """Record "seen it?" for the work and assign its scenes that have room for this rater.
+
+    The work's scene rows are locked (in a fixed order, so concurrent raters cannot
+    deadlock) while quotas are counted and assignments written: no scene is ever
+    given to more raters than the study allows, and no rater gets a scene twice.
+    """
+    _check_active(participant)
+    if study_work.study_id != participant.study_id:
+        raise StudyError("that work is not part of your study")
+    study = participant.study
+    with transaction.atomic():
+        Familiarity.objects.update_or_create(
+            participant=participant, work=study_work.work, defaults={"seen": seen}
+        )
+        session, created = WorkSession.objects.get_or_create(
+            participant=participant,
+            study_work=study_work,
+            defaults={"seen": seen, "seed": secrets.randbelow(2**31)},
+        )
+        if not created:
+            return session  # a second tab or a replay: the first declaration stands
+        scenes = list(
+            StudyScene.objects.select_for_update()
+            .filter(study_work=study_work, held_back=False)
+            .order_by("pk")
+        )
+        counts: dict[int, dict[bool, int]] = defaultdict(lambda: {True: 0, False: 0})
+        for row in (
+            SceneAssignment.objects.filter(
+                study_scene__in=scenes, participant__withdrawn_at__isnull=True
+            )
+            .values("study_scene", "seen")
+            .annotate(n=Count("pk"))
+        ):
+            counts[row["study_scene"]][row["seen"]] = row["n"]
+        given = [s for s in scenes if _has_room(study, counts[s.pk], seen)]
+        given.sort(key=lambda s: s.position)
+        SceneAssignment.objects.bulk_create(
+            SceneAssignment(
+                participant=participant,
+                session=session,
+                study_scene=scene,
+                position=position,
+                seen=seen,
+            )
+            for position, scene in enumerate(given)
+        )
+        if not given:
+            WorkSession.objects.filter(pk=session.pk).update(finished_at=timezone.now())
+    return session
+
+
+def history_view_log(
+    *, session: WorkSession, where: str = "reader", assignment: SceneAssignment | None = None
+) -> None:
+    HistoryView.objects.create(session=session, where=where, scene_assignment=assignment)
+
+
+def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSession:
+    _check_active(participant)
+    if session.participant_id != participant.pk:
+        raise StudyError("that is not your session")
+    WorkSession.objects.filter(pk=session.pk, history_confirmed_at__isnull=True).update(
+        history_confirmed_at=timezone.now()
+    )
+    session.refresh_from_db()
+    return session
+
+
+def _assignment_for(participant: Participant, assignment_id: int) -> SceneAssignment:
+    """The participant's own assignment, locked; another rater's id is simply not found."""
+    try:
+        return (
+            SceneAssignment.objects.select_for_update(of=("self",))
+            .select_related("study_scene", "session")
+            .get(pk=assignment_id, participant=participant)
+        )
+    except SceneAssignment.DoesNotExist:
+        raise StudyError("no such scene in your assignments") from None
+
+
+def _time_event(assignment: SceneAssignment, now) -> list[str]:
+    """Advance the scene's clocks to ``now``; returns the fields changed."""
+    if assignment.first_shown_at is None:
+        assignment.first_shown_at = now
+        assignment.last_event_at = now
+        return ["first_shown_at", "last_event_at"]
+    gap = now - (assignment.last_event_at or now)
+    if timedelta(0) < gap <= IDLE_CUTOFF:
+        assignment.active_ms += int(gap.total_seconds() * 1000)
+    assignment.last_event_at = now
+    return ["active_ms", "last_event_at"]
+
+
+def scene_shown(*, participant: Participant, assignment: SceneAssignment) -> None:
+    """The scene page was served: starts its clock (once) and counts as activity."""
+    if assignment.status == SceneAssignment.Status.SUBMITTED:
+        return
+    with transaction.atomic():
+        locked = _assignment_for(participant, assignment.pk)
+        fields = _time_event(locked, timezone.now())
+        locked.save(update_fields=fields)
+        assignment.first_shown_at = locked.first_shown_at
+
+
+def guess_record(
+    *,
+    participant: Participant,
+    assignment_id: int,
+    instance_id: int,
+    choice: int | None = None,
+    tags: list[str] | None = None,
+    evidence: str | None = None,
+) -> Guess:
+    """Save (or change) one masked speaker's answer, tags or note; idempotent.
+
+    ``choice`` indexes the instance's candidate list, so the page never needs the
+    real names when the study shows perturbed ones.
+    """
+    _check_active(participant)
+    with transaction.atomic():
+        assignment = _assignment_for(participant, assignment_id)
+        if assignment.status == SceneAssignment.Status.SUBMITTED:
+            raise StudyError("this scene is already submitted; answers can no longer change")
+        try:
+            instance = SpeakerInstance.objects.only("pk", "candidates", "code").get(
+                pk=instance_id, scene_id=assignment.study_scene.scene_id
+            )
+        except SpeakerInstance.DoesNotExist:
+            raise StudyError("that masked speaker is not in this scene") from None
+        values: dict[str, Any] = {}
+        if choice is not None:
+            if not 0 <= choice < len(instance.candidates):
+                raise StudyError(f"choose one of the {len(instance.candidates)} candidates")
+            values["answer"] = instance.candidates[choice]
+        if tags is not None:
+            allowed = set(participant.study.tags)
+            if unknown := [t for t in tags if t not in allowed]:
+                raise StudyError(f"unknown tag(s): {', '.join(unknown)}")
+            values["tags"] = [t for t in participant.study.tags if t in set(tags)]
+        if evidence is not None:
+            values["evidence"] = evidence.strip()[:2000]
+        guess, _ = Guess.objects.update_or_create(
+            assignment=assignment, instance=instance, defaults=values
+        )
+        fields = _time_event(assignment, timezone.now())
+        assignment.save(update_fields=fields)
+    return guess
+
+
+def flag_record(*, participant: Participant, assignment_id: int, history_needed: bool) -> None:
+    """The scene's "I needed earlier scenes" flag."""
+    _check_active(participant)
+    with transaction.atomic():
+        assignment = _assignment_for(participant, assignment_id)
+        if assignment.status == SceneAssignment.Status.SUBMITTED:
+            raise StudyError("this scene is already submitted; answers can no longer change")
+        assignment.history_needed = history_needed
+        fields = _time_event(assignment, timezone.now())
+        assignment.save(update_fields=["history_needed", *fields])
+
+
+def _version_stamp(participant: Participant, assignment: SceneAssignment) -> dict[str, Any]:
+    study = participant.study
+    return {
+        "item_set_hash": study.item_set_hash,
+        "instructions_version": study.instructions_version,
+        "assignment_seed": assignment.session.seed,
+        "app_version": getattr(settings, "TOMLAB_VERSION", ""),
+        "names": "perturbed" if study.perturb_names else "original",
+    }
+
+
+def scene_submit(*, participant: Participant, assignment_id: int) -> SceneAssignment:
+    """Finalise a scene: every masked speaker answered (one-to-one if the study says so).
+
+    A second submit (double click, replay, back button) changes nothing and returns
+    the stored result. Correctness is computed here, from the gold on the server.
+    """
+    _check_active(participant)
+    with transaction.atomic():
+        assignment = _assignment_for(participant, assignment_id)
+        if assignment.status == SceneAssignment.Status.SUBMITTED:
+            return assignment
+        instances = list(
+            SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id)
+            .select_related("gold_character")
+            .order_by("code")
+        )
+        guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+        if missing := [i.code for i in instances if not guesses.get(i.pk, Guess()).answer]:
+            raise StudyError(f"choose a character for {', '.join(missing)} first")
+        if assignment.history_needed is None:
+            raise StudyError("say whether you needed earlier scenes")
+        if participant.study.one_to_one:
+            answers = [guesses[i.pk].answer for i in instances]
+            if len(set(answers)) < len(answers):
+                raise StudyError("each masked speaker must be a different character")
+        for instance in instances:
+            guess = guesses[instance.pk]
+            guess.correct = guess.answer.casefold() == instance.gold_character.name.casefold()
+        Guess.objects.bulk_update(list(guesses.values()), ["correct"])
+        now = timezone.now()
+        fields = _time_event(assignment, now)
+        assignment.status = SceneAssignment.Status.SUBMITTED
+        assignment.submitted_at = now
+        assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
+        assignment.version = _version_stamp(participant, assignment)
+        assignment.save(update_fields=[*fields, "status", "submitted_at", "total_ms", "version"])
+        session = assignment.session
+        if not session.assignments.filter(status=SceneAssignment.Status.ASSIGNED).exists():
+            WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
+    return assignment
+
+
+@dataclass(frozen=True)
+class ParticipantScore:
+    """Figure 10(d): masked speakers and whole scenes answered correctly."""
+
+    speakers_correct: int
+    speakers: int
+    scenes_correct: int
+    scenes: int
+
+    @property
+    def speaker_percent(self) -> float | None:
+        return 100 * self.speakers_correct / self.speakers if self.speakers else None
+
+    @property
+    def scene_percent(self) -> float | None:
+        return 100 * self.scenes_correct / self.scenes if self.scenes else None
+
+
+def participant_score(*, participant: Participant) -> ParticipantScore:
+    """The rater's own submitted answers only."""
+    rows = Guess.objects.filter(
+        assignment__participant=participant, assignment__status="submitted"
+    ).values_list("assignment_id", "correct")
+    by_scene: dict[int, list[bool]] = defaultdict(list)
+    for assignment_id, correct in rows:
+        by_scene[assignment_id].append(bool(correct))
+    return ParticipantScore(
+        speakers_correct=sum(sum(v) for v in by_scene.values()),
+        speakers=sum(len(v) for v in by_scene.values()),
+        scenes_correct=sum(all(v) for v in by_scene.values()),
+        scenes=len(by_scene),
+    )
