@@ -14,8 +14,8 @@ from studies.services import (
     participant_consent,
     participant_next_step,
     participant_score,
-    participants_invite,
     participant_withdraw,
+    participants_invite,
     scene_submit,
     study_pause,
 )
@@ -122,7 +122,7 @@ def test_foreign_assignment_bad_choice_and_paused_study_are_refused(live_study):
 def test_withdrawn_rater_frees_the_slots(live_study):
     scenes = live_study.study_scenes.count()
     a, _ = _start(live_study, "a", seen=False)
-    b, _ = _start(live_study, "b", seen=False)
+    _b, _ = _start(live_study, "b", seen=False)
     (c,) = participants_invite(study=live_study, labels=["c"])
     c = participant_consent(participant=c)
     assert participant_next_step(participant=c).kind == "done"  # every scene is full
