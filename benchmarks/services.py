@@ -93,3 +93,35 @@ def import_job_run(*, job_id: int) -> str:
         finished_at=timezone.now(),
     )
     return "succeeded"
+
+
+# -- character aliases and gender, edited by researchers (studies' leak check, names) ---
+
+
+def character_aliases_set(*, character, aliases: list[str]):
+    """Replace a character's aliases (nicknames the leak check and name perturbation use).
+
+    Blank entries and repeats (case-insensitive) are dropped; the order is kept.
+    """
+    seen: set[str] = set()
+    cleaned = []
+    for alias in aliases:
+        alias = " ".join(alias.split())[:255]
+        if alias and alias.casefold() not in seen and alias.casefold() != character.name.casefold():
+            seen.add(alias.casefold())
+            cleaned.append(alias)
+    character.aliases = cleaned
+    character.save(update_fields=["aliases", "updated_at"])
+    return character
+
+
+def character_gender_set(*, character, gender: str):
+    """A researcher's gender for a character; ``gender_source`` becomes "manual"."""
+    from .models import Character
+
+    if gender not in Character.Gender.values:
+        raise ValueError(f"unknown gender {gender!r}")
+    character.gender = gender
+    character.gender_source = Character.GenderSource.MANUAL
+    character.save(update_fields=["gender", "gender_source", "updated_at"])
+    return character

@@ -1,1 +1,83 @@
-"""reports models arrive with their issue; the app is installed so migrations stay linear."""
+"""Report build jobs: a report too big to build inside a request is built by a Celery
+worker, which records its progress here and stores the finished report as JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+from benchmarks.models import Benchmark
+
+from .report_types import Chart, Report, Table
+
+
+class ReportJob(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED)
+
+    benchmark = models.CharField(max_length=20, choices=Benchmark.choices)
+    # Null: every run of the benchmark (as build_report's run_ids=None); else the ids.
+    run_ids = models.JSONField(null=True, blank=True)
+    seed = models.PositiveIntegerField(default=0, help_text="bootstrap seed")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    # Report.as_json() once succeeded.
+    result = models.JSONField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["benchmark", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"report job {self.pk} {self.benchmark} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.progress_done / self.progress_total) if self.progress_total else 0
+
+    def report(self) -> Report | None:
+        """The stored report as a :class:`Report` again (None until the job succeeded)."""
+        if not self.result:
+            return None
+        return report_from_json(self.result)
+
+
+def report_from_json(data: dict[str, Any]) -> Report:
+    """Inverse of ``Report.as_json()`` (whose table rows are records keyed by column)."""
+    tables = [
+        Table(
+            key=t["key"],
+            title=t["title"],
+            columns=list(t["columns"]),
+            rows=[[record.get(c) for c in t["columns"]] for record in t["rows"]],
+            note=t.get("note", ""),
+        )
+        for t in data.get("tables", [])
+    ]
+    charts = [Chart(**c) for c in data.get("charts", [])]
+    return Report(
+        benchmark=data["benchmark"],
+        title=data["title"],
+        tables=tables,
+        charts=charts,
+        facts=dict(data.get("facts", {})),
+    )

@@ -5,8 +5,12 @@ report of any size costs a fixed handful of queries (no per-row lookups) and the
 builders stay free of the ORM. Prediction streams use ``iterator()`` so a DynToM run of
 78k answers is never held as model instances.
 
-``long_format_rows`` is the tidy export: one flat dict per model prediction or human
-annotation with every item attribute a researcher may want to group by.
+``long_format_rows`` is the tidy export: one flat dict per model prediction, human
+guess or imported annotation with every item attribute a researcher may want to group by.
+
+Human study responses (``studies``) are read the same way: ``report_studies`` picks the
+studies, ``human_guess_rows`` their answers. Withdrawn participants are left out at the
+query, so no report, table or export ever counts them.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 
 from benchmarks.models import (
     Benchmark,
@@ -28,6 +32,7 @@ from benchmarks.models import (
 )
 from modeling.models import Prediction, Run
 from reports.metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
+from studies.models import Guess, Participant, SceneAssignment, Study
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
@@ -228,6 +233,135 @@ def speaker_annotation_rows(benchmark: str) -> list[dict[str, Any]]:
     )
 
 
+# -- human studies -----------------------------------------------------------------
+
+
+def report_studies(
+    benchmark: str, *, study_ids: Sequence[int] | None = None
+) -> list[dict[str, Any]]:
+    """The human studies a report covers, oldest first: every study of the benchmark by
+    default, each with its participant counts (``participant_count`` invited or joined,
+    ``withdrawn_count`` of them, left out of every number).
+
+    Raises ``ValueError`` naming the ids that are not studies of this benchmark, as
+    ``report_runs`` does for runs.
+    """
+    studies = Study.objects.filter(benchmark=_benchmark(benchmark))
+    if study_ids is not None:
+        studies = studies.filter(pk__in=list(study_ids))
+    rows = list(
+        studies.order_by("pk")
+        .annotate(
+            participant_count=Count("participants", distinct=True),
+            withdrawn_count=Count(
+                "participants",
+                filter=Q(participants__withdrawn_at__isnull=False),
+                distinct=True,
+            ),
+        )
+        .values(
+            "id",
+            "name",
+            "status",
+            "imported",
+            "overlap",
+            "perturb_names",
+            "tags",
+            "participant_count",
+            "withdrawn_count",
+        )
+    )
+    if study_ids is not None:
+        missing = sorted(set(study_ids) - {s["id"] for s in rows})
+        if missing:
+            raise ValueError(f"no {benchmark} study with id {', '.join(map(str, missing))}")
+    return rows
+
+
+def _human_guesses(study_ids: Iterable[int]):
+    """Guesses of the studies' non-withdrawn participants in finished scenes.
+
+    A scene counts once submitted (its answers are final and scored); an imported
+    study's responses count as they are, since they were never submitted here.
+    """
+    return Guess.objects.filter(
+        assignment__participant__study_id__in=list(study_ids),
+        assignment__participant__withdrawn_at__isnull=True,
+    ).filter(
+        Q(assignment__status=SceneAssignment.Status.SUBMITTED)
+        | Q(assignment__participant__study__imported=True)
+    )
+
+
+def human_guess_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """One row per human answer: the rater's scene response and the item's attributes.
+
+    ``participant_id`` identifies the rater (never the invite token); ``seen``,
+    ``history_needed``, ``total_ms``, ``active_ms`` and ``version`` belong to the scene
+    response (``assignment_id``), ``answer``, ``correct`` (``None`` in imported
+    studies), ``tags`` and ``evidence`` to the answer.
+    """
+    return (
+        _human_guesses(study_ids)
+        .annotate(speakers=_scene_speaker_count("instance__scene_id"))
+        .order_by(
+            "assignment__participant__study_id",
+            "assignment__participant_id",
+            "assignment__session__started_at",
+            "assignment__position",
+            "instance__code",
+        )
+        .values(
+            "id",
+            "answer",
+            "correct",
+            "tags",
+            "evidence",
+            "speakers",
+            "instance_id",
+            "assignment_id",
+            study_id=F("assignment__participant__study_id"),
+            participant_id=F("assignment__participant_id"),
+            seen=F("assignment__seen"),
+            history_needed=F("assignment__history_needed"),
+            total_ms=F("assignment__total_ms"),
+            active_ms=F("assignment__active_ms"),
+            version=F("assignment__version"),
+            submitted_at=F("assignment__submitted_at"),
+            code=F("instance__code"),
+            candidates=F("instance__candidates"),
+            gold=F("instance__gold_character__name"),
+            scene_id=F("instance__scene_id"),
+            scene_key=F("instance__scene__source_id"),
+            work_id=F("instance__scene__work_id"),
+            work_key=F("instance__scene__work__key"),
+            genres=F("instance__scene__work__genres"),
+        )
+        .iterator(chunk_size=CHUNK)
+    )
+
+
+def human_response_size(
+    benchmark: str, *, study_ids: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """How many human answers a report would read, and when they last changed.
+
+    For cache fingerprints: a new answer, a submitted scene or a withdrawal changes it.
+    """
+    studies = Study.objects.filter(benchmark=_benchmark(benchmark))
+    if study_ids is not None:
+        studies = studies.filter(pk__in=list(study_ids))
+    ids = list(studies.values_list("pk", flat=True))
+    size = _human_guesses(ids).aggregate(
+        human_answers=Count("pk"), last_human_answer=Max("updated_at")
+    )
+    size["withdrawn"] = Participant.objects.filter(
+        study_id__in=ids, withdrawn_at__isnull=False
+    ).count()
+    size["studies"] = len(ids)
+    return size
+
+
 def item_counts(benchmark: str) -> dict[str, int]:
     """How many items the benchmark holds, by kind (one aggregate query per kind)."""
     _benchmark(benchmark)
@@ -274,6 +408,21 @@ COMMON_COLUMNS = [
     "sample_index",
     "work",
 ]
+# Human study answers (empty on model rows): the rater is a participant id, never the
+# invite token; times are per scene response, in seconds.
+HUMAN_COLUMNS = [
+    "study_id",
+    "study",
+    "participant",
+    "seen",
+    "history_needed",
+    "tags",
+    "rater_note",
+    "total_s",
+    "active_s",
+    "instructions_version",
+    "version",
+]
 LONG_FORMAT_COLUMNS: dict[str, list[str]] = {
     Benchmark.DYNTOM.value: [
         *COMMON_COLUMNS,
@@ -318,6 +467,7 @@ LONG_FORMAT_COLUMNS: dict[str, list[str]] = {
             "dependence",
             "reasoning",
             "evidence",
+            *HUMAN_COLUMNS,
         ]
         for benchmark in SPEAKER_BENCHMARKS
     },
@@ -339,16 +489,26 @@ def _annotation_labels(row: dict[str, Any]) -> dict[str, str | None]:
 
 
 def long_format_rows(
-    benchmark: str, *, run_ids: Sequence[int] | None = None
+    benchmark: str,
+    *,
+    run_ids: Sequence[int] | None = None,
+    study_ids: Sequence[int] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One flat dict per prediction (``source`` "model") or human annotation ("human").
+    """One flat dict per prediction (``source`` "model") or human answer ("human").
 
     Keys are ``long_format_columns(benchmark)``. Predictions of the selected runs stream
-    in run order; imported human annotations (TVShowGuess) follow whatever runs are
-    selected, scored against the gold speaker when the annotator wrote a name.
+    in run order; then, for the speaker benchmarks, every answer in the selected human
+    studies (default: all of the benchmark's; withdrawn participants left out), then
+    the imported TVShowGuess annotations, scored against the gold speaker when the
+    annotator wrote a name.
     """
     columns = long_format_columns(benchmark)
     runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids)}
+    studies = (
+        {s["id"]: s for s in report_studies(benchmark, study_ids=study_ids)}
+        if benchmark in SPEAKER_BENCHMARKS or study_ids is not None
+        else {}
+    )
 
     def flat(values: dict[str, Any]) -> dict[str, Any]:
         return {c: values.get(c) for c in columns}
@@ -415,6 +575,15 @@ def long_format_rows(
                 **(_annotation_labels(annotation) if annotation else {}),
             }
         )
+    for g in human_guess_rows(studies) if studies else ():
+        annotation = by_instance.get(g["instance_id"])
+        yield flat(
+            {
+                **_speaker_fields(g),
+                **(_annotation_labels(annotation) if annotation else {}),
+                **_human_fields(g, studies[g["study_id"]]),
+            }
+        )
     items = {i["id"]: i for i in speaker_item_rows(benchmark)}
     for a in annotations:
         item = items.get(a["instance_id"])
@@ -444,4 +613,29 @@ def _speaker_fields(row: dict[str, Any]) -> dict[str, Any]:
         "speakers_in_scene": row["speakers"],
         "candidates_count": len(row["candidates"] or []),
         "gold": row["gold"],
+    }
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else round(ms / 1000, 3)
+
+
+def _human_fields(guess: dict[str, Any], study: dict[str, Any]) -> dict[str, Any]:
+    version = guess["version"] or {}
+    return {
+        "source": "human",
+        "method": "imported study" if study["imported"] else "study",
+        "answer": guess["answer"] or None,
+        "correct": guess["correct"],
+        "study_id": study["id"],
+        "study": study["name"],
+        "participant": guess["participant_id"],
+        "seen": guess["seen"],
+        "history_needed": guess["history_needed"],
+        "tags": list(guess["tags"] or []),
+        "rater_note": guess["evidence"] or None,
+        "total_s": _seconds(guess["total_ms"]),
+        "active_s": _seconds(guess["active_ms"]) if guess["total_ms"] is not None else None,
+        "instructions_version": version.get("instructions_version"),
+        "version": version or None,
     }

@@ -225,7 +225,7 @@ class SceneAssignment(models.Model):
     )
     session = models.ForeignKey(WorkSession, on_delete=models.CASCADE, related_name="assignments")
     study_scene = models.ForeignKey(
-        StudyScene, on_delete=models.PROTECT, related_name="assignments"
+        StudyScene, on_delete=models.CASCADE, related_name="assignments"
     )
     position = models.PositiveIntegerField(help_text="order within the participant's work")
     seen = models.BooleanField(help_text="counted toward the seen (or unseen) quota")

@@ -280,9 +280,6 @@ def familiarity_declare(
         raise StudyError("that work is not part of your study")
     study = participant.study
     with transaction.atomic():
-        Familiarity.objects.update_or_create(
-            participant=participant, work=study_work.work, defaults={"seen": seen}
-        )
         session, created = WorkSession.objects.get_or_create(
             participant=participant,
             study_work=study_work,
@@ -290,6 +287,11 @@ def familiarity_declare(
         )
         if not created:
             return session  # a second tab or a replay: the first declaration stands
+        # Written only with the session, so a replay saying the opposite cannot leave
+        # the familiarity record disagreeing with the quota its scenes were counted in.
+        Familiarity.objects.update_or_create(
+            participant=participant, work=study_work.work, defaults={"seen": seen}
+        )
         scenes = list(
             StudyScene.objects.select_for_update()
             .filter(study_work=study_work, held_back=False)
@@ -374,6 +376,30 @@ def scene_shown(*, participant: Participant, assignment: SceneAssignment) -> Non
         assignment.first_shown_at = locked.first_shown_at
 
 
+def _guess_values(
+    study: Study,
+    instance: SpeakerInstance,
+    *,
+    choice: int | None = None,
+    tags: list[str] | None = None,
+    evidence: str | None = None,
+) -> dict[str, Any]:
+    """Validated Guess fields for what the rater sent (``None``: not sent)."""
+    values: dict[str, Any] = {}
+    if choice is not None:
+        if not 0 <= choice < len(instance.candidates):
+            raise StudyError(f"choose one of the {len(instance.candidates)} candidates")
+        values["answer"] = instance.candidates[choice]
+    if tags is not None:
+        allowed = set(study.tags)
+        if unknown := [t for t in tags if t not in allowed]:
+            raise StudyError(f"unknown tag(s): {', '.join(unknown)}")
+        values["tags"] = [t for t in study.tags if t in set(tags)]
+    if evidence is not None:
+        values["evidence"] = evidence.strip()[:2000]
+    return values
+
+
 def guess_record(
     *,
     participant: Participant,
@@ -388,35 +414,68 @@ def guess_record(
     ``choice`` indexes the instance's candidate list, so the page never needs the
     real names when the study shows perturbed ones.
     """
+    answers_record(
+        participant=participant,
+        assignment_id=assignment_id,
+        answers={instance_id: {"choice": choice, "tags": tags, "evidence": evidence}},
+    )
+    return Guess.objects.get(assignment_id=assignment_id, instance_id=instance_id)
+
+
+def answers_record(
+    *,
+    participant: Participant,
+    assignment_id: int,
+    answers: dict[int, dict[str, Any]],
+    history_needed: bool | None = None,
+) -> int:
+    """Save several answers of one scene (and its flag) at once: all of them or none.
+
+    ``answers`` maps a SpeakerInstance id to ``choice``/``tags``/``evidence`` (absent or
+    ``None``: unchanged). One lock, one read of the scene's speakers and guesses, and
+    writes only for what changed, so a whole-form post costs a handful of queries.
+    Returns how many guesses were written.
+    """
     _check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == SceneAssignment.Status.SUBMITTED:
             raise StudyError("this scene is already submitted; answers can no longer change")
-        try:
-            instance = SpeakerInstance.objects.only("pk", "candidates", "code").get(
-                pk=instance_id, scene_id=assignment.study_scene.scene_id
+        instances = {
+            i.pk: i
+            for i in SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
+                "pk", "candidates", "code"
             )
-        except SpeakerInstance.DoesNotExist:
-            raise StudyError("that masked speaker is not in this scene") from None
-        values: dict[str, Any] = {}
-        if choice is not None:
-            if not 0 <= choice < len(instance.candidates):
-                raise StudyError(f"choose one of the {len(instance.candidates)} candidates")
-            values["answer"] = instance.candidates[choice]
-        if tags is not None:
-            allowed = set(participant.study.tags)
-            if unknown := [t for t in tags if t not in allowed]:
-                raise StudyError(f"unknown tag(s): {', '.join(unknown)}")
-            values["tags"] = [t for t in participant.study.tags if t in set(tags)]
-        if evidence is not None:
-            values["evidence"] = evidence.strip()[:2000]
-        guess, _ = Guess.objects.update_or_create(
-            assignment=assignment, instance=instance, defaults=values
-        )
+        }
+        existing = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+        to_create: list[Guess] = []
+        to_update: list[Guess] = []
+        changed_fields: set[str] = set()
+        for instance_id, sent in answers.items():
+            instance = instances.get(instance_id)
+            if instance is None:
+                raise StudyError("that masked speaker is not in this scene")
+            values = _guess_values(participant.study, instance, **sent)
+            guess = existing.get(instance_id)
+            if guess is None:
+                to_create.append(Guess(assignment=assignment, instance=instance, **values))
+                continue
+            changed = {k: v for k, v in values.items() if getattr(guess, k) != v}
+            if changed:
+                for field, value in changed.items():
+                    setattr(guess, field, value)
+                guess.updated_at = timezone.now()  # bulk_update skips auto_now
+                changed_fields.update(changed)
+                to_update.append(guess)
+        Guess.objects.bulk_create(to_create)
+        if to_update:
+            Guess.objects.bulk_update(to_update, [*sorted(changed_fields), "updated_at"])
         fields = _time_event(assignment, timezone.now())
+        if history_needed is not None:
+            assignment.history_needed = history_needed
+            fields.append("history_needed")
         assignment.save(update_fields=fields)
-    return guess
+    return len(to_create) + len(to_update)
 
 
 def flag_record(*, participant: Participant, assignment_id: int, history_needed: bool) -> None:
@@ -503,9 +562,11 @@ class ParticipantScore:
 
 
 def participant_score(*, participant: Participant) -> ParticipantScore:
-    """The rater's own submitted answers only."""
+    """The rater's own submitted answers only (imported blanks, correct None, are not answers)."""
     rows = Guess.objects.filter(
-        assignment__participant=participant, assignment__status="submitted"
+        assignment__participant=participant,
+        assignment__status="submitted",
+        correct__isnull=False,
     ).values_list("assignment_id", "correct")
     by_scene: dict[int, list[bool]] = defaultdict(list)
     for assignment_id, correct in rows:

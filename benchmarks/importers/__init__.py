@@ -7,6 +7,7 @@ _REGISTRY: dict[str, str] = {
     "tvshowguess": "benchmarks.importers.tvshowguess.TVShowGuessImporter",
     "chartom-qa": "benchmarks.importers.chartom_qa.CharToMQAImporter",
     "dyntom": "benchmarks.importers.dyntom.DynToMImporter",
+    "screenplay": "benchmarks.importers.screenplay.ScreenplayImporter",
 }
 
 

@@ -1,5 +1,8 @@
 """Report API for researchers (the global permission): a whole report, or one table.
 
+``?runs=`` picks model runs, ``?studies=`` human studies (``none`` for none), ``?seed=``
+the bootstrap seed.
+
 Both build the report with ``reports.tables.build_report``, the function behind the
 report page, the exports and the ``report`` command, so every surface agrees.
 """
@@ -21,8 +24,31 @@ from . import serializers
 
 QUERY_PARAMETERS = [
     OpenApiParameter("runs", str, description="comma-separated run ids (default: all)"),
+    OpenApiParameter(
+        "studies",
+        str,
+        description=(
+            "comma-separated human study ids, or 'none' (default: every study of the "
+            "benchmark; ToM-in-AMC and TVShowGuess only)"
+        ),
+    ),
     OpenApiParameter("seed", int, description="bootstrap seed (default 0)"),
 ]
+
+
+def _study_ids(request: Request) -> list[int] | None:
+    """``?studies=3,5`` as ids, ``?studies=none`` as no study, absent or empty as all."""
+    value = request.query_params.get("studies", "").strip()
+    if not value:
+        return None
+    if value.lower() == "none":
+        return []
+    try:
+        return [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise ValidationError(
+            {"studies": ["a comma-separated list of study ids, e.g. 3,5, or 'none'"]}
+        ) from None
 
 
 def _report(request: Request, benchmark: str) -> Report:
@@ -30,9 +56,13 @@ def _report(request: Request, benchmark: str) -> Report:
         raise Http404(f"no benchmark {benchmark!r}")
     query = serializers.ReportQuerySerializer(data=request.query_params)
     query.is_valid(raise_exception=True)
+    study_ids = _study_ids(request)
     try:
         return build_report(
-            benchmark, run_ids=query.validated_data.get("runs"), seed=query.validated_data["seed"]
+            benchmark,
+            run_ids=query.validated_data.get("runs"),
+            study_ids=study_ids,
+            seed=query.validated_data["seed"],
         )
     except ValueError as exc:
         raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]}) from None

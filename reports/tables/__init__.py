@@ -1,6 +1,6 @@
 """Report builders: the papers' tables and the charts that draw them, per benchmark.
 
-``build_report(benchmark, run_ids=..., seed=...)`` reads plain rows through
+``build_report(benchmark, run_ids=..., study_ids=..., seed=...)`` reads plain rows through
 ``reports.selectors``, computes every number with ``reports.metrics`` and returns a
 :class:`~reports.report_types.Report`. Pages, exports, the API and the ``report``
 command only render it, so all of them show the same numbers.
@@ -32,11 +32,19 @@ BUILDERS = {
 N_RESAMPLES = 1000
 
 
-def build_report(benchmark: str, *, run_ids: list[int] | None = None, seed: int = 0) -> Report:
-    """The report of ``benchmark`` over ``run_ids`` (default: every run of it).
+def build_report(
+    benchmark: str,
+    *,
+    run_ids: list[int] | None = None,
+    study_ids: list[int] | None = None,
+    seed: int = 0,
+) -> Report:
+    """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and, for
+    the speaker benchmarks, the human studies ``study_ids`` (default: every study of it;
+    ``[]`` for none).
 
-    Raises ``ValueError`` for an unknown benchmark or a run id that is not one of its
-    runs (callers turn it into a usage error / HTTP 400).
+    Raises ``ValueError`` for an unknown benchmark or a run or study id that is not one
+    of its own (callers turn it into a usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
@@ -44,7 +52,13 @@ def build_report(benchmark: str, *, run_ids: list[int] | None = None, seed: int 
     module = import_module(BUILDERS[benchmark])
     report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
     report.facts = facts(benchmark, runs)
-    module.build(report, runs, seed=seed)
+    if benchmark in selectors.SPEAKER_BENCHMARKS:
+        studies = selectors.report_studies(benchmark, study_ids=study_ids)
+        module.build(report, runs, studies=studies, seed=seed)
+    else:
+        if study_ids:  # human studies are masked-speaker studies only
+            selectors.report_studies(benchmark, study_ids=study_ids)
+        module.build(report, runs, seed=seed)
     return report
 
 

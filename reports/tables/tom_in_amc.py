@@ -1,22 +1,37 @@
 """ToM-in-AMC tables (also the scene tables of TVShowGuess, which shares its format).
 
-- ``accuracy`` (Table 4): instance and scene accuracy with 95% CIs per run, under the
-  Random (chance) and Majority baselines;
+A *system* is a model run or a human study ("Humans: <study name>"); every system is
+scored on the same masked speakers: those every system answered (the intersection,
+counted in the notes and in ``facts["compared_instances"]`` when humans are present).
+
+- ``accuracy`` (Table 4): instance and scene accuracy with 95% CIs per system, under
+  the Random (chance) and Majority baselines of the compared speakers;
 - ``by-speakers`` (Tables 5 and 11): accuracy by the number of masked speakers in the
   scene, 1, 2, 3…, then Easy (< 3) and Hard (≥ 3);
-- ``by-genre`` (Table 12) and, with two runs or more over two genres or more,
+- ``by-genre`` (Table 12) and, with two systems or more over two genres or more,
   ``genre-correlation`` (Figure 5): Spearman's rho between systems over their per-genre
   accuracies.
 
-A run is scored on the masked speakers it answered, first sample only (the papers'
-systems answer once); baselines are computed over every masked speaker.
+With human studies (section 7.2, Table 3, Appendix E), over each study's own answers:
+``human-studies`` (who took part), ``human-familiarity`` (seen vs unseen work),
+``human-history`` (the "needed earlier scenes" flag), ``human-tags`` (ToM dimensions),
+``human-agreement`` (percent agreement, Fleiss' kappa, Krippendorff's alpha) and
+``human-time`` (seconds per scene).
+
+A run is scored on its first sample (the papers' systems answer once). A human study
+pools its raters' answers: an instance accuracy over (rater, speaker) answers and a
+scene accuracy over (rater, scene) responses, bootstrapped by scene so a scene's
+raters stay together. Withdrawn raters are left out (by the selector); imported
+annotation studies, which carry no correctness, count in the flag, tag and agreement
+tables only.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Hashable, Sequence
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,21 +39,64 @@ from reports import selectors
 from reports.metrics import (
     EASY,
     HARD,
+    AccuracyEstimate,
     accuracy,
     accuracy_ci,
+    agreement_ci,
     chance_baseline,
     correlation_matrix,
+    fleiss_kappa,
+    krippendorff_alpha,
     majority_baseline,
+    percent_agreement,
     scene_accuracy_ci,
     speaker_difficulty,
 )
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct, prediction_stats, run_label, runs_table
+from studies.services import IDLE_CUTOFF
 
 NO_GENRE = "(no genre)"
+NO_TAG = "(no tag)"
 RANDOM = "Random"
 MAJORITY = "Majority"
 DIFFICULTY_LABELS = {EASY: "Easy (<3)", HARD: "Hard (≥3)"}
+
+
+@dataclass
+class System:
+    """A column (or row) of the comparison: a run or a human study.
+
+    ``outcomes`` are its scored answers on the compared speakers: prediction rows for a
+    run, guess rows for a study (several per speaker, one per rater).
+    """
+
+    label: str
+    model: str
+    method: str
+    outcomes: list[dict[str, Any]]
+    human: bool = False
+
+
+@dataclass
+class HumanStudy:
+    """A study and every counted answer of it (all its items, not only the compared)."""
+
+    study: dict[str, Any]
+    label: str
+    guesses: list[dict[str, Any]]
+
+    @property
+    def scored(self) -> bool:
+        """Whether answers were scored here; imported annotations have no correctness."""
+        return not self.study["imported"]
+
+    def responses(self) -> dict[int, list[dict[str, Any]]]:
+        """Answers grouped by scene response (one rater, one scene)."""
+        by_assignment: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for g in self.guesses:
+            by_assignment[g["assignment_id"]].append(g)
+        return by_assignment
 
 
 @dataclass
@@ -51,17 +109,39 @@ class SpeakerData:
     outcomes: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     frequency: dict[tuple[int, str], int] = field(default_factory=dict)
     frequency_fallback: set[int] = field(default_factory=set)
+    studies: list[HumanStudy] = field(default_factory=list)
+    systems: list[System] = field(default_factory=list)
+    # Instance ids every system answered; None when no system answered anything.
+    compared: set[int] | None = None
 
     def labels(self) -> list[str]:
-        return [run_label(r) for r in self.runs]
+        return [s.label for s in self.systems]
+
+    @property
+    def compared_items(self) -> list[dict[str, Any]]:
+        if self.compared is None:
+            return self.items
+        return [i for i in self.items if i["id"] in self.compared]
 
 
-def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    build_speaker_tables(report, runs, seed=seed)
+def build(
+    report: Report,
+    runs: list[dict[str, Any]],
+    *,
+    studies: list[dict[str, Any]] | None = None,
+    seed: int,
+) -> None:
+    build_speaker_tables(report, runs, studies=studies or [], seed=seed)
 
 
-def build_speaker_tables(report: Report, runs: list[dict[str, Any]], *, seed: int) -> SpeakerData:
-    """Add the runs, accuracy, by-speakers and by-genre tables; return the data used."""
+def build_speaker_tables(
+    report: Report,
+    runs: list[dict[str, Any]],
+    *,
+    studies: list[dict[str, Any]] | None = None,
+    seed: int,
+) -> SpeakerData:
+    """Add the runs, accuracy, by-speakers, by-genre and human tables; return the data."""
     benchmark = report.benchmark
     predictions = list(selectors.speaker_prediction_rows([r["id"] for r in runs]))
     frequency, fallback = selectors.character_frequencies(benchmark)
@@ -76,7 +156,20 @@ def build_speaker_tables(report: Report, runs: list[dict[str, Any]], *, seed: in
     for p in predictions:
         if p["sample_index"] == 0:
             data.outcomes[p["run_id"]].append(p)
+    if studies:
+        data.studies = _human_studies(studies)
+    _compare(data)
     report.tables.append(runs_table(runs, prediction_stats(predictions)))
+    if data.studies:
+        report.tables.append(_studies_table(data))
+        report.facts.update(
+            studies=len(data.studies),
+            human_participants=len(
+                {(h.study["id"], g["participant_id"]) for h in data.studies for g in h.guesses}
+            ),
+            human_answers=sum(len(h.guesses) for h in data.studies),
+            compared_instances=len(data.compared_items),
+        )
     report.tables.append(_accuracy_table(data, seed=seed))
     report.charts.append(
         Chart(
@@ -110,7 +203,7 @@ def build_speaker_tables(report: Report, runs: list[dict[str, Any]], *, seed: in
         order=lambda g: (g == NO_GENRE, str(g)),
     )
     works: dict[str, set[int]] = defaultdict(set)
-    for item in data.items:
+    for item in data.compared_items:
         for genre in item["genres"] or [NO_GENRE]:
             works[genre].add(item["work_id"])
     by_genre.columns.insert(1, "Works")
@@ -119,10 +212,56 @@ def build_speaker_tables(report: Report, runs: list[dict[str, Any]], *, seed: in
     report.tables.append(by_genre)
     report.charts.append(_systems_chart(by_genre, data, x="Genre"))
     # A correlation across genres needs two systems and two genres to rank.
-    genres = {g for item in data.items for g in item["genres"] or []}
-    if len(runs) >= 2 and len(genres) >= 2:
+    genres = {g for item in data.compared_items for g in item["genres"] or []}
+    if len(data.systems) >= 2 and len(genres) >= 2:
         _add_genre_correlation(report, data)
+    if data.studies:
+        _add_human_tables(report, data, seed=seed)
     return data
+
+
+def _human_studies(studies: list[dict[str, Any]]) -> list[HumanStudy]:
+    """Each study with its answers, labelled "Humans: <name>" (with the id if names repeat)."""
+    by_study: dict[int, list[dict[str, Any]]] = {s["id"]: [] for s in studies}
+    for g in selectors.human_guess_rows(by_study):
+        by_study[g["study_id"]].append(g)
+    names = Counter(s["name"] for s in studies)
+    return [
+        HumanStudy(
+            study=s,
+            label=f"Humans: {s['name']}" + (f" (#{s['id']})" if names[s["name"]] > 1 else ""),
+            guesses=by_study[s["id"]],
+        )
+        for s in studies
+    ]
+
+
+def _compare(data: SpeakerData) -> None:
+    """Restrict every system to the speakers all of them answered.
+
+    A system that answered nothing (a queued run, a study nobody took yet) is shown
+    with no answers rather than emptying the comparison for everyone.
+    """
+    candidates: list[System] = [
+        System(run_label(run), run["model"], run["method"], data.outcomes[run["id"]])
+        for run in data.runs
+    ]
+    for human in data.studies:
+        if human.scored:
+            scored = [g for g in human.guesses if g["correct"] is not None]
+            candidates.append(System(human.label, "humans", "study", scored, human=True))
+    answered = [{o["instance_id"] for o in s.outcomes} for s in candidates if s.outcomes]
+    data.compared = set.intersection(*answered) if answered else None
+    data.systems = [
+        System(
+            s.label,
+            s.model,
+            s.method,
+            [o for o in s.outcomes if data.compared is None or o["instance_id"] in data.compared],
+            s.human,
+        )
+        for s in candidates
+    ]
 
 
 def _correct(p: dict[str, Any]) -> bool:
@@ -150,35 +289,69 @@ def _scene_chance(items: Sequence[dict[str, Any]]) -> float | None:
     return math.fsum(per_scene.values()) / len(per_scene) if per_scene else None
 
 
+def _human_estimates(
+    guesses: Sequence[dict[str, Any]], *, seed: int
+) -> tuple[AccuracyEstimate, AccuracyEstimate, int]:
+    """Instance and scene accuracy of pooled rater answers, both bootstrapped by scene.
+
+    A scene response (one rater, one scene) is correct when all its answers are; the
+    third value counts the distinct scenes.
+    """
+    instance = accuracy_ci(
+        [_correct(g) for g in guesses],
+        clusters=[g["scene_id"] for g in guesses],
+        n_resamples=N_RESAMPLES,
+        seed=seed,
+    )
+    responses: dict[int, tuple[int, bool]] = {}
+    for g in guesses:
+        scene, ok = responses.get(g["assignment_id"], (g["scene_id"], True))
+        responses[g["assignment_id"]] = (scene, ok and _correct(g))
+    scene = accuracy_ci(
+        [ok for _, ok in responses.values()],
+        clusters=[s for s, _ in responses.values()],
+        n_resamples=N_RESAMPLES,
+        seed=seed,
+    )
+    return instance, scene, len({s for s, _ in responses.values()})
+
+
 def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
-    scenes = {i["scene_id"] for i in data.items}
-    n = len(data.items)
+    items = data.compared_items
+    scenes = {i["scene_id"] for i in items}
+    n = len(items)
     # Baselines are expected values, not samples: they have no interval.
     rows: list[list[Cell]] = [
         [
-            *(RANDOM, "", "chance", n, pct(_item_chance(data.items)), None, None),
-            *(len(scenes), pct(_scene_chance(data.items)), None, None),
+            *(RANDOM, "", "chance", n, None, pct(_item_chance(items)), None, None),
+            *(len(scenes), None, pct(_scene_chance(items)), None, None),
         ],
         [
-            *(MAJORITY, "", "baseline", n, pct(_item_majority(data, data.items)), None, None),
-            *(len(scenes), None, None, None),
+            *(MAJORITY, "", "baseline", n, None, pct(_item_majority(data, items)), None, None),
+            *(len(scenes), None, None, None, None),
         ],
     ]
-    for run in data.runs:
-        outcomes = data.outcomes[run["id"]]
-        correct = [_correct(p) for p in outcomes]
-        clusters = [p["scene_id"] for p in outcomes]
-        instance = accuracy_ci(correct, clusters=clusters, n_resamples=N_RESAMPLES, seed=seed)
-        scene = scene_accuracy_ci(correct, clusters, n_resamples=N_RESAMPLES, seed=seed)
+    for system in data.systems:
+        outcomes = system.outcomes
+        if system.human:
+            instance, scene, scene_count = _human_estimates(outcomes, seed=seed)
+        else:
+            correct = [_correct(p) for p in outcomes]
+            clusters = [p["scene_id"] for p in outcomes]
+            instance = accuracy_ci(correct, clusters=clusters, n_resamples=N_RESAMPLES, seed=seed)
+            scene = scene_accuracy_ci(correct, clusters, n_resamples=N_RESAMPLES, seed=seed)
+            scene_count = scene.n
         rows.append(
             [
-                run_label(run),
-                run["model"],
-                run["method"],
+                system.label,
+                system.model,
+                system.method,
+                len({o["instance_id"] for o in outcomes}),
                 instance.n,
                 pct(instance.accuracy),
                 pct(instance.ci_low),
                 pct(instance.ci_high),
+                scene_count,
                 scene.n,
                 pct(scene.accuracy),
                 pct(scene.ci_low),
@@ -196,7 +369,15 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
             f" {len(data.frequency_fallback)} work(s) have no training scenes; there "
             "Majority counts the evaluated scenes' answers (an optimistic baseline)."
         )
-    note += " Runs: first sample, on the speakers they answered."
+    note += " Runs: first sample." + _scope(data)
+    if any(s.human for s in data.systems):
+        note += (
+            " Humans: Answers pools every rater's answers and Scene answers every "
+            "(rater, scene) response; a scene's raters are resampled together."
+        )
+    unscored = [h.label for h in data.studies if not h.scored]
+    if unscored:
+        note += f" Imported annotations without correctness ({', '.join(unscored)}) are not scored."
     return Table(
         key="accuracy",
         title="Instance and scene accuracy",
@@ -205,16 +386,35 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
             "Model",
             "Method",
             "Instances",
+            "Answers",
             "Accuracy %",
             "CI low %",
             "CI high %",
             "Scenes",
+            "Scene answers",
             "Scene accuracy %",
             "Scene CI low %",
             "Scene CI high %",
         ],
         rows=rows,
         note=note,
+    )
+
+
+def _scope(data: SpeakerData) -> str:
+    """What the compared speakers are, for the notes."""
+    if data.compared is None:
+        return f" No system answered yet; baselines over all {len(data.items)} masked speakers."
+    items = data.compared_items
+    scenes = len({i["scene_id"] for i in items})
+    if len(data.systems) == 1:
+        return (
+            f" Scored on the {len(items)} of {len(data.items)} masked speakers "
+            f"({scenes} scenes) it answered."
+        )
+    return (
+        f" Every system is scored on the same {len(items)} of {len(data.items)} masked "
+        f"speakers ({scenes} scenes): those every system answered."
     )
 
 
@@ -234,21 +434,22 @@ def _group_table(
     key: str,
     title: str,
     group_column: str,
-    groups_of,
-    order,
+    groups_of: Callable[[dict[str, Any]], list[Hashable]],
+    order: Callable[[Hashable], Any],
 ) -> Table:
-    """Random, Majority and each run's accuracy per group (an item may be in several)."""
+    """Random, Majority and each system's accuracy per group (an item may be in several)."""
     items_by: dict[Hashable, list[dict[str, Any]]] = defaultdict(list)
-    for item in data.items:
+    for item in data.compared_items:
         for group in groups_of(item):
             items_by[group].append(item)
-    run_by: dict[int, dict[Hashable, list[bool]]] = {}
-    for run_id, outcomes in data.outcomes.items():
-        run_by[run_id] = defaultdict(list)
-        for p in outcomes:
+    system_by: list[dict[Hashable, list[bool]]] = []
+    for system in data.systems:
+        by: dict[Hashable, list[bool]] = defaultdict(list)
+        for p in system.outcomes:
             for group in groups_of(p):
-                run_by[run_id][group].append(_correct(p))
-    groups = sorted(set(items_by) | {g for r in run_by.values() for g in r}, key=order)
+                by[group].append(_correct(p))
+        system_by.append(by)
+    groups = sorted(set(items_by) | {g for by in system_by for g in by}, key=order)
     rows: list[list[Cell]] = []
     for group in groups:
         items = items_by.get(group, [])
@@ -258,7 +459,7 @@ def _group_table(
                 len(items),
                 pct(_item_chance(items)) if items else None,
                 pct(_item_majority(data, items)) if items else None,
-                *(pct(accuracy(run_by[r["id"]].get(group, []))) for r in data.runs),
+                *(pct(accuracy(by.get(group, []))) for by in system_by),
             ]
         )
     return Table(
@@ -272,7 +473,7 @@ def _group_table(
             *(f"{label} %" for label in data.labels()),
         ],
         rows=rows,
-        note="Instances: masked speakers in the group; runs are scored on those they answered.",
+        note="Instances: masked speakers in the group." + _scope(data),
     )
 
 
@@ -291,12 +492,12 @@ def _systems_chart(table: Table, data: SpeakerData, *, x: str) -> Chart:
 def _add_genre_correlation(report: Report, data: SpeakerData) -> None:
     # From unrounded accuracies: rounding to 2 decimals could create ties.
     series: dict[str, dict[Hashable, float | None]] = {}
-    for run, label in zip(data.runs, data.labels(), strict=True):
+    for system in data.systems:
         by_genre: dict[Hashable, list[bool]] = defaultdict(list)
-        for p in data.outcomes[run["id"]]:
+        for p in system.outcomes:
             for genre in p["genres"] or []:
                 by_genre[genre].append(_correct(p))
-        series[label] = {genre: accuracy(values) for genre, values in by_genre.items()}
+        series[system.label] = {genre: accuracy(values) for genre, values in by_genre.items()}
     names, matrix = correlation_matrix(series, method="spearman")
     genres = len({g for values in series.values() for g in values})
     report.tables.append(
@@ -322,4 +523,393 @@ def _add_genre_correlation(report: Report, data: SpeakerData) -> None:
             table="genre-correlation",
             y_label="Spearman's rho",
         )
+    )
+
+
+# -- human studies ---------------------------------------------------------------------
+
+
+def _studies_table(data: SpeakerData) -> Table:
+    rows: list[list[Cell]] = []
+    for human in data.studies:
+        s = human.study
+        versions = sorted(
+            {
+                v["instructions_version"]
+                for g in human.guesses
+                if (v := g["version"] or {}).get("instructions_version") is not None
+            }
+        )
+        rows.append(
+            [
+                human.label,
+                s["id"],
+                s["status"],
+                s["imported"],
+                s["participant_count"] - s["withdrawn_count"],
+                s["withdrawn_count"],
+                len({g["participant_id"] for g in human.guesses}),
+                len(human.responses()),
+                len(human.guesses),
+                len({g["scene_id"] for g in human.guesses}),
+                len({g["instance_id"] for g in human.guesses}),
+                ", ".join(map(str, versions)),
+                "perturbed" if s["perturb_names"] else "original",
+            ]
+        )
+    return Table(
+        key="human-studies",
+        title="Human studies",
+        columns=[
+            "Study",
+            "ID",
+            "Status",
+            "Imported",
+            "Participants",
+            "Withdrawn",
+            "Raters",
+            "Scene answers",
+            "Answers",
+            "Scenes",
+            "Instances",
+            "Instructions versions",
+            "Names",
+        ],
+        rows=rows,
+        note=(
+            "Participants: invited or joined, not withdrawn. Withdrawn participants keep "
+            "their responses but are left out of every table. Raters: participants with a "
+            "submitted scene; Scene answers: submitted (rater, scene) responses; Answers: "
+            "their masked-speaker answers. Instructions versions: as stamped on the answers."
+        ),
+    )
+
+
+def _add_human_tables(report: Report, data: SpeakerData, *, seed: int) -> None:
+    familiarity = _familiarity_table(data, seed=seed)
+    report.tables.append(familiarity)
+    report.charts.append(
+        Chart(
+            key=familiarity.key,
+            title="Human accuracy on seen and unseen works (95% CI)",
+            kind="bar",
+            table=familiarity.key,
+            x="Study",
+            series=["Seen %", "Unseen %"],
+            error_low=["Seen CI low %", "Unseen CI low %"],
+            error_high=["Seen CI high %", "Unseen CI high %"],
+            y_label="accuracy (%)",
+        )
+    )
+    history = _history_table(data, seed=seed)
+    report.tables.append(history)
+    report.charts.append(
+        Chart(
+            key=history.key,
+            title="Human accuracy by the history-needed flag (95% CI)",
+            kind="bar",
+            table=history.key,
+            x="Study",
+            series=["Needed %", "Not needed %"],
+            error_low=["Needed CI low %", "Not needed CI low %"],
+            error_high=["Needed CI high %", "Not needed CI high %"],
+            y_label="accuracy (%)",
+        )
+    )
+    tags = _tags_table(data)
+    report.tables.append(tags)
+    report.charts.append(
+        Chart(
+            key=tags.key,
+            title=tags.title,
+            kind="bar",
+            table=tags.key,
+            x="Tag",
+            series=[f"{h.label} share %" for h in data.studies],
+            y_label="share of answers (%)",
+        )
+    )
+    report.tables.append(_agreement_table(data, seed=seed))
+    time = _time_table(data)
+    report.tables.append(time)
+    report.charts.append(
+        Chart(
+            key=time.key,
+            title="Seconds per scene (median)",
+            kind="bar",
+            table=time.key,
+            x="Study",
+            series=["Median total s", "Median active s"],
+            y_label="seconds per scene",
+        )
+    )
+
+
+def _accuracy_cells(human: HumanStudy, guesses: list[dict[str, Any]], *, seed: int) -> list[Cell]:
+    """Answers, accuracy and its CI (imported studies: counts only)."""
+    if not human.scored:
+        return [len(guesses), None, None, None]
+    estimate = accuracy_ci(
+        [_correct(g) for g in guesses],
+        clusters=[g["scene_id"] for g in guesses],
+        n_resamples=N_RESAMPLES,
+        seed=seed,
+    )
+    return [len(guesses), pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
+
+
+def _familiarity_table(data: SpeakerData, *, seed: int) -> Table:
+    rows: list[list[Cell]] = []
+    for human in data.studies:
+        row: list[Cell] = [human.label]
+        for seen in (True, False):
+            guesses = [g for g in human.guesses if g["seen"] is seen]
+            raters = len({g["participant_id"] for g in guesses})
+            if not human.scored:
+                row += [raters, len(guesses), None, None, None, None]
+                continue
+            instance, scene, _ = _human_estimates(guesses, seed=seed)
+            row += [
+                raters,
+                len(guesses),
+                pct(instance.accuracy),
+                pct(instance.ci_low),
+                pct(instance.ci_high),
+                pct(scene.accuracy),
+            ]
+        rows.append(row)
+    columns = ["Study"]
+    for group in ("Seen", "Unseen"):
+        columns += [
+            f"{group} raters",
+            f"{group} answers",
+            f"{group} %",
+            f"{group} CI low %",
+            f"{group} CI high %",
+            f"{group} scene %",
+        ]
+    return Table(
+        key="human-familiarity",
+        title="Human accuracy by familiarity with the work",
+        columns=columns,
+        rows=rows,
+        note=(
+            "Seen: the rater said they had seen (or read) the work before answering its "
+            "scenes. Over each study's own answers (not only the compared speakers); "
+            "95% CIs: percentile bootstrap over scenes."
+        ),
+    )
+
+
+def _history_table(data: SpeakerData, *, seed: int) -> Table:
+    rows: list[list[Cell]] = []
+    for human in data.studies:
+        responses = human.responses()
+        flags = [r[0]["history_needed"] for r in responses.values()]
+        flagged = [f for f in flags if f is not None]
+        needed = sum(flagged)
+        row: list[Cell] = [
+            human.label,
+            len(responses),
+            len(flagged),
+            needed,
+            pct(needed / len(flagged)) if flagged else None,
+        ]
+        for flag in (True, False):
+            row += _accuracy_cells(
+                human, [g for g in human.guesses if g["history_needed"] is flag], seed=seed
+            )
+        rows.append(row)
+    return Table(
+        key="human-history",
+        title="Scenes that needed earlier scenes (raters' flag) and accuracy by it",
+        columns=[
+            "Study",
+            "Scene answers",
+            "Flagged",
+            "History needed",
+            "History needed share %",
+            "Needed answers",
+            "Needed %",
+            "Needed CI low %",
+            "Needed CI high %",
+            "Not needed answers",
+            "Not needed %",
+            "Not needed CI low %",
+            "Not needed CI high %",
+        ],
+        rows=rows,
+        note=(
+            "Each rater says per scene whether earlier scenes were needed. Share = scene "
+            "answers flagged 'needed' / scene answers with a flag; accuracy over the "
+            "masked-speaker answers of those scenes, 95% CI by scene bootstrap."
+        ),
+    )
+
+
+def _tags_table(data: SpeakerData) -> Table:
+    tags: list[str] = []
+    for human in data.studies:
+        for tag in [*(human.study["tags"] or []), *(t for g in human.guesses for t in g["tags"])]:
+            if tag not in tags:
+                tags.append(tag)
+    counts = [Counter(t for g in h.guesses for t in set(g["tags"] or [])) for h in data.studies]
+    for human, count in zip(data.studies, counts, strict=True):
+        count[NO_TAG] = sum(not g["tags"] for g in human.guesses)
+    rows: list[list[Cell]] = []
+    for tag in [*tags, NO_TAG]:
+        row: list[Cell] = [tag]
+        for human, count in zip(data.studies, counts, strict=True):
+            n = len(human.guesses)
+            row += [count[tag], pct(count[tag] / n) if n else None]
+        rows.append(row)
+    totals = ", ".join(f"{h.label}: {len(h.guesses)}" for h in data.studies)
+    return Table(
+        key="human-tags",
+        title="ToM dimensions raters used (share of answers)",
+        columns=[
+            "Tag",
+            *(c for h in data.studies for c in (f"{h.label} answers", f"{h.label} share %")),
+        ],
+        rows=rows,
+        note=(
+            f"Share = answers carrying the tag / all answers of the study ({totals}). An "
+            "answer (one rater, one masked speaker) may carry several tags, so shares "
+            "need not sum to 100."
+        ),
+    )
+
+
+def _fleiss_subset(units: list[list[Hashable]]) -> tuple[list[list[Hashable]], int | None]:
+    """Units with the most common rater count (Fleiss' kappa needs equal counts).
+
+    Ties go to the larger count (more raters per unit). Returns the units and m.
+    """
+    sizes = Counter(len(u) for u in units)
+    if not sizes:
+        return [], None
+    m = max(sizes, key=lambda k: (sizes[k], k))
+    return [u for u in units if len(u) == m], m
+
+
+def _agreement_row(
+    label: str, rating: str, units: list[list[Hashable]], *, seed: int
+) -> list[Cell]:
+    def r3(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    sizes = sorted({len(u) for u in units})
+    per_unit = "" if not sizes else str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    fleiss_units, m = _fleiss_subset(units)
+    agree_low, agree_high = agreement_ci(
+        units, percent_agreement, n_resamples=N_RESAMPLES, seed=seed
+    )
+    kappa_low, kappa_high = agreement_ci(
+        fleiss_units, fleiss_kappa, n_resamples=N_RESAMPLES, seed=seed
+    )
+    alpha_low, alpha_high = agreement_ci(
+        units, krippendorff_alpha, n_resamples=N_RESAMPLES, seed=seed
+    )
+    return [
+        label,
+        rating,
+        len(units),
+        per_unit,
+        pct(percent_agreement(units)),
+        pct(agree_low),
+        pct(agree_high),
+        len(fleiss_units),
+        m,
+        r3(fleiss_kappa(fleiss_units)),
+        r3(kappa_low),
+        r3(kappa_high),
+        r3(krippendorff_alpha(units)),
+        r3(alpha_low),
+        r3(alpha_high),
+    ]
+
+
+def _agreement_table(data: SpeakerData, *, seed: int) -> Table:
+    rows: list[list[Cell]] = []
+    for human in data.studies:
+        answers: dict[int, list[Hashable]] = defaultdict(list)
+        for g in human.guesses:
+            if g["answer"]:
+                answers[g["instance_id"]].append(g["answer"])
+        flags: dict[int, list[Hashable]] = defaultdict(list)
+        for response in human.responses().values():
+            if response[0]["history_needed"] is not None:
+                flags[response[0]["scene_id"]].append(response[0]["history_needed"])
+        for rating, by_unit in (("speaker", answers), ("history needed", flags)):
+            units = [values for values in by_unit.values() if len(values) >= 2]
+            rows.append(_agreement_row(human.label, rating, units, seed=seed))
+    return Table(
+        key="human-agreement",
+        title="Agreement between raters",
+        columns=[
+            "Study",
+            "Rating",
+            "Units",
+            "Raters per unit",
+            "Agreement %",
+            "Agreement CI low %",
+            "Agreement CI high %",
+            "Fleiss units",
+            "Fleiss raters",
+            "Fleiss' kappa",
+            "Kappa CI low",
+            "Kappa CI high",
+            "Krippendorff's alpha",
+            "Alpha CI low",
+            "Alpha CI high",
+        ],
+        rows=rows,
+        note=(
+            "Units rated by two raters or more, within one study: masked speakers "
+            "(the character named) and scenes (the history-needed flag). Agreement: "
+            "mean share of agreeing rater pairs per unit. Fleiss' kappa needs the same "
+            "number of raters per unit: it uses only the Fleiss units, those with the "
+            "most common count (Fleiss raters). Krippendorff's alpha (nominal) uses "
+            "every unit. 95% CIs: percentile bootstrap over units; empty where undefined "
+            "(e.g. every rating the same)."
+        ),
+    )
+
+
+def _time_table(data: SpeakerData) -> Table:
+    def seconds(value: float | None) -> float | None:
+        return None if value is None else round(value / 1000, 2)
+
+    rows: list[list[Cell]] = []
+    for human in data.studies:
+        timed = [r[0] for r in human.responses().values() if r[0]["total_ms"] is not None]
+        total = [r["total_ms"] for r in timed]
+        active = [r["active_ms"] for r in timed]
+        rows.append(
+            [
+                human.label,
+                len(timed),
+                seconds(statistics.median(total)) if total else None,
+                seconds(statistics.fmean(total)) if total else None,
+                seconds(statistics.median(active)) if active else None,
+                seconds(statistics.fmean(active)) if active else None,
+            ]
+        )
+    return Table(
+        key="human-time",
+        title="Time per scene",
+        columns=[
+            "Study",
+            "Timed scenes",
+            "Median total s",
+            "Mean total s",
+            "Median active s",
+            "Mean active s",
+        ],
+        rows=rows,
+        note=(
+            "Per submitted (rater, scene) response, measured on the server: total from the "
+            "scene's first display to its submission; active leaves out gaps of more than "
+            f"{IDLE_CUTOFF.total_seconds() / 60:g} minutes between the rater's actions."
+        ),
     )

@@ -2,8 +2,10 @@
 
 ``annotation-dependence``, ``annotation-reasoning`` and ``annotation-evidence`` recompute
 the shares of the paper's analysis from the imported ``<show>.tsv`` rows (rules in
-``reports.metrics.tvshowguess``); ``accuracy-by-dependence`` scores each run on the
-annotated speakers, split by how much the guess depends on memory of earlier episodes.
+``reports.metrics.tvshowguess``); ``accuracy-by-dependence`` scores each system (run or
+human study) on the annotated speakers, split by how much the guess depends on memory of
+earlier episodes. Human studies of the show get the ``human-*`` tables of
+``reports.tables.tom_in_amc``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,14 @@ SHARE_TABLES = (
 UNSOLVABLE = "unsolvable"
 
 
-def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    data = build_speaker_tables(report, runs, seed=seed)
+def build(
+    report: Report,
+    runs: list[dict[str, Any]],
+    *,
+    studies: list[dict[str, Any]] | None = None,
+    seed: int,
+) -> None:
+    data = build_speaker_tables(report, runs, studies=studies, seed=seed)
     annotations = selectors.speaker_annotation_rows(report.benchmark)
     if not annotations:
         return
@@ -71,7 +79,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
                 y_label="share of annotated speakers (%)",
             )
         )
-    if runs:
+    if data.systems:
         report.tables.append(_accuracy_by_dependence(data, annotations))
 
 
@@ -92,11 +100,9 @@ def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]
             continue
         items = items_by.get(kind, [])
         cells: list[Cell] = [kind, len(items), pct(_item_chance(items)) if items else None]
-        for run in data.runs:
+        for system in data.systems:
             outcomes = [
-                _correct(p)
-                for p in data.outcomes[run["id"]]
-                if kind_of.get(p["instance_id"]) == kind
+                _correct(p) for p in system.outcomes if kind_of.get(p["instance_id"]) == kind
             ]
             cells.append(pct(accuracy(outcomes)))
         rows.append(cells)
@@ -107,7 +113,9 @@ def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]
         rows=rows,
         note=(
             "Annotated masked speakers only; direct = needs earlier scenes, indirect = uses "
-            "facts abstracted from memory, none = the scene alone suffices."
+            "facts abstracted from memory, none = the scene alone suffices. Instances and "
+            "Random: every annotated speaker of the type; systems (runs and human studies) "
+            "on the compared speakers among them, as in the accuracy table."
         ),
     )
 

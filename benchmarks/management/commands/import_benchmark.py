@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from benchmarks.importers import ImportDataError, importer_formats
+from benchmarks.importers.screenplay import screenplay_import
 from benchmarks.models import Split
 from benchmarks.services import benchmark_import, import_job_create
 
@@ -18,6 +19,12 @@ class Command(BaseCommand):
             default="",
             help="split to record on the imported works when the source does not say",
         )
+        parser.add_argument(
+            "--title", help="screenplay: the movie's title (default: the script's title page)"
+        )
+        parser.add_argument(
+            "--seed", type=int, help="screenplay: seed for the per-scene mask codes (default 0)"
+        )
         parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
         parser.add_argument(
             "--background",
@@ -28,6 +35,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         fmt = options["format"]
         show_bar = not options["no_progress"] and options["verbosity"] > 0
+        screenplay = {k: options[k] for k in ("title", "seed") if options[k] is not None}
+        if screenplay and (fmt != "screenplay" or options["background"]):
+            raise CommandError("--title and --seed apply to a screenplay import in the foreground")
+        if "title" in screenplay and len(options["paths"]) > 1:
+            raise CommandError("--title names one movie; give one PATH")
         if options["background"]:
             for path in options["paths"]:
                 job = import_job_create(format_name=fmt, path=path, split=options["split"])
@@ -36,9 +48,14 @@ class Command(BaseCommand):
         for path in options["paths"]:
             bar = tqdm(desc=f"{fmt} {path}", unit="rec", disable=not show_bar, file=self.stderr)
             try:
-                report = benchmark_import(
-                    format_name=fmt, path=path, split=options["split"], progress=bar.update
-                )
+                if screenplay:
+                    report = screenplay_import(
+                        path=path, split=options["split"], progress=bar.update, **screenplay
+                    )
+                else:
+                    report = benchmark_import(
+                        format_name=fmt, path=path, split=options["split"], progress=bar.update
+                    )
             except ImportDataError as exc:
                 bar.close()
                 raise CommandError(f"import failed, nothing was written: {exc}") from None

@@ -18,12 +18,25 @@ from reports.tables import BUILDERS, build_report, report_json
 
 
 class Command(BaseCommand):
-    help = "Print a benchmark's report tables (table/csv/json) over all or some model runs."
+    help = (
+        "Print a benchmark's report tables (table/csv/json) over all or some model runs "
+        "and human studies."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("benchmark", choices=list(BUILDERS))
         parser.add_argument(
             "--runs", nargs="+", type=int, metavar="ID", help="run ids (default: every run)"
+        )
+        parser.add_argument(
+            "--study",
+            nargs="*",
+            type=int,
+            metavar="ID",
+            dest="studies",
+            help=(
+                "human study ids (default: every study of the benchmark; --study with no id: none)"
+            ),
         )
         parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
         parser.add_argument(
@@ -39,7 +52,10 @@ class Command(BaseCommand):
             raise CommandError("--format csv writes one file per table: give --out DIRECTORY")
         try:
             report = build_report(
-                options["benchmark"], run_ids=options["runs"], seed=options["seed"]
+                options["benchmark"],
+                run_ids=options["runs"],
+                study_ids=options["studies"],
+                seed=options["seed"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None

@@ -1,0 +1,175 @@
+"""Report services: build a report for a request (through a short-lived cache), and
+create and execute background report jobs for reports too big for a request.
+
+A page shows a report and then the browser asks for each of its charts separately;
+without the cache every chart request would rebuild the whole report (bootstraps
+included). The cache key carries a fingerprint of the data the report reads, so new
+predictions or runs make a new key rather than a stale page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from modeling.models import Prediction, Run
+
+from . import selectors
+from .models import ReportJob
+from .report_types import Report
+
+logger = logging.getLogger(__name__)
+
+# Seconds a built report is reused for identical requests (same data fingerprint).
+CACHE_SECONDS = 600
+# Predictions above which the page offers a background build instead of building inline.
+INLINE_MAX_PREDICTIONS_DEFAULT = 100_000
+# A job still "running" this long after it started was left by a dead worker.
+STALE_RUNNING = timedelta(minutes=30)
+
+
+def inline_max_predictions() -> int:
+    return int(getattr(settings, "REPORTS_INLINE_MAX_PREDICTIONS", INLINE_MAX_PREDICTIONS_DEFAULT))
+
+
+def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:
+    # Imported here: the table builders pull in every metric; pages that never build
+    # (index, job progress) do not pay for that import.
+    from .tables import build_report
+
+    ids = list(run_ids) if run_ids is not None else None
+    return build_report(benchmark, run_ids=ids, seed=seed)
+
+
+def report_data_size(*, benchmark: str, run_ids: Sequence[int] | None = None) -> dict[str, int]:
+    """Predictions (count, highest id) of the selected runs and the benchmark's runs
+    (count, highest id, last finish): the report's size and its cache fingerprint."""
+    runs = Run.objects.filter(benchmark=benchmark)
+    predictions = Prediction.objects.filter(run__benchmark=benchmark)
+    if run_ids is not None:
+        predictions = predictions.filter(run_id__in=list(run_ids))
+    size = predictions.aggregate(predictions=Count("pk"), last_prediction=Max("pk"))
+    size.update(
+        runs.aggregate(
+            runs=Count("pk"),
+            last_run=Max("pk"),
+            running=Count("pk", filter=Q(status=Run.Status.RUNNING)),
+        )
+    )
+    return {k: v or 0 for k, v in size.items()}
+
+
+def report_build_cached(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None = None,
+    seed: int = 0,
+    size: dict[str, int] | None = None,
+) -> Report:
+    """``build_report`` for a request, reused while the data it reads is unchanged.
+
+    ``size`` is ``report_data_size``'s answer when the caller already has it.
+    """
+    size = size if size is not None else report_data_size(benchmark=benchmark, run_ids=run_ids)
+    runs = ",".join(map(str, sorted(run_ids))) if run_ids is not None else "all"
+    # Human answers change the tables too: a new answer must not wait out the cache.
+    human = selectors.human_response_size(benchmark)
+    fingerprint = hashlib.sha1(
+        repr((sorted(size.items()), sorted(human.items()))).encode()
+    ).hexdigest()[:16]
+    key = f"reports:report:v1:{benchmark}:{seed}:{runs}:{fingerprint}"
+    report = cache.get(key)
+    if report is None:
+        report = _build(benchmark, run_ids, seed)
+        # A running run changes under us: cache it briefly so progress shows up soon.
+        cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
+    return report
+
+
+@transaction.atomic
+def report_job_create(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None = None,
+    seed: int = 0,
+    created_by=None,
+    enqueue: bool = True,
+) -> ReportJob:
+    """Record a background report build and, once committed, queue it for a worker.
+
+    Raises ``ValueError`` for an unknown benchmark or ids that are not its runs, so a
+    job never fails later for a typo.
+    """
+    selectors.report_runs(benchmark, run_ids=run_ids)
+    job = ReportJob.objects.create(
+        benchmark=benchmark,
+        run_ids=sorted(set(run_ids)) if run_ids is not None else None,
+        seed=seed,
+        created_by=created_by,
+    )
+    if enqueue:
+        transaction.on_commit(lambda: _send(job.pk))
+    return job
+
+
+def _send(job_id: int) -> None:
+    from .tasks import build_report_task
+
+    build_report_task.delay(job_id)
+
+
+def _claim(job_id: int) -> bool:
+    """Take the job with one conditional UPDATE; False if another worker has it or it is done."""
+    now = timezone.now()
+    return bool(
+        ReportJob.objects.filter(pk=job_id)
+        .filter(
+            Q(status=ReportJob.Status.QUEUED)
+            | Q(status=ReportJob.Status.RUNNING, started_at__lt=now - STALE_RUNNING)
+        )
+        .update(
+            status=ReportJob.Status.RUNNING,
+            started_at=now,
+            progress_done=0,
+            progress_total=1,
+            error="",
+        )
+    )
+
+
+def report_job_execute(*, job_id: int) -> str:
+    """Build the job's report and store it; returns the job's final status.
+
+    Safe to call twice (a redelivered task): the second call finds the job claimed or
+    finished and does nothing. A failure is recorded on the job, not raised, so Celery
+    does not retry a report that fails for a reason a retry cannot fix.
+    """
+    if not _claim(job_id):
+        return ReportJob.objects.values_list("status", flat=True).get(pk=job_id)
+    job = ReportJob.objects.get(pk=job_id)
+    try:
+        report = _build(job.benchmark, job.run_ids, job.seed)
+        result = report.as_json()
+    except Exception as exc:
+        logger.exception("report job %s failed", job_id)
+        ReportJob.objects.filter(pk=job_id).update(
+            status=ReportJob.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            finished_at=timezone.now(),
+        )
+        return ReportJob.Status.FAILED
+    ReportJob.objects.filter(pk=job_id, status=ReportJob.Status.RUNNING).update(
+        status=ReportJob.Status.SUCCEEDED,
+        result=result,
+        progress_done=1,
+        finished_at=timezone.now(),
+    )
+    return ReportJob.objects.values_list("status", flat=True).get(pk=job_id)

@@ -1,0 +1,51 @@
+"""Report pages, mounted at /reports/ by config/urls.py."""
+
+from django.urls import path, register_converter
+
+from . import views
+
+
+class ImageFormat:
+    regex = "svg|png"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class ExportFormat(ImageFormat):
+    regex = "csv|xlsx|json"
+
+
+register_converter(ImageFormat, "report_image")
+register_converter(ExportFormat, "report_export")
+
+app_name = "reports"
+
+urlpatterns = [
+    path("", views.report_index, name="index"),
+    path("jobs/<int:job_id>/", views.report_job_detail, name="job"),
+    path(
+        "jobs/<int:job_id>/charts/<slug:key>.<report_image:fmt>",
+        views.report_job_chart,
+        name="job-chart",
+    ),
+    path(
+        "jobs/<int:job_id>/export.<report_export:fmt>",
+        views.report_job_export,
+        name="job-export",
+    ),
+    path(
+        "jobs/<int:job_id>/tables/<slug:key>.csv",
+        views.report_job_table_csv,
+        name="job-table-csv",
+    ),
+    path("<slug:benchmark>/", views.report_detail, name="report"),
+    path("<slug:benchmark>/jobs/", views.report_job_create, name="job-create"),
+    path("<slug:benchmark>/charts/<slug:key>.<report_image:fmt>", views.report_chart, name="chart"),
+    path("<slug:benchmark>/export.<report_export:fmt>", views.report_export, name="export"),
+    path("<slug:benchmark>/tables/<slug:key>.csv", views.report_table_csv, name="table-csv"),
+    path("<slug:benchmark>/tidy.csv", views.report_tidy_csv, name="tidy-csv"),
+]

@@ -1,0 +1,536 @@
+"""Report pages for researchers: the benchmark index, a benchmark's report (tables,
+charts, downloads, run selector), its chart images and exports, and background report
+jobs whose progress region polls itself with htmx and gets 286 once finished.
+
+Every view checks the researcher role itself; raters and annotators get 403 on pages,
+images and downloads alike. ``?runs=1,2`` (or ``runs=1&runs=2`` from the selector's
+checkboxes) limits a report to those runs; without it every run of the benchmark counts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from accounts.roles import is_researcher
+from benchmarks.models import Benchmark
+from benchmarks.selectors import item_bank_counts
+from modeling.models import Run
+
+from . import charts, exports, selectors, services
+from .models import ReportJob
+from .report_types import Cell, Report, Table
+
+JOB_PROGRESS_PARTIAL = "reports/job_detail.html#job-progress"
+RECENT_JOBS = 5
+MISSING = "\u2013"  # en dash, shown for an empty cell
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+# The benchmark-bank column that counts a benchmark's items.
+ITEM_COUNT_KEY = {
+    Benchmark.TOM_IN_AMC: "instances",
+    Benchmark.TVSHOWGUESS: "instances",
+    Benchmark.CHARTOM_QA: "qa_items",
+    Benchmark.DYNTOM: "questions",
+}
+
+
+def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anonymous users go to the login page; logged-in non-researchers get 403."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_researcher(request.user):
+            raise PermissionDenied("Reports are for researchers only.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+# --- request parsing ----------------------------------------------------------------------
+
+
+class BadRunSelection(ValueError):
+    pass
+
+
+def _benchmark(benchmark: str) -> str:
+    if benchmark not in Benchmark.values:
+        raise Http404(f"no benchmark {benchmark!r}")
+    return benchmark
+
+
+def _run_ids(request: HttpRequest) -> list[int] | None:
+    """``?runs=1,2`` or ``?runs=1&runs=2``; None (every run) when absent or empty."""
+    ids: set[int] = set()
+    for value in request.GET.getlist("runs"):
+        for part in value.split(","):
+            if part.strip():
+                try:
+                    ids.add(int(part))
+                except ValueError:
+                    raise BadRunSelection(f"{part.strip()!r} is not a run id") from None
+    return sorted(ids) or None
+
+
+def _selection(request: HttpRequest, benchmark: str) -> list[int] | None:
+    """The selected run ids, checked against the benchmark's runs (BadRunSelection)."""
+    run_ids = _run_ids(request)
+    if run_ids is not None:
+        try:
+            selectors.report_runs(benchmark, run_ids=run_ids)
+        except ValueError as exc:
+            raise BadRunSelection(str(exc)) from None
+    return run_ids
+
+
+def _query(run_ids: list[int] | None) -> str:
+    return "?" + urlencode({"runs": ",".join(map(str, run_ids))}) if run_ids else ""
+
+
+def _file_stem(benchmark: str, run_ids: list[int] | None, job: ReportJob | None = None) -> str:
+    stem = f"{benchmark}-report"
+    if job is not None:
+        stem += f"-job{job.pk}"
+    if run_ids:
+        stem += "-runs-" + "-".join(map(str, run_ids))
+    return stem
+
+
+def _download(data: bytes, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(data, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+# --- table display ------------------------------------------------------------------------
+
+
+@dataclass
+class DisplayCell:
+    text: str
+    numeric: bool = False
+    missing: bool = False
+
+    @property
+    def long(self) -> bool:
+        # Long text (notes, prompts) wraps; short labels keep to one line.
+        return len(self.text) > 60
+
+
+@dataclass
+class DisplayTable:
+    table: Table
+    headers: list[DisplayCell]
+    rows: list[list[DisplayCell]]
+    charts: list[dict[str, Any]] = field(default_factory=list)
+    csv_url: str = ""
+
+
+_LOW = re.compile(r"(?i)\b(low|lower)\b")
+_HIGH = {"low": "high", "lower": "upper", "Low": "High", "Lower": "Upper", "LOW": "HIGH"}
+
+
+def _interval_pairs(columns: list[str]) -> dict[int, int]:
+    """Column index pairs (low -> high) such as "CI low %" / "CI high %": shown as one
+    "[low, high]" column headed "CI %"."""
+    pairs = {}
+    for i, name in enumerate(columns):
+        match = _LOW.search(name)
+        if not match:
+            continue
+        word = match.group(1)
+        partner = name[: match.start()] + _HIGH.get(word, "high") + name[match.end() :]
+        if partner in columns:
+            pairs[i] = columns.index(partner)
+    return pairs
+
+
+def _interval_header(name: str) -> str:
+    return re.sub(r"\s{2,}", " ", _LOW.sub("", name)).strip(" _-") or name
+
+
+def format_cell(value: Cell, *, percent: bool) -> DisplayCell:
+    """A cell for HTML: percent with 1 decimal, other numbers at a useful precision."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DisplayCell(MISSING, numeric=True, missing=True)
+    if isinstance(value, bool):
+        return DisplayCell("yes" if value else "no")
+    if isinstance(value, int):
+        return DisplayCell(f"{value:,}", numeric=True)
+    if isinstance(value, float):
+        if percent:
+            return DisplayCell(f"{value:.1f}", numeric=True)
+        if value == 0 or abs(value) >= 0.001:
+            return DisplayCell(f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3f}", True)
+        return DisplayCell(f"{value:.1e}", numeric=True)
+    return DisplayCell(str(value))
+
+
+def display_table(table: Table) -> DisplayTable:
+    """The table as the page shows it: CI pairs merged into "[low, high]", numbers formatted."""
+    pairs = _interval_pairs(table.columns)
+    highs = set(pairs.values())
+    shown = [i for i in range(len(table.columns)) if i not in highs]
+    rows = []
+    for row in table.rows:
+        cells = []
+        for i in shown:
+            percent = table.columns[i].rstrip().endswith("%")
+            if i in pairs:
+                low = format_cell(row[i], percent=percent)
+                high = format_cell(row[pairs[i]], percent=percent)
+                if low.missing and high.missing:
+                    cells.append(DisplayCell(MISSING, numeric=True, missing=True))
+                else:
+                    cells.append(DisplayCell(f"[{low.text}, {high.text}]", numeric=True))
+            else:
+                cells.append(format_cell(row[i], percent=percent))
+        rows.append(cells)
+    headers = []
+    for position, i in enumerate(shown):
+        name = _interval_header(table.columns[i]) if i in pairs else table.columns[i]
+        numeric = bool(rows) and all(r[position].numeric for r in rows)
+        headers.append(DisplayCell(name, numeric=numeric))
+    return DisplayTable(table=table, headers=headers, rows=rows)
+
+
+# --- report body (shared by the live report and a finished job) -----------------------------
+
+
+def _report_body(
+    report: Report, *, url: Callable[..., str], query: str, live: tuple[str, list[int] | None]
+) -> dict[str, Any]:
+    """Tables with their charts and every download URL. ``url(name, **kwargs)`` reverses
+    the live or the job variant of a route; ``live`` is (benchmark, run_ids) for the
+    long-format exports, which always stream from the database."""
+    benchmark, run_ids = live
+    tables = []
+    placed: set[str] = set()
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for chart in report.charts:
+        by_table.setdefault(chart.table, []).append(
+            {
+                "chart": chart,
+                "svg_url": url("chart", key=chart.key, fmt="svg") + query,
+                "png_url": url("chart", key=chart.key, fmt="png") + query,
+            }
+        )
+    for table in report.tables:
+        shown = display_table(table)
+        shown.charts = by_table.get(table.key, [])
+        placed.add(table.key)
+        shown.csv_url = url("table-csv", key=table.key) + query
+        tables.append(shown)
+    long_query = _query(run_ids)
+    return {
+        "report": report,
+        "facts": [
+            (str(name).replace("_", " ").capitalize(), format_cell(value, percent=False).text)
+            for name, value in report.facts.items()
+        ],
+        "tables": tables,
+        "orphan_charts": [c for key, cs in by_table.items() if key not in placed for c in cs],
+        "downloads": {
+            "zip": url("export", fmt="csv") + query,
+            "xlsx": url("export", fmt="xlsx") + query,
+            "json": reverse("reports:export", args=[benchmark, "json"]) + long_query,
+            "tidy": reverse("reports:tidy-csv", args=[benchmark]) + long_query,
+        },
+    }
+
+
+def _live_urls(benchmark: str) -> Callable[..., str]:
+    def url(name: str, **kwargs: Any) -> str:
+        return reverse(f"reports:{name}", kwargs={"benchmark": benchmark, **kwargs})
+
+    return url
+
+
+def _job_urls(job: ReportJob) -> Callable[..., str]:
+    def url(name: str, **kwargs: Any) -> str:
+        return reverse(f"reports:job-{name}", kwargs={"job_id": job.pk, **kwargs})
+
+    return url
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+@require_GET
+@researcher_required
+def report_index(request: HttpRequest) -> HttpResponse:
+    counts = item_bank_counts()  # in Benchmark order
+    runs = dict(
+        Run.objects.order_by()
+        .values_list("benchmark")
+        .annotate(n=Count("pk"))
+        .values_list("benchmark", "n")
+    )
+    rows = [
+        {
+            "value": b.value,
+            "label": b.label,
+            "works": c["works"],
+            "items": c[ITEM_COUNT_KEY[b]],
+            "items_text": f"{c[ITEM_COUNT_KEY[b]]:,}",
+            "runs": runs.get(b.value, 0),
+        }
+        for b, c in zip(Benchmark, counts, strict=True)
+    ]
+    jobs = ReportJob.objects.select_related("created_by").defer("result")[:RECENT_JOBS]
+    return render(request, "reports/report_index.html", {"benchmarks": rows, "jobs": jobs})
+
+
+@require_GET
+@researcher_required
+def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
+    benchmark = _benchmark(benchmark)
+    runs = list(
+        Run.objects.filter(benchmark=benchmark)
+        .annotate(prediction_count=Count("predictions"))
+        .order_by("pk")
+        .only("pk", "name", "model", "method", "status", "imported")
+    )
+    for run in runs:
+        run.prediction_text = f"{run.prediction_count:,}"
+    jobs = list(ReportJob.objects.filter(benchmark=benchmark).defer("result")[:RECENT_JOBS])
+    context: dict[str, Any] = {
+        "benchmark": benchmark,
+        "label": Benchmark(benchmark).label,
+        "runs": runs,
+        "jobs": jobs,
+    }
+    try:
+        run_ids = _selection(request, benchmark)
+    except BadRunSelection as exc:
+        context.update(error=str(exc), run_ids=None, selected=set())
+        return render(request, "reports/report_detail.html", context, status=400)
+    query = _query(run_ids)
+    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    big = size["predictions"] > services.inline_max_predictions()
+    context.update(
+        run_ids=run_ids,
+        run_ids_text=",".join(map(str, run_ids or [])),
+        selected=set(run_ids) if run_ids else {r.pk for r in runs},
+        size=size,
+        big=big,
+        query=query,
+    )
+    if not big:
+        report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+        context.update(
+            _report_body(report, url=_live_urls(benchmark), query=query, live=(benchmark, run_ids))
+        )
+    return render(request, "reports/report_detail.html", context)
+
+
+def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int] | None]:
+    """The report behind a chart or table download (BadRunSelection, Http404 if too big)."""
+    run_ids = _selection(request, _benchmark(benchmark))
+    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    if size["predictions"] > services.inline_max_predictions():
+        raise Http404("This report is built in the background: start a report job.")
+    report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+    return report, run_ids
+
+
+def _bad_selection(exc: BadRunSelection) -> HttpResponse:
+    return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+
+
+def _chart_response(report: Report, key: str, fmt: str, stem: str) -> HttpResponse:
+    try:
+        data = charts.render_chart(report, key, fmt)  # type: ignore[arg-type]
+    except KeyError:
+        raise Http404(f"no chart {key!r}") from None
+    response = HttpResponse(data, content_type=charts.CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'inline; filename="{stem}-{key}.{fmt}"'
+    if fmt == "svg":
+        # Opened directly, an SVG is a document: allow its inline styles and nothing else.
+        response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    return response
+
+
+def _tables_response(report: Report, fmt: str, stem: str) -> HttpResponse:
+    if fmt == "csv":
+        return _download(exports.tables_zip(report), "application/zip", f"{stem}-tables.zip")
+    if fmt == "xlsx":
+        return _download(exports.report_xlsx(report), XLSX_TYPE, f"{stem}.xlsx")
+    raise Http404(f"no {fmt} export of a stored report")
+
+
+def _table_response(report: Report, key: str, stem: str) -> HttpResponse:
+    try:
+        table = report.table(key)
+    except KeyError:
+        raise Http404(f"no table {key!r}") from None
+    return _download(exports.table_csv(table), "text/csv; charset=utf-8", f"{stem}-{key}.csv")
+
+
+@require_GET
+@researcher_required
+def report_chart(request: HttpRequest, benchmark: str, key: str, fmt: str) -> HttpResponse:
+    try:
+        report, run_ids = _live_report(request, benchmark)
+    except BadRunSelection as exc:
+        return _bad_selection(exc)
+    return _chart_response(report, key, fmt, _file_stem(benchmark, run_ids))
+
+
+@require_GET
+@researcher_required
+def report_export(request: HttpRequest, benchmark: str, fmt: str) -> HttpResponse:
+    """``csv``: every table in a zip; ``xlsx``: a workbook; ``json``: the long-format rows."""
+    benchmark = _benchmark(benchmark)
+    try:
+        if fmt == "json":
+            run_ids = _selection(request, benchmark)
+            return _stream(
+                exports.long_format_json(selectors.long_format_rows(benchmark, run_ids=run_ids)),
+                "application/json",
+                f"{_file_stem(benchmark, run_ids)}-long.json",
+            )
+        report, run_ids = _live_report(request, benchmark)
+    except BadRunSelection as exc:
+        return _bad_selection(exc)
+    return _tables_response(report, fmt, _file_stem(benchmark, run_ids))
+
+
+@require_GET
+@researcher_required
+def report_table_csv(request: HttpRequest, benchmark: str, key: str) -> HttpResponse:
+    try:
+        report, run_ids = _live_report(request, benchmark)
+    except BadRunSelection as exc:
+        return _bad_selection(exc)
+    return _table_response(report, key, _file_stem(benchmark, run_ids))
+
+
+@require_GET
+@researcher_required
+def report_tidy_csv(request: HttpRequest, benchmark: str) -> HttpResponse:
+    """One row per prediction or human answer, streamed: ``pandas.read_csv`` reads it as is."""
+    benchmark = _benchmark(benchmark)
+    try:
+        run_ids = _selection(request, benchmark)
+    except BadRunSelection as exc:
+        return _bad_selection(exc)
+    rows = selectors.long_format_rows(benchmark, run_ids=run_ids)
+    return _stream(
+        exports.tidy_csv(rows, selectors.long_format_columns(benchmark)),
+        "text/csv; charset=utf-8",
+        f"{_file_stem(benchmark, run_ids)}-tidy.csv",
+    )
+
+
+def _stream(chunks: Iterable[bytes], content_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+# --- background jobs ----------------------------------------------------------------------
+
+
+@require_POST
+@researcher_required
+def report_job_create(request: HttpRequest, benchmark: str) -> HttpResponse:
+    """Queue a background build of the report with the posted run selection."""
+    benchmark = _benchmark(benchmark)
+    try:
+        run_ids = _run_ids_from(request.POST.get("runs", ""))
+        job = services.report_job_create(
+            benchmark=benchmark, run_ids=run_ids, created_by=request.user
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("reports:report", benchmark=benchmark)
+    messages.success(request, f"Report job {job.pk} queued.")
+    return redirect("reports:job", job_id=job.pk)
+
+
+def _run_ids_from(text: str) -> list[int] | None:
+    try:
+        ids = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise BadRunSelection(f"{text!r} is not a list of run ids") from None
+    return ids or None
+
+
+def _job_context(job: ReportJob) -> dict[str, Any]:
+    context: dict[str, Any] = {"job": job, "label": Benchmark(job.benchmark).label}
+    report = job.report()
+    if report is not None:
+        context.update(
+            _report_body(
+                report,
+                url=_job_urls(job),
+                query="",
+                live=(job.benchmark, job.run_ids),
+            )
+        )
+    return context
+
+
+@require_GET
+@researcher_required
+def report_job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = get_object_or_404(ReportJob.objects.select_related("created_by"), pk=job_id)
+    if request.htmx:
+        # The polling region alone; 286 tells htmx to swap it in and stop polling.
+        response = render(request, JOB_PROGRESS_PARTIAL, _job_context(job))
+        if job.is_finished:
+            return HttpResponseStopPolling(response.content)
+        return response
+    return render(request, "reports/job_detail.html", _job_context(job))
+
+
+def _finished_report(job_id: int) -> tuple[ReportJob, Report]:
+    job = get_object_or_404(ReportJob, pk=job_id)
+    report = job.report()
+    if report is None:
+        raise Http404("the job has no report yet")
+    return job, report
+
+
+@require_GET
+@researcher_required
+def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> HttpResponse:
+    job, report = _finished_report(job_id)
+    return _chart_response(report, key, fmt, _file_stem(job.benchmark, job.run_ids, job))
+
+
+@require_GET
+@researcher_required
+def report_job_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
+    job, report = _finished_report(job_id)
+    return _tables_response(report, fmt, _file_stem(job.benchmark, job.run_ids, job))
+
+
+@require_GET
+@researcher_required
+def report_job_table_csv(request: HttpRequest, job_id: int, key: str) -> HttpResponse:
+    job, report = _finished_report(job_id)
+    return _table_response(report, key, _file_stem(job.benchmark, job.run_ids, job))

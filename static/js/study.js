@@ -1,0 +1,111 @@
+/* Keyboard for the scene-guessing page (no framework, nothing needed without it).
+ *
+ * 1–9   choose that candidate for the masked speaker in focus; focus then moves on
+ * h     toggle "I needed earlier scenes"
+ * Enter submit the scene
+ * Keys typed into a text field (the evidence note) are left alone; Tab and the arrow
+ * keys move between and within the radio groups natively.
+ */
+(function () {
+  "use strict";
+
+  var TEXT_TYPES = ["text", "search", "email", "number", "url", "tel", "password"];
+
+  function typing(el) {
+    if (!el || !el.tagName) return false;
+    if (el.isContentEditable || el.tagName === "TEXTAREA" || el.tagName === "SELECT") return true;
+    return el.tagName === "INPUT" && TEXT_TYPES.indexOf(el.type) >= 0;
+  }
+
+  function speakers(form) {
+    return Array.prototype.slice.call(form.querySelectorAll("[data-speaker]"));
+  }
+
+  function answered(speaker) {
+    return !!speaker.querySelector("input[type=radio]:checked");
+  }
+
+  function focusSpeaker(speaker, scroll) {
+    var radio = speaker.querySelector("input[type=radio]:checked") ||
+      speaker.querySelector("input[type=radio]");
+    if (radio) {
+      radio.focus({ preventScroll: true });
+      if (scroll) speaker.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  // The speaker a digit applies to: the one holding focus, else the first unanswered.
+  function currentSpeaker(form) {
+    var active = document.activeElement;
+    var inside = active && active.closest ? active.closest("[data-speaker]") : null;
+    if (inside && form.contains(inside)) return inside;
+    var all = speakers(form);
+    return all.filter(function (s) { return !answered(s); })[0] || all[0];
+  }
+
+  function choose(form, digit) {
+    var speaker = currentSpeaker(form);
+    if (!speaker) return false;
+    var radio = speaker.querySelectorAll("input[type=radio]")[digit - 1];
+    if (!radio) return false;
+    if (!radio.checked) {
+      radio.checked = true;
+      // htmx saves on "change"; setting .checked alone fires nothing.
+      radio.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+    var all = speakers(form);
+    var next = all[all.indexOf(speaker) + 1];
+    if (next) {
+      focusSpeaker(next, true);
+    } else {
+      var flag = form.querySelector("#history-needed");
+      (flag || radio).focus({ preventScroll: true });
+    }
+    return true;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    var form = document.getElementById("guess-form");
+    if (!form || event.defaultPrevented || event.isComposing) return;
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    if (typing(target)) return;
+    if (/^[1-9]$/.test(event.key)) {
+      if (choose(form, Number(event.key))) event.preventDefault();
+    } else if (event.key === "h" || event.key === "H") {
+      var flag = form.querySelector("#history-needed");
+      if (flag) {
+        event.preventDefault();
+        flag.click();
+      }
+    } else if (event.key === "Enter") {
+      // Buttons, links and <summary> keep their own Enter.
+      if (target.closest && target.closest("button, a, summary")) return;
+      event.preventDefault();
+      if (form.dataset.submitting) return;
+      form.dataset.submitting = "1";
+      form.requestSubmit();
+    }
+  });
+
+  // A refused save answers 422 with its message; htmx does not swap 4xx by default.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr.status === 422) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  // Start on the first speaker still to answer, without scrolling past the scene.
+  function init() {
+    var form = document.getElementById("guess-form");
+    if (!form || form.querySelector("[autofocus]")) return;
+    var pending = speakers(form).filter(function (s) { return !answered(s); })[0];
+    if (pending) focusSpeaker(pending);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();

@@ -1,0 +1,145 @@
+"""Admin for studies. Invite tokens are credentials: shown truncated, never editable."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib import admin
+
+from .models import (
+    Familiarity,
+    Guess,
+    HistoryView,
+    Participant,
+    SceneAssignment,
+    Study,
+    StudyScene,
+    StudyWork,
+    WorkSession,
+)
+
+
+def short_token(token: str) -> str:
+    return f"{token[:6]}…" if token else ""
+
+
+class StudyWorkInline(admin.TabularInline):
+    model = StudyWork
+    extra = 0
+    fields = ("work", "position", "name_map")
+    raw_id_fields = ("work",)
+    show_change_link = True
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "benchmark",
+        "status",
+        "overlap",
+        "perturb_names",
+        "imported",
+        "created_at",
+    )
+    list_filter = ("status", "benchmark", "perturb_names", "one_to_one", "reveal", "imported")
+    search_fields = ("name", "instructions")
+    readonly_fields = ("item_set_hash", "instructions_version", "created_at", "updated_at")
+    raw_id_fields = ("created_by",)
+    inlines = [StudyWorkInline]
+    date_hierarchy = "created_at"
+
+
+@admin.register(StudyWork)
+class StudyWorkAdmin(admin.ModelAdmin):
+    list_display = ("study", "work", "position")
+    list_filter = ("study__benchmark", "study__status")
+    search_fields = ("study__name", "work__title", "work__key")
+    list_select_related = ("study", "work")
+    raw_id_fields = ("study", "work")
+
+
+@admin.register(StudyScene)
+class StudySceneAdmin(admin.ModelAdmin):
+    list_display = ("study", "scene", "position", "held_back", "leak_count")
+    list_filter = ("held_back", "study__status", "study")
+    search_fields = ("study__name", "scene__source_id", "scene__work__title")
+    list_select_related = ("study", "scene__work")
+    raw_id_fields = ("study", "study_work", "scene")
+
+    @admin.display(description="findings")
+    def leak_count(self, obj: StudyScene) -> int:
+        return len(obj.leaks or [])
+
+
+@admin.register(Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "study", "user", "token_prefix", "consented_at", "withdrawn_at")
+    list_filter = ("study__status", "study", ("withdrawn_at", admin.EmptyFieldListFilter))
+    search_fields = ("label", "user__username", "study__name")
+    list_select_related = ("study", "user")
+    raw_id_fields = ("study", "user")
+    # The token itself never appears in a form or a list: only its first characters.
+    exclude = ("token",)
+    readonly_fields = ("token_prefix", "created_at")
+
+    @admin.display(description="token")
+    def token_prefix(self, obj: Participant) -> str:
+        return short_token(obj.token)
+
+    def save_model(self, request, obj: Participant, form, change: bool) -> None:
+        if not obj.token:  # a participant added here gets a fresh unguessable token
+            obj.token = secrets.token_urlsafe(32)
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Familiarity)
+class FamiliarityAdmin(admin.ModelAdmin):
+    list_display = ("participant", "work", "seen", "declared_at")
+    list_filter = ("seen",)
+    search_fields = ("participant__label", "work__title")
+    list_select_related = ("participant", "work")
+    raw_id_fields = ("participant", "work")
+
+
+@admin.register(WorkSession)
+class WorkSessionAdmin(admin.ModelAdmin):
+    list_display = ("participant", "study_work", "seen", "history_confirmed_at", "finished_at")
+    list_filter = ("seen", "study_work__study")
+    search_fields = ("participant__label", "study_work__work__title")
+    list_select_related = ("participant", "study_work__work", "study_work__study")
+    raw_id_fields = ("participant", "study_work")
+
+
+@admin.register(HistoryView)
+class HistoryViewAdmin(admin.ModelAdmin):
+    list_display = ("session", "where", "opened_at")
+    list_filter = ("where",)
+    search_fields = ("session__participant__label",)
+    raw_id_fields = ("session", "scene_assignment")
+
+
+class GuessInline(admin.TabularInline):
+    model = Guess
+    extra = 0
+    fields = ("instance", "answer", "correct", "tags", "evidence")
+    raw_id_fields = ("instance",)
+
+
+@admin.register(SceneAssignment)
+class SceneAssignmentAdmin(admin.ModelAdmin):
+    list_display = ("participant", "study_scene", "status", "seen", "history_needed", "total_ms")
+    list_filter = ("status", "seen", "history_needed", "participant__study")
+    search_fields = ("participant__label", "study_scene__scene__source_id")
+    list_select_related = ("participant", "study_scene__study", "study_scene__scene__work")
+    raw_id_fields = ("participant", "session", "study_scene")
+    inlines = [GuessInline]
+
+
+@admin.register(Guess)
+class GuessAdmin(admin.ModelAdmin):
+    list_display = ("assignment", "instance", "answer", "correct", "updated_at")
+    list_filter = ("correct", "assignment__participant__study")
+    search_fields = ("answer", "evidence", "assignment__participant__label")
+    list_select_related = ("assignment__participant", "instance__scene__work")
+    raw_id_fields = ("assignment", "instance")

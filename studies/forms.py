@@ -1,0 +1,198 @@
+"""Forms for the researcher's study pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from benchmarks.models import Character, Work
+
+from .models import DEFAULT_TOM_TAGS, Study
+from .sampling import ALL, BY_GENRE, BY_SPEAKERS
+from .selectors import works_for_studies
+
+MAX_INVITES = 200
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class WorkChoiceField(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Work) -> str:
+        return f"{obj.title} ({obj.get_benchmark_display()}, {obj.n_test} test scenes)"
+
+
+class StudyCreateForm(forms.Form):
+    name = forms.CharField(label="Study name", max_length=200)
+    works = WorkChoiceField(
+        queryset=Work.objects.none(),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="All from one benchmark. A rater reads a whole work's history once.",
+    )
+    scenes = forms.ChoiceField(
+        label="Test scenes",
+        choices=[
+            (ALL, "all masked test scenes"),
+            (BY_GENRE, "a sample stratified by genre"),
+            (BY_SPEAKERS, "a sample stratified by number of masked speakers"),
+        ],
+        initial=ALL,
+    )
+    per_stratum = forms.IntegerField(
+        label="Scenes per stratum", min_value=1, required=False, help_text="for a sample"
+    )
+    seed = forms.IntegerField(
+        min_value=0, max_value=2**31 - 1, initial=0, help_text="sampling and name seed"
+    )
+    overlap = forms.IntegerField(label="Raters per scene", min_value=1, max_value=50, initial=2)
+    min_seen = forms.IntegerField(
+        label="At least … who have seen the work", min_value=0, max_value=50, initial=0
+    )
+    min_unseen = forms.IntegerField(
+        label="At least … who have not", min_value=0, max_value=50, initial=0
+    )
+    one_to_one = forms.BooleanField(
+        label="One-to-one: two masked speakers of a scene cannot be the same character",
+        required=False,
+    )
+    reveal = forms.ChoiceField(
+        label="Show the answers", choices=Study.Reveal.choices, initial=Study.Reveal.AT_END
+    )
+    perturb_names = forms.BooleanField(
+        label="Perturb names: show gender-matched common names (paper Appendix A)",
+        required=False,
+    )
+    tags = forms.CharField(
+        label="ToM-dimension tags",
+        widget=forms.Textarea(attrs={"rows": 11}),
+        initial="\n".join(DEFAULT_TOM_TAGS),
+        help_text="one per line (default: Table 3 of ToM-in-AMC)",
+    )
+    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False)
+    consent = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["works"].queryset = works_for_studies()
+
+    def clean_tags(self) -> list[str]:
+        tags = list(dict.fromkeys(_lines(self.cleaned_data["tags"])))
+        if not tags:
+            raise forms.ValidationError("give at least one tag")
+        if too_long := [t for t in tags if len(t) > 60]:
+            raise forms.ValidationError(f"tags are at most 60 characters: {too_long[0][:60]}…")
+        return tags
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        works = data.get("works") or []
+        if len({w.benchmark for w in works}) > 1:
+            self.add_error("works", "choose works of one benchmark")
+        if data.get("scenes") in (BY_GENRE, BY_SPEAKERS) and not data.get("per_stratum"):
+            self.add_error("per_stratum", "a sample needs a number of scenes per stratum")
+        overlap = data.get("overlap") or 0
+        if (data.get("min_seen") or 0) + (data.get("min_unseen") or 0) > overlap:
+            self.add_error("min_unseen", "the two minimums together exceed the raters per scene")
+        return data
+
+    def study_settings(self) -> dict[str, Any]:
+        """Study fields for ``study_create``."""
+        d = self.cleaned_data
+        keys = ("overlap", "min_seen", "min_unseen", "one_to_one", "reveal", "perturb_names")
+        return {
+            **{k: d[k] for k in keys},
+            "seed": d["seed"],
+            "tags": d["tags"],
+            "instructions": d["instructions"],
+            "consent": d["consent"],
+        }
+
+
+class StudyTextsForm(forms.Form):
+    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 8}), required=False)
+    consent = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False)
+
+
+class InviteForm(forms.Form):
+    count = forms.IntegerField(
+        label="Number of links", min_value=1, max_value=MAX_INVITES, required=False, initial=1
+    )
+    labels = forms.CharField(
+        label="Or one label per line",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="who each link is for (e.g. a pseudonym); blank: rater 1, rater 2, …",
+    )
+
+    def labels_for(self, existing: int) -> list[str]:
+        labels = _lines(self.cleaned_data.get("labels") or "")
+        if labels:
+            return [label[:200] for label in labels]
+        return [f"rater {existing + i + 1}" for i in range(self.cleaned_data["count"])]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        labels = _lines(data.get("labels") or "")
+        if not labels and not data.get("count"):
+            raise forms.ValidationError("give a number of links or their labels")
+        if len(labels) > MAX_INVITES:
+            raise forms.ValidationError(f"at most {MAX_INVITES} links at a time")
+        return data
+
+
+class AliasForm(forms.Form):
+    """One textarea per main character of a work: one alias per line."""
+
+    def __init__(self, *args: Any, characters: list[Character], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.characters = characters
+        for c in characters:
+            self.fields[f"aliases_{c.pk}"] = forms.CharField(
+                label=c.name,
+                required=False,
+                initial="\n".join(c.aliases),
+                widget=forms.Textarea(attrs={"rows": 3}),
+            )
+
+    def aliases(self) -> list[tuple[Character, list[str]]]:
+        return [(c, _lines(self.cleaned_data[f"aliases_{c.pk}"])) for c in self.characters]
+
+
+class GenderForm(forms.Form):
+    """The researcher's gender for each main character (used to match perturbed names).
+
+    "guess" leaves a character to gender-guesser; any other choice is stored as a
+    manual override.
+    """
+
+    GUESS = ""
+
+    def __init__(self, *args: Any, characters: list[Character], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.characters = characters
+        choices = [
+            (self.GUESS, "guess from the name"),
+            (Character.Gender.FEMALE, "female"),
+            (Character.Gender.MALE, "male"),
+            (Character.Gender.OTHER, "other (androgynous name)"),
+        ]
+        for c in characters:
+            manual = c.gender_source == Character.GenderSource.MANUAL
+            self.fields[f"gender_{c.pk}"] = forms.ChoiceField(
+                label=c.name,
+                choices=choices,
+                required=False,
+                initial=c.gender if manual else self.GUESS,
+            )
+
+    def overrides(self) -> list[tuple[Character, str]]:
+        """(character, gender) for each new or changed manual override."""
+        out = []
+        for c in self.characters:
+            chosen = self.cleaned_data.get(f"gender_{c.pk}") or self.GUESS
+            manual = c.gender_source == Character.GenderSource.MANUAL
+            if chosen != self.GUESS and (not manual or chosen != c.gender):
+                out.append((c, chosen))
+        return out

@@ -1,0 +1,572 @@
+"""The rater's pages: invite link -> consent -> "seen it?" -> history -> scenes -> report.
+
+The invite token in the URL is the rater's only credential: an unknown token is a
+plain 404 that says nothing about why. ``start`` is the one address a rater needs —
+it asks ``services.participant_next_step`` where they are and renders that step, so
+closing the tab and opening the link again resumes exactly there. Every other view is
+a POST that calls one service and redirects back to ``start`` (or, for the answer
+fields, returns a small "saved" partial to htmx).
+
+Gold answers are only read by ``services.scene_submit`` and by the result/report pages,
+which are served only after the scene is submitted and the study's reveal setting
+allows it. Nothing here selects ``gold_character`` for a scene that is still open.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from benchmarks.models import Scene, SpeakerInstance
+
+from . import services
+from .models import (
+    Guess,
+    Participant,
+    SceneAssignment,
+    Study,
+    StudyWork,
+    WorkSession,
+)
+from .services import StudyError
+
+SCENE_PAGE = "studies/rater_scene.html"
+SAVE_STATUS = "studies/rater_scene.html#save-status"
+HISTORY_PAGE = "studies/rater_history.html"
+HISTORY_PANEL = "studies/rater_history.html#history-scenes"
+MESSAGE_PAGE = "studies/rater_message.html"
+# Answer fields as the scene form names them: choice-<instance id>, tags-<id>, …
+ANSWER_FIELD = re.compile(r"^(choice|tags|evidence)-(\d+)$")
+MASK_CODE = re.compile(r"^P\d+$")
+
+
+# -- lookups ------------------------------------------------------------------------------
+
+
+def _participant(token: str) -> Participant:
+    """The token's participant, or a 404 that gives nothing away."""
+    try:
+        return Participant.objects.select_related("study").get(token=token)
+    except Participant.DoesNotExist:
+        raise Http404("no such page") from None
+
+
+def _own_assignment(participant: Participant, assignment_id: int) -> SceneAssignment | None:
+    """One of this participant's assignments; another rater's id is simply not found."""
+    return (
+        SceneAssignment.objects.select_related("session__study_work__work", "study_scene__scene")
+        .filter(pk=assignment_id, participant=participant)
+        .first()
+    )
+
+
+def _not_yours(request: HttpRequest, participant: Participant) -> HttpResponse:
+    """The same answer whether the scene belongs to another rater or does not exist."""
+    return _message(
+        request,
+        "Scene not found",
+        "There is no such scene in your assignments.",
+        status=404,
+        participant=participant,
+    )
+
+
+def _own_session(participant: Participant, session_id: int) -> WorkSession:
+    try:
+        return WorkSession.objects.select_related("study_work__work").get(
+            pk=session_id, participant=participant
+        )
+    except WorkSession.DoesNotExist:
+        raise Http404("no such work in your study") from None
+
+
+# -- display (real or perturbed names) ------------------------------------------------------
+
+
+def _name_map(study: Study, study_work: StudyWork) -> dict[str, str]:
+    return dict(study_work.name_map or {}) if study.perturb_names else {}
+
+
+def display_text(text: str, name_map: dict[str, str]) -> str:
+    """``text`` with the study's display names; unchanged when names are not perturbed.
+
+    The perturbation module is optional (a study without perturbed names needs none),
+    so it is imported lazily and its absence leaves the text as it is.
+    """
+    if not name_map or not text:
+        return text
+    try:
+        from studies.perturbation import display_text as perturbed
+    except ImportError:
+        return text
+    return perturbed(text, name_map)
+
+
+def display_name(name: str, name_map: dict[str, str]) -> str:
+    """A character's name as the rater sees it: mapped, and capitalised if stored lower-case."""
+    folded = name.casefold()
+    shown = next((v for k, v in name_map.items() if k.casefold() == folded), name)
+    return shown.title() if shown == shown.lower() else shown
+
+
+def _lines(scene: Scene, name_map: dict[str, str]) -> list[dict[str, Any]]:
+    """Scene lines for the template: masked speakers stay codes, others get display names."""
+    rows = []
+    for line in scene.lines or []:
+        title = line.get("title") or ""
+        if line.get("type") == "dialog":
+            masked = bool(MASK_CODE.match(title))
+            speaker = title if masked else display_name(display_text(title, name_map), {})
+            rows.append(
+                {
+                    "dialog": True,
+                    "speaker": speaker,
+                    "masked": masked,
+                    "text": display_text(line.get("text", ""), name_map),
+                }
+            )
+        else:
+            rows.append({"dialog": False, "text": display_text(line.get("text", ""), name_map)})
+    return rows
+
+
+def _history(study: Study, study_work: StudyWork) -> list[dict[str, Any]]:
+    """The work's training scenes, in order, with display names."""
+    name_map = _name_map(study, study_work)
+    scenes = Scene.objects.filter(work_id=study_work.work_id, part=Scene.Part.TRAINING).order_by(
+        "position"
+    )
+    return [
+        {
+            "number": number,
+            "heading": display_text(scene.heading, name_map),
+            "lines": _lines(scene, name_map),
+        }
+        for number, scene in enumerate(scenes, start=1)
+    ]
+
+
+def _work_noun(study_work: StudyWork) -> str:
+    kind = study_work.work.kind
+    return {"tv_show": "show", "movie": "movie", "book": "book"}.get(kind, "story")
+
+
+# -- the scene page -----------------------------------------------------------------------
+
+
+@dataclass
+class Speaker:
+    """One masked speaker as the form shows it; never carries the gold."""
+
+    instance_id: int
+    code: str
+    candidates: list[tuple[int, str]]  # (index, display name)
+    chosen: int | None = None
+    tags: list[str] = field(default_factory=list)
+    evidence: str = ""
+
+
+def _code_order(code: str) -> tuple[int, str]:
+    return (int(code[1:]) if code[1:].isdigit() else 10**6, code)
+
+
+def _speakers(assignment: SceneAssignment, name_map: dict[str, str]) -> list[Speaker]:
+    # only(): the gold_character column is not even read for an open scene.
+    instances = SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
+        "pk", "code", "candidates"
+    )
+    guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+    speakers = []
+    for instance in sorted(instances, key=lambda i: _code_order(i.code)):
+        guess = guesses.get(instance.pk)
+        chosen = None
+        if guess is not None and guess.answer in instance.candidates:
+            chosen = instance.candidates.index(guess.answer)
+        speakers.append(
+            Speaker(
+                instance_id=instance.pk,
+                code=instance.code,
+                candidates=[
+                    (index, display_name(name, name_map))
+                    for index, name in enumerate(instance.candidates)
+                ],
+                chosen=chosen,
+                tags=list(guess.tags) if guess else [],
+                evidence=guess.evidence if guess else "",
+            )
+        )
+    return speakers
+
+
+def _scene_context(
+    participant: Participant, assignment: SceneAssignment, error: str = ""
+) -> dict[str, Any]:
+    study = participant.study
+    session = assignment.session
+    study_work = session.study_work
+    name_map = _name_map(study, study_work)
+    scene = assignment.study_scene.scene
+    speakers = _speakers(assignment, name_map)
+    return {
+        "participant": participant,
+        "study": study,
+        "study_work": study_work,
+        "session": session,
+        "assignment": assignment,
+        "heading": display_text(scene.heading, name_map),
+        "lines": _lines(scene, name_map),
+        "speakers": speakers,
+        "candidate_names": speakers[0].candidates if speakers else [],
+        "number": assignment.position + 1,
+        "total": session.assignments.count(),
+        "error": error,
+    }
+
+
+def _render_scene(
+    request: HttpRequest,
+    participant: Participant,
+    assignment: SceneAssignment,
+    *,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    services.scene_shown(participant=participant, assignment=assignment)
+    context = _scene_context(participant, assignment, error)
+    return render(request, SCENE_PAGE, context, status=status)
+
+
+def _message(
+    request: HttpRequest,
+    title: str,
+    text: str,
+    *,
+    status: int = 200,
+    participant: Participant | None = None,
+) -> HttpResponse:
+    context = {"title": title, "text": text, "participant": participant}
+    return render(request, MESSAGE_PAGE, context, status=status)
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+def _results(participant: Participant, assignments: list[SceneAssignment]) -> list[dict]:
+    """Per-scene results of submitted scenes (with the gold): only for revealed pages."""
+    guesses = (
+        Guess.objects.filter(assignment__in=assignments)
+        .select_related("instance__gold_character")
+        .order_by("assignment_id")
+    )
+    by_assignment: dict[int, list[Guess]] = {}
+    for guess in guesses:
+        by_assignment.setdefault(guess.assignment_id, []).append(guess)
+    rows = []
+    for assignment in assignments:
+        name_map = _name_map(participant.study, assignment.session.study_work)
+        speakers = [
+            {
+                "code": g.instance.code,
+                "answer": display_name(g.answer, name_map),
+                "gold": display_name(g.instance.gold_character.name, name_map),
+                "correct": bool(g.correct),
+            }
+            for g in sorted(
+                by_assignment.get(assignment.pk, []), key=lambda g: _code_order(g.instance.code)
+            )
+        ]
+        rows.append(
+            {
+                "assignment": assignment,
+                "work": assignment.session.study_work.work,
+                "number": assignment.position + 1,
+                "speakers": speakers,
+                "all_correct": bool(speakers) and all(s["correct"] for s in speakers),
+                "history_needed": assignment.history_needed,
+            }
+        )
+    return rows
+
+
+def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse:
+    score = services.participant_score(participant=participant)
+    submitted = list(
+        SceneAssignment.objects.filter(
+            participant=participant, status=SceneAssignment.Status.SUBMITTED
+        )
+        .select_related("session__study_work__work")
+        .order_by("session__started_at", "position")
+    )
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "score": score,
+        # Reaching the end is what "at_end" waits for, so both settings show them here.
+        "results": _results(participant, submitted),
+    }
+    return render(request, "studies/rater_done.html", context)
+
+
+# -- views ----------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+def join(request: HttpRequest, study_id: int) -> HttpResponse:
+    """A logged-in rater's entry: their participation, then their own invite URL."""
+    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), pk=study_id)
+    participant = services.participant_for_user(study=study, user=request.user)
+    return redirect("rater:start", token=participant.token)
+
+
+@require_GET
+def start(request: HttpRequest, token: str) -> HttpResponse:
+    """Render whatever step the rater is at; the same URL always resumes there."""
+    participant = _participant(token)
+    study = participant.study
+    if participant.withdrawn_at is not None:
+        return _message(
+            request,
+            "You have been withdrawn",
+            "You have been withdrawn from this study. Your answers so far are kept; "
+            "thank you for your time.",
+            status=403,
+        )
+    if study.status == Study.Status.DRAFT:
+        return _message(request, "Not open yet", "This study has not started yet.")
+    if study.status == Study.Status.PAUSED:
+        return _message(
+            request,
+            "Study paused",
+            "This study is paused at the moment. Your answers so far are saved; "
+            "open this same link again later to continue where you left off.",
+        )
+    step = services.participant_next_step(participant=participant)
+    if study.status == Study.Status.CLOSED and step.kind != "done":
+        return _message(
+            request, "Study closed", "This study is closed. Thank you for your interest."
+        )
+    if step.kind == "consent":
+        return render(
+            request, "studies/rater_consent.html", {"participant": participant, "study": study}
+        )
+    if step.kind == "familiarity":
+        context = {
+            "participant": participant,
+            "study": study,
+            "study_work": step.study_work,
+            "noun": _work_noun(step.study_work),
+        }
+        return render(request, "studies/rater_familiarity.html", context)
+    if step.kind == "history":
+        services.history_view_log(session=step.session, where="reader")
+        return render(request, HISTORY_PAGE, _history_context(participant, step.session))
+    if step.kind == "scene":
+        return _render_scene(request, participant, step.assignment)
+    return _render_done(request, participant)
+
+
+def _history_context(participant: Participant, session: WorkSession) -> dict[str, Any]:
+    return {
+        "participant": participant,
+        "study": participant.study,
+        "session": session,
+        "study_work": session.study_work,
+        "noun": _work_noun(session.study_work),
+        "scenes": _history(participant.study, session.study_work),
+        "total": session.assignments.count(),
+    }
+
+
+def _after_post(request: HttpRequest, participant: Participant, call) -> HttpResponse:
+    """Run one service; back to ``start`` on success, the message page on StudyError."""
+    try:
+        call()
+    except StudyError as exc:
+        return _message(request, "That did not work", str(exc), status=400, participant=participant)
+    return redirect("rater:start", token=participant.token)
+
+
+@require_POST
+def consent(request: HttpRequest, token: str) -> HttpResponse:
+    participant = _participant(token)
+    return _after_post(
+        request, participant, lambda: services.participant_consent(participant=participant)
+    )
+
+
+@require_POST
+def familiarity(request: HttpRequest, token: str, study_work_id: int) -> HttpResponse:
+    participant = _participant(token)
+    study_work = get_object_or_404(
+        StudyWork.objects.select_related("work", "study"),
+        pk=study_work_id,
+        study_id=participant.study_id,
+    )
+    seen = request.POST.get("seen")
+    if seen not in ("yes", "no"):
+        return _message(
+            request,
+            "Please answer the question",
+            "Say whether you have seen it: yes or no.",
+            status=400,
+            participant=participant,
+        )
+    if participant.consented_at is None:
+        return redirect("rater:start", token=participant.token)
+    return _after_post(
+        request,
+        participant,
+        lambda: services.familiarity_declare(
+            participant=participant, study_work=study_work, seen=seen == "yes"
+        ),
+    )
+
+
+@require_GET
+def history(request: HttpRequest, token: str, session_id: int) -> HttpResponse:
+    """The history again while answering: the side panel (htmx) or a page of its own."""
+    participant = _participant(token)
+    session = _own_session(participant, session_id)
+    assignment = None
+    if raw := request.GET.get("assignment", ""):
+        assignment = SceneAssignment.objects.filter(
+            pk=int(raw) if raw.isdigit() else 0, participant=participant, session=session
+        ).first()
+    services.history_view_log(session=session, where="panel", assignment=assignment)
+    context = _history_context(participant, session)
+    context["panel"] = True
+    context["back"] = reverse("rater:start", kwargs={"token": participant.token})
+    template = HISTORY_PANEL if request.htmx else HISTORY_PAGE
+    return render(request, template, context)
+
+
+@require_POST
+def history_confirm(request: HttpRequest, token: str, session_id: int) -> HttpResponse:
+    participant = _participant(token)
+    session = _own_session(participant, session_id)
+    return _after_post(
+        request,
+        participant,
+        lambda: services.history_confirm(participant=participant, session=session),
+    )
+
+
+def _answers(post: QueryDict) -> tuple[dict[int, dict[str, Any]], bool | None]:
+    """The answer fields of a POST, per instance id, and the history flag if it was sent.
+
+    Tags are multi-valued checkboxes, so an empty selection only counts when the
+    form says the tag group was sent (``tags-<id>-sent``).
+    """
+    per_instance: dict[int, dict[str, Any]] = {}
+    for key in post:
+        match = ANSWER_FIELD.match(key)
+        if not match:
+            continue
+        kind, instance_id = match[1], int(match[2])
+        values = per_instance.setdefault(instance_id, {})
+        if kind == "choice":
+            raw = post.get(key, "")
+            values["choice"] = int(raw) if raw.lstrip("-").isdigit() else -1
+        elif kind == "evidence":
+            # Browsers post textarea line breaks as CRLF; store them as "\n".
+            values["evidence"] = post.get(key, "").replace("\r\n", "\n")
+        else:
+            values["tags"] = post.getlist(key)
+    for key in post:
+        if match := re.match(r"^tags-(\d+)-sent$", key):
+            per_instance.setdefault(int(match[1]), {}).setdefault("tags", [])
+    flag = None
+    if "history_needed-sent" in post:
+        flag = post.get("history_needed") in ("1", "on", "true")
+    return per_instance, flag
+
+
+def _save(participant: Participant, assignment_id: int, post: QueryDict) -> int:
+    """Store every answer field in ``post`` at once: all of them or, on error, none."""
+    per_instance, flag = _answers(post)
+    services.answers_record(
+        participant=participant,
+        assignment_id=assignment_id,
+        answers=per_instance,
+        history_needed=flag,
+    )
+    return len(per_instance) + (flag is not None)
+
+
+@require_POST
+def scene_save(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """One answer field, saved as it changes (htmx); answers with a small status partial.
+
+    Rejected input (another rater's scene, an instance not in it, a choice outside the
+    candidates, a submitted scene) stores nothing and answers 422 with the message;
+    ``static/js/study.js`` lets htmx show it. Without htmx the page is rendered again.
+    """
+    participant = _participant(token)
+    try:
+        saved = _save(participant, assignment_id, request.POST)
+    except StudyError as exc:
+        if request.htmx:
+            return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
+        return _message(request, "Not saved", str(exc), status=400, participant=participant)
+    if request.htmx:
+        return render(request, SAVE_STATUS, {"saved": saved})
+    return redirect("rater:start", token=participant.token)
+
+
+@require_POST
+def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """Save the whole form (the no-JS path; with JS it is already saved), then submit.
+
+    Idempotent: a second submit of a submitted scene changes nothing and moves on.
+    """
+    participant = _participant(token)
+    assignment = _own_assignment(participant, assignment_id)
+    if assignment is None:
+        return _not_yours(request, participant)
+    if assignment.status != SceneAssignment.Status.SUBMITTED:
+        try:
+            _save(participant, assignment.pk, request.POST)
+            assignment = services.scene_submit(participant=participant, assignment_id=assignment.pk)
+        except StudyError as exc:
+            if participant.study.status != Study.Status.LIVE or participant.withdrawn_at:
+                return _message(request, "Not saved", str(exc), status=400, participant=participant)
+            # Answers that were valid stay saved; the page shows what is still missing.
+            assignment = _own_assignment(participant, assignment.pk)
+            return _render_scene(request, participant, assignment, error=str(exc), status=400)
+    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
+        return redirect("rater:scene-result", token=participant.token, assignment_id=assignment.pk)
+    return redirect("rater:start", token=participant.token)
+
+
+def _reveal_allowed(participant: Participant) -> bool:
+    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
+        return True
+    return services.participant_next_step(participant=participant).kind == "done"
+
+
+@require_GET
+def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """One submitted scene's result: after submission, and only if the study reveals it."""
+    participant = _participant(token)
+    assignment = _own_assignment(participant, assignment_id)
+    if assignment is None:
+        return _not_yours(request, participant)
+    if assignment.status != SceneAssignment.Status.SUBMITTED or not _reveal_allowed(participant):
+        raise Http404("no result to show yet")
+    (result,) = _results(participant, [assignment])
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "result": result,
+        "total": assignment.session.assignments.count(),
+        "next_url": reverse("rater:start", kwargs={"token": participant.token}),
+    }
+    return render(request, "studies/rater_result.html", context)

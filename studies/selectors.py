@@ -1,0 +1,275 @@
+"""Reads for the researcher's study pages: lists, live progress, responses.
+
+Every selector returns rows with what its page shows already joined or counted, so
+a page costs a fixed number of queries however many raters or scenes a study has.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+
+from benchmarks.models import Benchmark, Character, Scene, Work
+
+from .models import Guess, Participant, SceneAssignment, Study, StudyScene, StudyWork
+from .sampling import SceneRow
+
+STUDY_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
+_ACTIVE = Q(assignments__participant__withdrawn_at__isnull=True)
+_SUBMITTED = Q(assignments__status=SceneAssignment.Status.SUBMITTED)
+
+
+def study_list() -> QuerySet[Study]:
+    return (
+        Study.objects.select_related("created_by")
+        .annotate(
+            n_works=Count("study_works", distinct=True),
+            n_scenes=Count("study_scenes", distinct=True),
+            n_participants=Count("participants", distinct=True),
+        )
+        .order_by("-created_at", "-pk")
+    )
+
+
+def works_for_studies() -> QuerySet[Work]:
+    """Works a study can use, with their number of masked test scenes."""
+    return (
+        Work.objects.filter(benchmark__in=STUDY_BENCHMARKS)
+        .annotate(
+            n_test=Count(
+                "scenes",
+                filter=Q(scenes__part=Scene.Part.TESTING, scenes__instances__isnull=False),
+                distinct=True,
+            )
+        )
+        .filter(n_test__gt=0)
+        .order_by("benchmark", "title")
+    )
+
+
+def scene_rows(works: list[Work]) -> list[SceneRow]:
+    """The masked test scenes of ``works`` as rows for :mod:`studies.sampling`."""
+    genres = {w.pk: tuple(w.genres or ()) for w in works}
+    keys = {w.pk: w.key for w in works}
+    rows = (
+        Scene.objects.filter(work__in=works, part=Scene.Part.TESTING, instances__isnull=False)
+        .values("pk", "work_id", "position")
+        .annotate(speakers=Count("instances", distinct=True))
+        .order_by("work_id", "position")
+    )
+    return [
+        SceneRow(
+            scene_id=r["pk"],
+            work_key=keys[r["work_id"]],
+            position=r["position"],
+            genres=genres[r["work_id"]],
+            speakers=r["speakers"],
+        )
+        for r in rows
+    ]
+
+
+def study_detail(study_id: int) -> Study:
+    return Study.objects.select_related("created_by").get(pk=study_id)
+
+
+def study_works(study: Study) -> list[StudyWork]:
+    """The study's works, each with its scene counts and main characters."""
+    return list(
+        StudyWork.objects.filter(study=study)
+        .select_related("work")
+        .annotate(
+            n_scenes=Count("scenes", distinct=True),
+            n_held=Count("scenes", filter=Q(scenes__held_back=True), distinct=True),
+        )
+        .prefetch_related(
+            Prefetch(
+                "work__characters",
+                queryset=Character.objects.filter(is_main=True).order_by("position", "name"),
+                to_attr="main_characters",
+            )
+        )
+        .order_by("position")
+    )
+
+
+def study_participants(study: Study) -> list[Participant]:
+    """Raters with their scenes assigned and submitted (withdrawn ones included)."""
+    return list(
+        Participant.objects.filter(study=study)
+        .select_related("user")
+        .annotate(
+            n_assigned=Count("scene_assignments", distinct=True),
+            n_submitted=Count(
+                "scene_assignments",
+                filter=Q(scene_assignments__status=SceneAssignment.Status.SUBMITTED),
+                distinct=True,
+            ),
+            n_works=Count("work_sessions", distinct=True),
+        )
+        .order_by("created_at", "pk")
+    )
+
+
+def study_scene_progress(study: Study) -> list[StudyScene]:
+    """Scenes with raters assigned/submitted and seen/unseen counts (withdrawn left out)."""
+    return list(
+        StudyScene.objects.filter(study=study)
+        .select_related("scene", "study_work__work")
+        .annotate(
+            n_assigned=Count("assignments", filter=_ACTIVE),
+            n_submitted=Count("assignments", filter=_ACTIVE & _SUBMITTED),
+            n_seen=Count("assignments", filter=_ACTIVE & Q(assignments__seen=True)),
+            n_unseen=Count("assignments", filter=_ACTIVE & Q(assignments__seen=False)),
+        )
+        .order_by("study_work__position", "position")
+    )
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    participants: int
+    active: int
+    withdrawn: int
+    finished: int
+    scenes: int
+    held_back: int
+    open_scenes: int
+    scenes_full: int  # scenes with as many active raters submitted as the overlap
+    submitted: int
+    needed: int  # submissions the study needs in all (scenes not held back x overlap)
+
+
+def progress_summary(
+    study: Study, participants: list[Participant], scenes: list[StudyScene]
+) -> ProgressSummary:
+    open_scenes = [s for s in scenes if not s.held_back]
+    return ProgressSummary(
+        participants=len(participants),
+        active=sum(p.withdrawn_at is None for p in participants),
+        withdrawn=sum(p.withdrawn_at is not None for p in participants),
+        finished=sum(p.finished_at is not None for p in participants),
+        scenes=len(scenes),
+        held_back=len(scenes) - len(open_scenes),
+        open_scenes=len(open_scenes),
+        scenes_full=sum(s.n_submitted >= study.overlap for s in open_scenes),
+        submitted=sum(min(s.n_submitted, study.overlap) for s in open_scenes),
+        needed=len(open_scenes) * study.overlap,
+    )
+
+
+def leaking_scenes(study: Study) -> list[StudyScene]:
+    """Scenes whose leak check found anything, in study order."""
+    return [
+        s
+        for s in StudyScene.objects.filter(study=study)
+        .select_related("scene", "study_work__work")
+        .order_by("study_work__position", "position")
+        if s.leaks
+    ]
+
+
+def leak_counts(study: Study) -> dict[str, int]:
+    from .leaks import is_blocking
+
+    counts: Counter[str] = Counter()
+    for leaks, held in StudyScene.objects.filter(study=study).values_list("leaks", "held_back"):
+        counts["scenes"] += 1
+        counts["held_back"] += held
+        if any(is_blocking(f) for f in leaks or []):
+            counts["flagged"] += 1
+        elif leaks:
+            counts["mentions"] += 1
+    return dict(counts)
+
+
+def study_responses(study: Study) -> QuerySet[SceneAssignment]:
+    """Every submitted scene of the study, with its rater, scene and guesses."""
+    return (
+        SceneAssignment.objects.filter(
+            participant__study=study, status=SceneAssignment.Status.SUBMITTED
+        )
+        .select_related("participant__user", "study_scene__scene", "study_scene__study_work__work")
+        .prefetch_related(
+            Prefetch(
+                "guesses",
+                queryset=Guess.objects.select_related("instance__gold_character").order_by(
+                    "instance__code"
+                ),
+            )
+        )
+        .order_by("participant__created_at", "participant_id", "session__started_at", "position")
+    )
+
+
+RESPONSE_COLUMNS = [
+    "participant_id",
+    "participant",
+    "withdrawn",
+    "work",
+    "scene",
+    "seen",
+    "code",
+    "answer",
+    "answer_shown",
+    "gold",
+    "correct",
+    "history_needed",
+    "tags",
+    "evidence",
+    "total_ms",
+    "active_ms",
+    "first_shown_at",
+    "submitted_at",
+    "item_set_hash",
+    "instructions_version",
+    "assignment_seed",
+    "app_version",
+    "names",
+]
+
+
+def response_rows(study: Study) -> list[dict[str, Any]]:
+    """One flat row per masked-speaker answer: the CSV export (and its tests)."""
+    name_maps = {
+        sw.pk: sw.name_map or {} for sw in StudyWork.objects.filter(study=study).only("name_map")
+    }
+    from .perturbation import display_name
+
+    rows = []
+    for a in study_responses(study):
+        p = a.participant
+        version = a.version or {}
+        name_map = name_maps.get(a.study_scene.study_work_id, {}) if study.perturb_names else {}
+        for g in a.guesses.all():
+            rows.append(
+                {
+                    "participant_id": p.pk,
+                    "participant": str(p),
+                    "withdrawn": p.withdrawn_at is not None,
+                    "work": a.study_scene.study_work.work.key,
+                    "scene": a.study_scene.scene.source_id,
+                    "seen": a.seen,
+                    "code": g.instance.code,
+                    "answer": g.answer,
+                    "answer_shown": display_name(g.answer, name_map),
+                    "gold": g.instance.gold_character.name,
+                    "correct": g.correct,
+                    "history_needed": a.history_needed,
+                    "tags": ";".join(g.tags or []),
+                    "evidence": g.evidence,
+                    "total_ms": a.total_ms,
+                    "active_ms": a.active_ms,
+                    "first_shown_at": a.first_shown_at.isoformat() if a.first_shown_at else "",
+                    "submitted_at": a.submitted_at.isoformat() if a.submitted_at else "",
+                    "item_set_hash": version.get("item_set_hash", ""),
+                    "instructions_version": version.get("instructions_version", ""),
+                    "assignment_seed": version.get("assignment_seed", ""),
+                    "app_version": version.get("app_version", ""),
+                    "names": version.get("names", ""),
+                }
+            )
+    return rows

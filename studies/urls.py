@@ -1,0 +1,33 @@
+"""Researcher pages for studies, mounted at /studies/."""
+
+from django.urls import path
+
+from . import researcher_views as views
+
+app_name = "studies"
+
+urlpatterns = [
+    path("", views.study_list, name="list"),
+    path("new/", views.study_new, name="new"),
+    path("<int:study_id>/", views.study_detail, name="detail"),
+    path("<int:study_id>/go-live/", views.study_go_live, name="go-live"),
+    path("<int:study_id>/pause/", views.study_pause, name="pause"),
+    path("<int:study_id>/resume/", views.study_resume, name="resume"),
+    path("<int:study_id>/close/", views.study_close, name="close"),
+    path("<int:study_id>/texts/", views.study_texts, name="texts"),
+    path("<int:study_id>/invite/", views.study_invite, name="invite"),
+    path(
+        "<int:study_id>/participants/<int:participant_id>/withdraw/",
+        views.participant_withdraw,
+        name="withdraw",
+    ),
+    path("<int:study_id>/leaks/", views.study_leaks, name="leaks"),
+    path("<int:study_id>/leaks/check/", views.study_leaks_check, name="leaks-check"),
+    path("<int:study_id>/leaks/hold-all/", views.leaks_hold_all, name="leaks-hold-all"),
+    path("<int:study_id>/scenes/<int:scene_id>/hold/", views.scene_hold_view, name="scene-hold"),
+    path("<int:study_id>/works/<int:study_work_id>/aliases/", views.aliases_save, name="aliases"),
+    path("<int:study_id>/works/<int:study_work_id>/genders/", views.genders_save, name="genders"),
+    path("<int:study_id>/names/", views.names_build, name="names"),
+    path("<int:study_id>/responses/", views.study_responses, name="responses"),
+    path("<int:study_id>/responses.csv", views.study_responses_csv, name="responses-csv"),
+]

@@ -1,0 +1,192 @@
+"""Server-side charts: valid SVG and PNG for every kind, from Report objects built here."""
+
+from __future__ import annotations
+
+import math
+import struct
+import threading
+import xml.etree.ElementTree as ET
+
+import matplotlib
+import pytest
+
+from reports import charts
+from reports.report_types import Chart, Report, Table
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data.startswith(PNG_MAGIC)
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    return width, height
+
+
+def svg_root(data: bytes) -> ET.Element:
+    assert data.startswith(b"<?xml") or data.startswith(b"<svg")
+    root = ET.fromstring(data)  # well-formed XML, or this raises
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return root
+
+
+@pytest.fixture
+def report() -> Report:
+    accuracy = Table(
+        key="accuracy",
+        title="Accuracy",
+        columns=["System", "Overall %", "CI low %", "CI high %", "Human %", "H low %", "H high %"],
+        rows=[
+            ["#1 vanilla", 61.5, 55.0, 68.2, 80.0, 75.0, 85.0],
+            ["#2 chain of thought with a long name", 48.25, 40.0, 56.5, 80.0, None, None],
+            ["#3 empty", None, None, None, None, None, None],
+        ],
+    )
+    correlation = Table(
+        key="correlation",
+        title="Correlation",
+        columns=["State", "belief", "emotion", "intention"],
+        rows=[
+            ["belief", 1.0, 0.42, -0.37],
+            ["emotion", 0.42, 1.0, None],
+            ["intention", -0.37, None, 1.0],
+        ],
+    )
+    states = Table(
+        key="states",
+        title="Accuracy by state",
+        columns=["State", "U %", "T %"],
+        rows=[["belief", 71.0, 44.5], ["emotion", 65.25, 38.0]],
+    )
+    span = Table(
+        key="time-span",
+        title="Time span",
+        columns=["Span", "Span start", "#1 vanilla %", "#2 cot %"],
+        rows=[["1-2", 1, 62.0, 58.0], ["2-3", 2, 41.0, 44.0], ["3-4", 3, 55.5, None]],
+    )
+    empty = Table(key="empty", title="Nothing", columns=["x", "y %"], rows=[])
+    return Report(
+        benchmark="dyntom",
+        title="DynToM report",
+        tables=[accuracy, correlation, states, span, empty],
+        charts=[
+            Chart(
+                key="accuracy",
+                title="Overall accuracy (95% CI)",
+                kind="bar",
+                table="accuracy",
+                x="System",
+                series=["Overall %", "Human %"],
+                error_low=["CI low %", "H low %"],
+                error_high=["CI high %", "H high %"],
+                y_label="accuracy (%)",
+            ),
+            Chart(
+                key="correlation",
+                title="Spearman correlations",
+                kind="heatmap",
+                table="correlation",
+            ),
+            Chart(key="states", title="Accuracy by state and type", kind="heatmap", table="states"),
+            Chart(
+                key="time-span",
+                title="Transformation accuracy by time span",
+                kind="line",
+                table="time-span",
+                x="Span start",
+                series=["#1 vanilla %", "#2 cot %"],
+            ),
+            Chart(
+                key="empty", title="No runs yet", kind="bar", table="empty", x="x", series=["y %"]
+            ),
+        ],
+    )
+
+
+def test_agg_backend_is_selected():
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+@pytest.mark.parametrize("key", ["accuracy", "correlation", "states", "time-span", "empty"])
+def test_every_chart_renders_as_svg_and_png(report, key):
+    chart = charts.chart_by_key(report, key)
+    svg = charts.render_chart(report, key, "svg")
+    svg_root(svg)
+    assert chart.title.encode() in svg
+    png = charts.render_chart(report, key, "png")
+    width, height = png_size(png)
+    assert width > 800 and height > 400  # 200 dpi, several inches each way
+
+
+def test_bar_chart_has_percent_axis_and_legend(report):
+    svg = charts.render_chart(report, "accuracy", "svg").decode()
+    # matplotlib writes each text as a comment before its glyphs.
+    for text in ("100%", "40%", "0%", "accuracy (%)", "Overall", "Human", "Error bars: 95%"):
+        assert f"<!-- {text}" in svg, text
+    assert "Overall %" not in svg  # the legend drops the unit the axis shows
+
+
+def test_interval_ends_become_error_distances():
+    below, above = charts.interval_errors(
+        [61.5, 48.0, 30.0, 10.0], [55.0, math.nan, 31.0, 4.0], [68.5, 50.0, 40.0, math.nan]
+    )
+    assert below[0] == pytest.approx(6.5) and above[0] == pytest.approx(7.0)
+    assert math.isnan(below[1]) and above[1] == pytest.approx(2.0)
+    assert below[2] == 0.0  # a low end above the value (rounding) is no bar, not a negative one
+    assert below[3] == pytest.approx(6.0) and math.isnan(above[3])
+
+
+def test_correlation_heatmap_annotates_cells_on_a_fixed_scale(report):
+    svg = charts.render_chart(report, "correlation", "svg").decode()
+    for text in ("0.42", "-0.37", "1.00", charts.MISSING, "Spearman", "belief", "intention"):
+        assert f"<!-- {text}" in svg, text
+    # The colour bar spans -1..1 whatever the data (ticks -1.00 and 1.00 are drawn).
+    assert "<!-- \u22121.00 -->" in svg and "<!-- 1.00 -->" in svg
+
+
+def test_percent_heatmap_uses_a_percent_scale(report):
+    svg = charts.render_chart(report, "states", "svg").decode()
+    assert "<!-- 71.0 -->" in svg and "<!-- 44.5 -->" in svg
+    assert "<!-- 100% -->" in svg  # colour bar in percent, to 100
+
+
+def test_line_chart_uses_integer_x_ticks(report):
+    svg = charts.render_chart(report, "time-span", "svg").decode()
+    assert "<!-- Span start -->" in svg
+    assert "<!-- 2 -->" in svg
+    assert "<!-- 2.5 -->" not in svg
+    assert "<!-- #1 vanilla -->" in svg
+
+
+def test_empty_table_says_so(report):
+    assert b"<!-- No data yet -->" in charts.render_chart(report, "empty", "svg")
+
+
+def test_unknown_chart_kind_and_format_are_errors(report):
+    with pytest.raises(KeyError):
+        charts.render_chart(report, "nosuch", "svg")
+    with pytest.raises(ValueError):
+        charts.render_chart(report, "accuracy", "gif")  # type: ignore[arg-type]
+    bad = Chart(key="bad", title="Bad", kind="pie", table="accuracy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        charts.render(bad, report.table("accuracy"), "svg")
+    missing = Chart(key="m", title="M", kind="bar", table="accuracy", x="System", series=["Nope %"])
+    with pytest.raises(KeyError):
+        charts.render(missing, report.table("accuracy"), "svg")
+
+
+def test_rendering_in_threads_gives_the_same_pictures(report):
+    # The object-oriented API shares no "current figure": threads cannot draw into
+    # each other's charts.
+    keys = ["accuracy", "correlation", "time-span", "states"] * 3
+    expected = {key: charts.render_chart(report, key, "png") for key in set(keys)}
+    results: dict[int, bytes] = {}
+
+    def draw(index: int, key: str) -> None:
+        results[index] = charts.render_chart(report, key, "png")
+
+    threads = [threading.Thread(target=draw, args=(i, k)) for i, k in enumerate(keys)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [results[i] for i in range(len(keys))] == [expected[k] for k in keys]
