@@ -309,7 +309,15 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
             }
             for i, fs in sorted(by_line.items())
         ]
-        scenes.append({"row": s, "lines": lines, "blocking": any(is_blocking(f) for f in s.leaks)})
+        scenes.append(
+            {
+                "row": s,
+                "lines": lines,
+                "blocking": any(is_blocking(f) for f in s.leaks),
+                # Names outside speech that this benchmark's task shows anyway (TVShowGuess).
+                "shown": any(f.get("where") != "speech" for f in s.leaks),
+            }
+        )
     works = selectors.study_works(study)
     alias_forms = [
         {

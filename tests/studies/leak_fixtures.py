@@ -47,8 +47,9 @@ SCENES: dict[str, tuple[str, list[dict[str, str]]]] = {
             {"type": "dialog", "title": "P1", "text": "Coffee."},
         ],
     ),
+    # Clean until the alias table knows Vincent's nickname (as "The Bings'" in Friends).
     "05 clean": (
-        "EXT. ROOFTOP - DAWN",
+        "EXT. VINNIE'S ROOFTOP - DAWN",
         [
             {"type": "dialog", "title": "P0", "text": "It's over."},
             {"type": "dialog", "title": "P1", "text": "For now."},

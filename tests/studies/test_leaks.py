@@ -1,0 +1,251 @@
+"""The leak check: names and unmasked cues in masked scenes, on built scenes and Friends.
+
+What holds a scene back depends on the benchmark: in ToM-in-AMC any name outside
+dialogue (or an unmasked cue); in TVShowGuess only an unmasked cue, since its task
+shows the transcript's background and stage directions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.models import Character, Scene, SpeakerInstance, Work
+from benchmarks.services import character_aliases_set
+from studies.leaks import (
+    HEADING_LINE,
+    flagged_scenes_hold,
+    highlight,
+    is_blocking,
+    leaks_check,
+    scan_scene,
+    scene_hold,
+)
+from studies.models import StudyScene
+from studies.services import StudyError, study_create, study_go_live, study_pause
+
+pytestmark = pytest.mark.django_db
+
+
+def _chars(*names, aliases=None):
+    aliases = aliases or {}
+    return [Character(name=n, aliases=aliases.get(n, [])) for n in names]
+
+
+def _where(findings):
+    return [(f["line"], f["kind"], f["where"], f["match"]) for f in findings]
+
+
+def test_scan_finds_names_in_heading_narration_directions_speech_and_cues():
+    lines = [
+        {"type": "scene", "title": "NULL", "text": "Carson walks in; MIRANDA looks up."},
+        {"type": "dialog", "title": "P0", "text": "(to Miranda) Hi. Where's Walther?"},
+        {"type": "dialog", "title": "Dave", "text": "Over here."},
+        {"type": "dialog", "title": "P1", "text": "Carsonville is far. Mirandas? no."},
+    ]
+    findings = scan_scene(
+        heading="INT. OFFICE - Dave at his desk",
+        lines=lines,
+        characters=_chars("carson", "miranda", "dave", "walther"),
+    )
+    assert _where(findings) == [
+        (HEADING_LINE, "name", "heading", "Dave"),
+        (0, "name", "narration", "Carson"),
+        (0, "name", "narration", "MIRANDA"),
+        (1, "name", "direction", "Miranda"),
+        (1, "name", "speech", "Walther"),
+        (2, "cue", "cue", "Dave"),
+    ]  # nothing in line 3: whole words only
+    first = findings[1]
+    assert first["text"][first["start"] : first["end"]] == "Carson"
+    assert first["character"] == "carson"
+
+
+def test_aliases_and_parts_of_multi_word_names_are_aliases():
+    lines = [
+        {"type": "dialog", "title": "P0", "text": "Bond. James Bond."},
+        {"type": "scene", "title": "NULL", "text": "M glares at 007 and Moneypenny."},
+        {"type": "dialog", "title": "P1", "text": "(Rach waves) Rachel?"},
+    ]
+    chars = _chars(
+        "James Bond",
+        "Miss Moneypenny",
+        "rachel",
+        aliases={"James Bond": ["007"], "rachel": ["Rach"]},
+    )
+    findings = scan_scene(heading="", lines=lines, characters=chars)
+    assert _where(findings) == [
+        (0, "alias", "speech", "Bond"),
+        (0, "name", "speech", "James Bond"),
+        (1, "alias", "narration", "007"),
+        (1, "alias", "narration", "Moneypenny"),  # last word; the title "Miss" is skipped
+        (2, "alias", "direction", "Rach"),
+        (2, "name", "speech", "Rachel"),
+    ]
+    assert {f["character"] for f in findings if f["match"] in ("Bond", "007")} == {"James Bond"}
+
+
+def test_highlight_cuts_text_around_matches():
+    text = "Ross hugs Rachel."
+    findings = [
+        {"start": 10, "end": 16, "where": "speech"},
+        {"start": 0, "end": 4, "where": "narration"},
+        {"start": None, "end": None, "where": "cue"},
+    ]
+    assert highlight(text, findings) == [
+        ("Ross", "narration"),
+        (" hugs ", ""),
+        ("Rachel", "speech"),
+        (".", ""),
+    ]
+
+
+def _work_with_scenes():
+    """A made-up movie: one clean scene, one whose action line names a speaker."""
+    work = Work.objects.create(benchmark="tom-in-amc", key="heist", title="Heist", kind="movie")
+    chars = {
+        n: Character.objects.create(work=work, name=n, is_main=True, position=i)
+        for i, n in enumerate(["vincent", "lola", "marcus"])
+    }
+    scenes = {}
+    for i, (key, lines) in enumerate(
+        [
+            ("clean", [{"type": "dialog", "title": "P0", "text": "We go at dawn."}]),
+            (
+                "leaky",
+                [
+                    {
+                        "type": "scene",
+                        "title": "NULL",
+                        "text": "Lola counts the money while Vinnie watches.",
+                    },
+                    {"type": "dialog", "title": "P0", "text": "Not enough, Vinnie."},
+                ],
+            ),
+        ]
+    ):
+        scene = Scene.objects.create(
+            work=work, source_id=key, position=i, part="testing", lines=lines
+        )
+        SpeakerInstance.objects.create(
+            scene=scene,
+            code="P0",
+            gold_character=chars["lola"],
+            candidates=["vincent", "lola", "marcus"],
+        )
+        scenes[key] = scene
+    return work, chars, scenes
+
+
+def test_check_holds_back_leaks_keeps_a_release_and_rechecks_after_alias_edits(researcher):
+    work, chars, scenes = _work_with_scenes()
+    study = study_create(name="s", benchmark="tom-in-amc", works=[work], created_by=researcher)
+    report = leaks_check(study=study)
+    assert (report.scenes, report.flagged, report.held_back) == (2, 1, 1)
+    leaky = StudyScene.objects.get(study=study, scene=scenes["leaky"])
+    clean = StudyScene.objects.get(study=study, scene=scenes["clean"])
+    assert leaky.held_back and not clean.held_back and clean.leaks == []
+    assert leaky.leaks[0] | {"text": ""} == {
+        "line": 0,
+        "kind": "name",
+        "match": "Lola",
+        "character": "lola",
+        "where": "narration",
+        "start": 0,
+        "end": 4,
+        "text": "",
+        "blocking": True,  # ToM-in-AMC masks narration
+    }
+
+    scene_hold(study_scene=leaky, held_back=False)  # the researcher's explicit release
+    assert leaks_check(study=study).held_back == 0  # same findings: the release stands
+
+    # A nickname added to the alias table is a new finding, held back again...
+    character_aliases_set(character=chars["vincent"], aliases=["Vinnie", " ", "vinnie"])
+    assert Character.objects.get(pk=chars["vincent"].pk).aliases == ["Vinnie"]
+    report = leaks_check(study=study)
+    leaky.refresh_from_db()
+    assert leaky.held_back and report.held_back == 1
+    assert [(f["match"], f["where"], f["blocking"]) for f in leaky.leaks] == [
+        ("Lola", "narration", True),
+        ("Vinnie", "narration", True),
+        ("Vinnie", "speech", False),  # spoken: part of the task
+    ]
+
+    # ...and a scene whose leaks are fixed at the source is released by the next check.
+    scenes["leaky"].lines[0]["text"] = "P0 counts the money while P1 watches."
+    scenes["leaky"].save()
+    leaks_check(study=study)
+    leaky.refresh_from_db()
+    assert not leaky.held_back and [f["match"] for f in leaky.leaks] == ["Vinnie"]
+
+
+def test_a_live_study_cannot_change_held_back_scenes(researcher):
+    work, _, scenes = _work_with_scenes()
+    study = study_create(name="s", benchmark="tom-in-amc", works=[work], created_by=researcher)
+    leaks_check(study=study)
+    study_go_live(study=study)
+    leaky = StudyScene.objects.get(study=study, scene=scenes["leaky"])
+    with pytest.raises(StudyError, match="cannot change"):
+        scene_hold(study_scene=leaky, held_back=False)
+    with pytest.raises(StudyError):
+        leaks_check(study=study)
+    study_pause(study=study)
+    scene_hold(study_scene=leaky, held_back=False)
+    assert not StudyScene.objects.get(pk=leaky.pk).held_back
+
+
+def test_stored_blocking_flag_wins_and_old_findings_fall_back_to_their_place():
+    assert is_blocking({"where": "heading", "blocking": True})
+    assert not is_blocking({"where": "heading", "blocking": False})  # as TVShowGuess stores it
+    # Findings stored before the flag existed: narration and cues block, speech does not.
+    assert is_blocking({"where": "direction"}) and is_blocking({"where": "cue"})
+    assert not is_blocking({"where": "speech"})
+
+
+def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(friends, researcher):
+    """The imported Friends scenes keep names in headings and stage directions; TVShowGuess
+    shows that background to its raters, so those names are flagged, not held back."""
+    study = study_create(name="f", benchmark="tvshowguess", works=[friends], created_by=researcher)
+    report = leaks_check(study=study)
+    assert (report.scenes, report.flagged, report.held_back) == (53, 0, 0)
+    assert report.mentions == 52
+    rows = list(study.study_scenes.select_related("scene"))
+    # Every scene but one names a candidate in its heading or a stage direction...
+    outside = {s.scene.source_id for s in rows if any(f["where"] != "speech" for f in s.leaks)}
+    assert len(outside) == 52 and "09x05 2557" not in outside
+    clean = next(s for s in rows if s.scene.source_id == "09x05 2557")
+    assert clean.leaks == []
+    # ...and each finding is stored as seen but not blocking, so nothing is held back.
+    assert {f["blocking"] for s in rows for f in s.leaks} == {False}
+    assert not any(s.held_back for s in rows)
+    assert flagged_scenes_hold(study=study, held_back=True) == 0  # "hold all flagged": none
+    first = next(s for s in rows if s.scene.source_id == "09x01 2500")
+    heading = [f for f in first.leaks if f["line"] == HEADING_LINE]
+    assert [(f["match"], f["where"]) for f in heading][:3] == [
+        ("Rachel", "heading"),
+        ("Joey", "heading"),
+        ("Ross", "heading"),
+    ]
+    # No Friends line has an unmasked speaker: the importer masked every main speaker.
+    assert not any(f["kind"] == "cue" for s in rows for f in s.leaks)
+
+    # An unmasked speaker cue still gives the answer away: that scene is held back.
+    scene = first.scene
+    gold = scene.instances.get(code="P0").gold_character.name
+    assert scene.lines[0] == {"type": "dialog", "title": "P0", "text": "Joey."}
+    scene.lines[0]["title"] = gold.title()
+    scene.save(update_fields=["lines"])
+    report = leaks_check(study=study)
+    assert (report.flagged, report.held_back, report.mentions) == (1, 1, 51)
+    first.refresh_from_db()
+    assert first.held_back
+    blocking = [(f["line"], f["kind"], f["match"]) for f in first.leaks if f["blocking"]]
+    assert blocking == [(0, "cue", gold.title())]
+    assert len(first.leaks) > 1  # the background names are still listed beside it
+    assert flagged_scenes_hold(study=study, held_back=False) == 1
+
+    # Masked again, the cue is gone and the next check releases the scene if held.
+    scene_hold(study_scene=first, held_back=True)
+    scene.lines[0]["title"] = "P0"
+    scene.save(update_fields=["lines"])
+    assert leaks_check(study=study).held_back == 0
