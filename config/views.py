@@ -15,6 +15,12 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {"roles": roles}
     if RESEARCHER in roles:
         context["counts"] = item_bank_counts()
+    if RATER in roles:
+        from studies.models import Study
+
+        context["open_studies"] = Study.objects.filter(
+            status=Study.Status.LIVE, imported=False
+        ).order_by("name")
     return render(request, "home.html", context)
 
 

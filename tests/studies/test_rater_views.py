@@ -565,3 +565,10 @@ def test_history_reader_uses_the_perturbed_names(client, live_study, friends):
     assert "Hi Brian! Coffee?" in html and "Karen, we need to talk." in html
     assert '<span class="cue">Karen:</span>' in html
     assert "Rachel" not in html and "Ross" not in html
+
+
+def test_home_lists_live_studies_for_raters_to_join(client, rater, live_study):
+    client.force_login(rater)
+    page = client.get("/").content.decode()
+    assert f'href="/s/join/{live_study.pk}/"' in page
+    assert "Take part: Friends guessing" in page

@@ -41,6 +41,8 @@ DEMO_SOURCES = (
     DemoSource("dyntom", DEMO_DIR / "dyntom", Split.TEST),
 )
 
+DEMO_STUDY = "Demo: who is speaking?"
+
 # scripts/run_embedded.py prints these logins; change both together.
 DEMO_USERS = (
     ("researcher", "tomlab-researcher", RESEARCHER),
@@ -64,6 +66,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             reports = [self._import(source) for source in DEMO_SOURCES]
             user_lines = self._ensure_users(reset=options["reset_passwords"])
+            study_lines = self._ensure_study()
         created = sum(sum(r.created.values()) for r in reports)
         unchanged = sum(sum(r.unchanged.values()) for r in reports)
         updated = sum(sum(r.updated.values()) for r in reports)
@@ -71,6 +74,41 @@ class Command(BaseCommand):
         self.stdout.write("Demo logins:")
         for line in user_lines:
             self.stdout.write(f"  {line}")
+        for line in study_lines:
+            self.stdout.write(line)
+
+    def _ensure_study(self) -> list[str]:
+        """A live demo study over the demo movie, with one invite link (created once)."""
+        from django.urls import reverse
+
+        from benchmarks.models import Work
+        from studies.models import Participant, Study
+        from studies.services import participants_invite, study_create, study_go_live
+
+        study = Study.objects.filter(name=DEMO_STUDY).first()
+        if study is None:
+            works = list(Work.objects.filter(benchmark="tom-in-amc").order_by("key")[:1])
+            if not works:
+                return []
+            study = study_create(
+                name=DEMO_STUDY,
+                benchmark="tom-in-amc",
+                works=works,
+                overlap=3,
+                reveal=Study.Reveal.AFTER_SCENE,
+                instructions=(
+                    "Read the first scenes of the film, then guess who each masked "
+                    "speaker (P0, P1, ...) is."
+                ),
+            )
+            study = study_go_live(study=study)
+            participants_invite(study=study, labels=["demo invite"])
+        participant = Participant.objects.filter(study=study).order_by("pk").first()
+        lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
+        if participant is not None:
+            lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
+        lines.append(f"  logged-in raters: {reverse('rater:join', args=[study.pk])}")
+        return lines
 
     def _import(self, source: DemoSource) -> ImportReport:
         try:
