@@ -69,7 +69,12 @@ def serve(port: int) -> None:
 
     django.setup()
     from django.core.handlers.wsgi import WSGIHandler
-    from django.core.servers.basehttp import WSGIRequestHandler, run
+    from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer, run
+
+    class SharedPortServer(WSGIServer):
+        # SO_REUSEPORT: several server processes bind the port and the kernel spreads
+        # new connections over them (--processes), as a pre-forking server would.
+        allow_reuse_port = True
 
     app = WSGIHandler()
 
@@ -85,7 +90,7 @@ def serve(port: int) -> None:
         return app(environ, start)
 
     WSGIRequestHandler.log_message = lambda *a, **k: None  # no line per request
-    run("127.0.0.1", port, timed, threading=True)
+    run("127.0.0.1", port, timed, threading=True, server_cls=SharedPortServer)
 
 
 def free_port() -> int:
@@ -94,9 +99,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_servers(port: int, log: Path, processes: int, into: list[subprocess.Popen]) -> None:
+    """Start ``processes`` server processes sharing ``port`` (appended to ``into`` as they
+    start, so the caller stops them even if a later one fails), each answering /healthz
+    before the next starts."""
+    for _ in range(processes):
+        into.append(start_server(port, log))
+
+
 def start_server(port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(port)],
             cwd=ROOT,
@@ -437,6 +450,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=2, help="extra copies of Friends (2)")
     parser.add_argument("--think", type=float, nargs=2, default=(0.05, 0.4), metavar=("MIN", "MAX"))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--processes", type=int, default=1, help="server processes sharing the port (1)"
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -460,7 +476,7 @@ def main() -> None:
     from studies.services import participants_invite, study_create, study_go_live
 
     workdir = Path(tempfile.mkdtemp(prefix="study-load-"))
-    server = None
+    servers: list[subprocess.Popen] = []
     try:
         call_command("migrate", verbosity=0)
         Study.objects.filter(name__startswith=STUDY_PREFIX).delete()
@@ -487,9 +503,10 @@ def main() -> None:
         connection.close()
 
         port = free_port()
-        server = start_server(port, workdir / "server.log")
+        start_servers(port, workdir / "server.log", args.processes, servers)
         print(
-            f"server: Django ThreadedWSGIServer (runserver's) on :{port}, pid {server.pid}; "
+            f"server: {args.processes} process(es) of Django's ThreadedWSGIServer "
+            f"(runserver's) on :{port}; "
             f"{args.raters} raters for {args.seconds:.0f} s, think {args.think[0]}-"
             f"{args.think[1]} s"
         )
@@ -517,8 +534,9 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         hung = sum(t.is_alive() for t in threads)
     finally:
-        if server is not None:
+        for server in servers:
             server.terminate()
+        for server in servers:
             server.wait(timeout=30)
         log = workdir / "server.log"
         server_log = log.read_text() if log.exists() else ""
