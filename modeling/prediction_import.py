@@ -10,7 +10,8 @@ here against the gold in the item bank, with the same letter reading as our own
 DynToM pipeline, so an imported run and one of ours are scored alike. Imported
 predictions land in the same store as ours: one :class:`Run` (``imported=True``,
 succeeded) per benchmark, method and model, named by the caller, CharToM-QA split by
-task as the reports expect (``"<name> (generative)"``, ``"<name> (multichoice)"``).
+task as the reports expect (``"<name> (generative)"``, ``"<name> (multichoice)"``),
+and by context length where lines give one (``"<name> (generative, c=1k)"``).
 
 The whole file is read and checked before anything is written, inside one
 transaction: a bad line imports nothing and the error names the file, the line and
@@ -82,7 +83,11 @@ REF_FIELDS = {
     Benchmark.TVSHOWGUESS: ("work", "scene", "code"),
     Benchmark.CHARTOM_QA: ("item", "book", "character", "question"),
 }
-CHARTOM_FIELDS = {"task", "choices", "bonus_points_included", "defects"}
+CHARTOM_FIELDS = {"task", "choices", "bonus_points_included", "defects", "context"}
+# CharToM-QA's plot windows (tokens shown to the model), as the file may spell them,
+# and as run names spell them.
+CHARTOM_CONTEXTS = {0: 0, 1000: 1000, 2000: 2000, "0": 0, "1k": 1000, "2k": 2000}
+CONTEXT_LABELS = {0: "0", 1000: "1k", 2000: "2k"}
 # Keys of a paper example's published_results, after the "<model>_" prefix.
 PUBLISHED_SUFFIXES = (
     "multichoice_pick",
@@ -110,6 +115,8 @@ class _Line:
     values: dict[str, Any]
     # Field names in error messages: a paper example's values sit in published_results.
     fields: dict[str, str] = field(default_factory=dict)
+    # CharToM-QA's context length in tokens (0, 1000, 2000); None when not given.
+    context: int | None = None
 
     def field_name(self, name: str) -> str:
         return self.fields.get(name, name)
@@ -149,9 +156,11 @@ class PredictionImportResult:
     skipped: int = 0  # predictions of other benchmarks or models (--benchmark/--model)
 
 
-def imported_run_name(name: str, benchmark: str, method: str) -> str:
-    """The name of the run holding one benchmark/method's predictions of an import."""
+def imported_run_name(name: str, benchmark: str, method: str, context: int | None = None) -> str:
+    """The name of the run holding one benchmark/method(/context)'s predictions of an import."""
     if benchmark == Benchmark.CHARTOM_QA:
+        if context is not None:
+            return f"{name} ({method}, c={CONTEXT_LABELS[context]})"
         return f"{name} ({method})"
     return name
 
@@ -187,6 +196,14 @@ def predictions_import(
             "no predictions to import" + (f" ({reader.skipped} skipped)" if reader.skipped else ""),
             path=path,
         )
+    if any(line.context is not None for line in lines):
+        longest = imported_run_name(name, Benchmark.CHARTOM_QA, MULTICHOICE, 2000)
+        if len(longest) > NAME_MAX:
+            limit = NAME_MAX - (len(longest) - len(name))
+            raise ValueError(
+                f"the run name is too long for a file with context lengths (at most {limit} "
+                "characters)"
+            )
     _check_one_model_and_method(path, lines)
     scored = _score(path, lines, report)
     _check_duplicates(path, scored)
@@ -258,9 +275,11 @@ class _Reader:
             return
         values = self._common(number, data)
         known = COMMON_FIELDS | set(REF_FIELDS[benchmark])
+        context = None
         if benchmark == Benchmark.CHARTOM_QA:
             known |= CHARTOM_FIELDS
             method, ref = self._chartom(number, data, values)
+            context = self._context(number, data)
         else:
             method = self._string(number, data, "method", DEFAULT_METHOD, max_length=METHOD_MAX)
             ref = tuple(self._string(number, data, f) for f in REF_FIELDS[benchmark])
@@ -276,6 +295,7 @@ class _Reader:
             sample_index=self._sample_index(number, data),
             ref=ref,
             values=values,
+            context=context,
         )
 
     # Field readers: each checks one field's type and fails with its name.
@@ -317,6 +337,18 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SAMPLE_MAX:
             self.fail(number, f"expected an integer from 0 to {SAMPLE_MAX}", "sample_index")
         return value
+
+    def _context(self, number: int, data: dict[str, Any]) -> int | None:
+        """CharToM-QA's plot window: 0, 1000 or 2000 tokens ("0", "1k", "2k"), or None."""
+        value = data.get("context")
+        if value is None:
+            return None
+        # bool is an int in Python (true == 1); lists and objects cannot be looked up.
+        readable = isinstance(value, (int, str)) and not isinstance(value, bool)
+        context = CHARTOM_CONTEXTS.get(value) if readable else None
+        if context is None:
+            self.fail(number, f"{value!r} is not one of 0, 1000, 2000, '0', '1k', '2k'", "context")
+        return context
 
     def _common(self, number: int, data: dict[str, Any]) -> dict[str, Any]:
         """The optional fields every benchmark shares, checked and defaulted."""
@@ -834,6 +866,8 @@ class _CharToMScorer(_Scorer):
                 "bonus_points_included": included,
                 "defects": values["defects"],
             }
+            if line.context is not None:
+                details["context"] = line.context
             return _Scored(line, item["id"], "", Prediction.ParseStatus.OK, None, details)
         choices = values["choices"]
         expected = sorted(c.strip() for c in [item["answer"], *item["misleading_choices"]])
@@ -841,6 +875,8 @@ class _CharToMScorer(_Scorer):
             self.fail(line, "not the item's answer and its three misleading choices", "choices")
         gold = option_letter([c.strip() for c in choices].index(item["answer"].strip()))
         details = {"task": MULTICHOICE, "choices": choices, "gold_letter": gold}
+        if line.context is not None:
+            details["context"] = line.context
         answer = values["answer"]
         if answer is None:
             return self.missing(line, item["id"], details)
@@ -870,7 +906,14 @@ _SCORERS: dict[str, Callable[[Path], _Scorer]] = {
 def _check_duplicates(path: Path, scored: list[_Scored]) -> None:
     seen: dict[tuple, int] = {}
     for s in scored:
-        key = (s.line.benchmark, s.line.method, s.line.model, s.item_id, s.line.sample_index)
+        key = (
+            s.line.benchmark,
+            s.line.method,
+            s.line.model,
+            s.line.context,
+            s.item_id,
+            s.line.sample_index,
+        )
         if key in seen:
             raise ImportDataError(
                 f"same item and sample_index as line {seen[key]}",
@@ -912,14 +955,19 @@ def _comparable(value: Any) -> Any:
 
 
 def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -> list[RunSummary]:
-    """Upsert the runs by (name, benchmark, method, model), then their predictions."""
+    """Upsert the runs by (name, benchmark, method, model), then their predictions.
+
+    CharToM-QA lines with a context length go to one run per task and context: the
+    same item under two plot windows is two predictions, and predictions are unique
+    per run, item and sample.
+    """
     now = timezone.now()
-    groups: dict[tuple[str, str, str], list[_Scored]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int | None], list[_Scored]] = defaultdict(list)
     for s in scored:
-        groups[(s.line.benchmark, s.line.method, s.line.model)].append(s)
+        groups[(s.line.benchmark, s.line.method, s.line.model, s.line.context)].append(s)
     summaries = []
-    for (benchmark, method, model), group in groups.items():
-        run_name = imported_run_name(name, benchmark, method)
+    for (benchmark, method, model, context), group in groups.items():
+        run_name = imported_run_name(name, benchmark, method, context)
         run = (
             Run.objects.filter(
                 imported=True, name=run_name, benchmark=benchmark, method=method, model=model
@@ -937,6 +985,7 @@ def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -
                 imported=True,
                 status=Run.Status.SUCCEEDED,
                 selection={"source": path.name},
+                params={} if context is None else {"context": context},
                 started_at=now,
                 finished_at=now,
             )

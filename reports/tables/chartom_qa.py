@@ -3,10 +3,13 @@
 - ``generative``: per ToM dimension, each generative run's Bonus Point Coverage (with a
   95% CI resampling responses) and Penalty Rate;
 - ``multichoice``: per dimension, each multiple-choice run's accuracy with 95% CI;
-- ``directness``: the same split into direct and indirect questions (Table 3).
+- ``directness``: the same split into direct and indirect questions (Table 3);
+- ``by-context``: BPC / PR and accuracy by dimension and context length (the plot
+  window shown to the model, 0, 1000 or 2000 tokens; Table 1's columns).
 
 A run is generative or multiple choice by its predictions' ``details["task"]`` (the
-import convention), falling back to ``Run.method``. First sample only.
+import convention), falling back to ``Run.method``; its context length by
+``details["context"]``, falling back to ``Run.params["context"]``. First sample only.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ GENERATIVE = "generative"
 MULTICHOICE = "multichoice"
 ALL = "All"
 UNLABELLED = "(unlabelled)"
+UNKNOWN_CONTEXT = "(unknown)"
+CONTEXTS = ["0", "1000", "2000"]
 DIMENSIONS = [d.value for d in ToMDimension]
 
 
@@ -68,6 +73,10 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         )
     if runs:
         report.tables.append(_directness_table(generative, multichoice, first, seed=seed))
+        run_contexts = {r["id"]: (r["params"] or {}).get("context") for r in runs}
+        report.tables.append(
+            _context_table(generative, multichoice, first, run_contexts, seed=seed)
+        )
 
 
 def _dimension_order(group: str) -> tuple[int, str]:
@@ -84,10 +93,10 @@ def _directness_order(group: str) -> tuple[int, str]:
 def _grouped(
     runs: Sequence[dict[str, Any]],
     first: dict[int, list[dict[str, Any]]],
-    groups_of: Callable[[dict[str, Any]], list[str]],
-) -> tuple[list[str], dict[int, dict[str, list[dict[str, Any]]]]]:
-    per_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    groups: set[str] = set()
+    groups_of: Callable[[dict[str, Any]], list[Any]],
+) -> tuple[list[Any], dict[int, dict[Any, list[dict[str, Any]]]]]:
+    per_run: dict[int, dict[Any, list[dict[str, Any]]]] = {}
+    groups: set[Any] = set()
     for run in runs:
         per_run[run["id"]] = defaultdict(list)
         for p in first[run["id"]]:
@@ -211,6 +220,49 @@ def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
         note=(
             "Direct: the answer or a synonym appears in the plot window; indirect: it "
             "needs the wider story. Questions without the label are counted apart."
+        ),
+    )
+
+
+def _context_order(group: tuple[str, str]) -> tuple[int, tuple[int, str]]:
+    context, dimension = group
+    known = CONTEXTS.index(context) if context in CONTEXTS else len(CONTEXTS)
+    return (known, _dimension_order(dimension))
+
+
+def _context_table(generative, multichoice, first, run_contexts, *, seed: int) -> Table:
+    def groups_of(p: dict[str, Any]) -> list[tuple[str, str]]:
+        context = (p["details"] or {}).get("context", run_contexts[p["run_id"]])
+        label = UNKNOWN_CONTEXT if context is None else str(context)
+        return [(label, p["dimension"]), (label, ALL)]
+
+    runs = [*generative, *multichoice]
+    groups, per_run = _grouped(runs, first, groups_of)
+    groups.sort(key=_context_order)
+    rows: list[list[Cell]] = []
+    for group in groups:
+        row: list[Cell] = list(group)
+        for run in generative:
+            n, bpc, _, _, pr = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
+            row += [n, bpc, pr]
+        for run in multichoice:
+            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+        rows.append(row)
+    columns = ["Context", "Dimension"]
+    for run in generative:
+        label = run_label(run)
+        columns += [f"{label} n", f"{label} BPC %", f"{label} PR %"]
+    for run in multichoice:
+        columns += [f"{run_label(run)} n", f"{run_label(run)} accuracy %"]
+    return Table(
+        key="by-context",
+        title="BPC / PR and accuracy by dimension × context length",  # noqa: RUF001
+        columns=columns,
+        rows=rows,
+        note=(
+            "Context: the plot window shown to the model, in tokens; runs and predictions "
+            f"that do not say are under {UNKNOWN_CONTEXT}. A run's cells are empty "
+            "(n 0) in the contexts it did not run."
         ),
     )
 
