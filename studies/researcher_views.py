@@ -398,13 +398,20 @@ def leaks_hold_all(request: HttpRequest, study_id: int) -> HttpResponse:
     return _leaks_back(study)
 
 
+def _study_work_characters(
+    study_id: int, study_work_id: int
+) -> tuple[Study, StudyWork, list[Character]]:
+    """The study, one of its works and that work's main characters (forms on them)."""
+    study = _study(study_id)
+    sw = get_object_or_404(StudyWork.objects.select_related("work"), pk=study_work_id, study=study)
+    return study, sw, list(Character.objects.filter(work=sw.work, is_main=True))
+
+
 @require_POST
 @researcher_required
 def aliases_save(request: HttpRequest, study_id: int, study_work_id: int) -> HttpResponse:
     """Save a work's alias table (shared by every study of the work) and re-check."""
-    study = _study(study_id)
-    sw = get_object_or_404(StudyWork.objects.select_related("work"), pk=study_work_id, study=study)
-    characters = list(Character.objects.filter(work=sw.work, is_main=True))
+    study, sw, characters = _study_work_characters(study_id, study_work_id)
     form = AliasForm(request.POST, characters=characters, prefix=f"w{sw.pk}")
     if form.is_valid():
         with transaction.atomic():
@@ -428,9 +435,7 @@ def aliases_save(request: HttpRequest, study_id: int, study_work_id: int) -> Htt
 @researcher_required
 def genders_save(request: HttpRequest, study_id: int, study_work_id: int) -> HttpResponse:
     """Override characters' genders; a draft study's name map is rebuilt to match."""
-    study = _study(study_id)
-    sw = get_object_or_404(StudyWork.objects.select_related("work"), pk=study_work_id, study=study)
-    characters = list(Character.objects.filter(work=sw.work, is_main=True))
+    study, sw, characters = _study_work_characters(study_id, study_work_id)
     form = GenderForm(request.POST, characters=characters, prefix=f"w{sw.pk}")
     if form.is_valid():
         with transaction.atomic():

@@ -124,15 +124,21 @@ def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
     ]
 
 
-def _generative_table(runs, first, groups_of, order, *, seed: int) -> Table:
+def _group_rows(runs, first, groups_of, order, cells) -> list[list[Cell]]:
+    """One row per group (in ``order``): the group, then ``cells(predictions)`` per run."""
     groups, per_run = _grouped(runs, first, groups_of)
     groups.sort(key=order)
     rows: list[list[Cell]] = []
     for group in groups:
         row: list[Cell] = [group]
         for run in runs:
-            row += _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
+            row += cells(per_run[run["id"]].get(group, []))
         rows.append(row)
+    return rows
+
+
+def _generative_table(runs, first, groups_of, order, *, seed: int) -> Table:
+    rows = _group_rows(runs, first, groups_of, order, lambda preds: _bpc_cells(preds, seed=seed))
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -165,14 +171,9 @@ def _accuracy_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cel
 
 
 def _multichoice_table(runs, first, groups_of, order, *, seed: int) -> Table:
-    groups, per_run = _grouped(runs, first, groups_of)
-    groups.sort(key=order)
-    rows: list[list[Cell]] = []
-    for group in groups:
-        row: list[Cell] = [group]
-        for run in runs:
-            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)
-        rows.append(row)
+    rows = _group_rows(
+        runs, first, groups_of, order, lambda preds: _accuracy_cells(preds, seed=seed)
+    )
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
