@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -76,8 +77,78 @@ class ImportReport:
 ProgressCallback = Callable[[int], None]
 
 
-def read_json(path: Path) -> Any:
-    """Load a JSON file, turning OS and syntax errors into located errors."""
+def input_size_check(path: Path | str, *, limit: str) -> int:
+    """Refuse a file over ``settings.TOMLAB_IMPORT_MAX_BYTES[limit]`` before reading it.
+
+    Called before any parsing, so a huge file costs one ``stat``, not minutes of
+    parsing and gigabytes of memory. ``limit`` names the entry (a format, or a file
+    kind within one: ``"dyntom-story"``). Returns the file's size in bytes.
+    """
+    path = Path(path)
+    limits: dict[str, int] = settings.TOMLAB_IMPORT_MAX_BYTES
+    if limit not in limits:
+        # A programming error (a typo in an importer), not bad input.
+        raise KeyError(f"no TOMLAB_IMPORT_MAX_BYTES entry {limit!r}; have {sorted(limits)}")
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ImportDataError("file not found", path=path) from None
+    except OSError as exc:
+        raise ImportDataError(f"cannot read file: {exc}", path=path) from None
+    if size > limits[limit]:
+        raise ImportDataError(
+            f"file is {size:,} bytes, over the {limits[limit]:,}-byte limit for {limit} "
+            f"files (settings.TOMLAB_IMPORT_MAX_BYTES[{limit!r}])",
+            path=path,
+        )
+    return size
+
+
+def _stored_size_over(value: Any, limit: int) -> int | None:
+    """The stored size of ``value`` in bytes (UTF-8 text or JSON) if over ``limit``."""
+    if isinstance(value, str):
+        # len() is free and a UTF-8 character takes 1-4 bytes: encode only when needed.
+        if len(value) * 4 <= limit:
+            return None
+        size = len(value) if len(value) > limit else len(value.encode("utf-8"))
+    elif isinstance(value, (dict, list)):
+        dumped = json.dumps(value, ensure_ascii=False)
+        if len(dumped) * 4 <= limit:
+            return None
+        size = len(dumped) if len(dumped) > limit else len(dumped.encode("utf-8"))
+    else:
+        return None
+    return size if size > limit else None
+
+
+def field_size_check(value: Any, *, path: Path | str, record: str | int | None, field: str) -> None:
+    """Refuse one stored text or JSON value over ``settings.TOMLAB_IMPORT_MAX_FIELD_BYTES``.
+
+    Every importer passes through here (from :func:`report_unknown_fields` for
+    ``extra`` and from :func:`upsert` for every stored value), so no record can put
+    an unbounded value in the database and, through it, in an API response. We
+    refuse rather than drop: an import is atomic, and silently losing data that the
+    exporter must write back would break the round trip.
+    """
+    limit: int = settings.TOMLAB_IMPORT_MAX_FIELD_BYTES
+    size = _stored_size_over(value, limit)
+    if size is not None:
+        raise ImportDataError(
+            f"value is {size:,} bytes, over the {limit:,}-byte limit per stored field "
+            "(settings.TOMLAB_IMPORT_MAX_FIELD_BYTES)",
+            path=path,
+            record=record,
+            field=field,
+        )
+
+
+def read_json(path: Path, *, limit: str | None = None) -> Any:
+    """Load a JSON file, turning OS and syntax errors into located errors.
+
+    With ``limit``, the file's size is checked first (:func:`input_size_check`).
+    """
+    if limit is not None:
+        input_size_check(path, limit=limit)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -105,6 +176,8 @@ def report_unknown_fields(
     """Return the fields of ``data`` not in ``known`` and warn about them once each."""
     known_set = set(known)
     extra = {k: v for k, v in data.items() if k not in known_set}
+    for name, value in extra.items():
+        field_size_check(value, path=path, record=record, field=name)
     if extra:
         report.warn(f"{path}: record {record}: kept unknown field(s) {sorted(extra)} in 'extra'")
     return extra
@@ -127,6 +200,7 @@ def upsert(
     scope: dict[str, Any],
     report: ImportReport,
     batch_size: int = 1000,
+    source: Path | str | None = None,
 ) -> dict[tuple, int]:
     """Insert new rows, update changed ones, leave equal ones alone; in bulk.
 
@@ -134,10 +208,22 @@ def upsert(
     existing rows that may match (e.g. ``{"work_id__in": ids}``); it must cover every
     row's key. Returns natural key -> primary key for every row given. Three queries
     per call (plus batches), whatever the number of rows.
+
+    Every value is checked with :func:`field_size_check` before anything is written;
+    the error names ``source`` (the file, else the model) and the row's natural key.
     """
     if not rows:
         return {}
     label = model.__name__
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, (str, dict, list)):
+                field_size_check(
+                    value,
+                    path=source or label,
+                    record=f"{label} {tuple(row[k] for k in key_fields)}",
+                    field=name,
+                )
     value_fields = [f for f in rows[0] if f not in key_fields]
     existing = {
         tuple(r[k] for k in key_fields): r

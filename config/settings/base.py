@@ -182,5 +182,25 @@ TOMLAB_SHARED_DATA = Path(
     env.str("TOMLAB_SHARED_DATA", default=str(BASE_DIR.parent / "shared" / "data"))
 )
 
+# Import limits (benchmarks/importers/base.py). Largest input file per format or file
+# kind, checked before any parsing; override entries with e.g.
+# TOMLAB_IMPORT_MAX_BYTES="screenplay=100000000,dyntom-story=4000000".
+_MB = 1024 * 1024
+TOMLAB_IMPORT_MAX_BYTES = {
+    "screenplay": 50 * _MB,
+    "tvshowguess-raw": 50 * _MB,
+    "tvshowguess-sheet": 20 * _MB,
+    "chartom-qa": 200 * _MB,
+    "tom-in-amc": 500 * _MB,
+    "dyntom-story": 2 * _MB,  # the release's largest story.json is ~20 KB
+    "dyntom-questions": 10 * _MB,  # ... and question_new.json ~0.3 MB
+}
+for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
+    _name, _, _value = _entry.partition("=")
+    TOMLAB_IMPORT_MAX_BYTES[_name.strip()] = int(_value)
+# Largest text or JSON value an import may store in one field (a scene's text, a QA
+# context, one unknown field kept in `extra`): bounds rows and API responses.
+TOMLAB_IMPORT_MAX_FIELD_BYTES = env.int("TOMLAB_IMPORT_MAX_FIELD_BYTES", default=2 * _MB)
+
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)
