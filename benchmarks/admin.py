@@ -61,7 +61,7 @@ class SpeakerInstanceInline(admin.TabularInline):
 
 class DynToMScenarioInline(admin.StackedInline):
     model = DynToMScenario
-    fields = ("number", "key", "background", "dialogue")
+    fields = ("number", "key", "background", "dialogue", "dialogue_shape")
     extra = 0
 
 

@@ -181,6 +181,9 @@ class SpeakerAnnotation(TimestampedModel):
     need_history = models.CharField(max_length=30, blank=True, default="")
     facts_from_memory = models.CharField(max_length=30, blank=True, default="")
     guessed_name = models.CharField(max_length=255, blank=True, default="")
+    # What the sheet wrote after the name, e.g. ["abductive"] for "penny (abductive)":
+    # how the annotator arrived at the guess, kept apart so the name matches a candidate.
+    guess_qualifiers = BulkJSONField(default=list, blank=True)
     # [{"evidence": [e1, e2, e3], "reasoning": str}, …] — one group per column block.
     evidence_groups = BulkJSONField(default=list, blank=True)
     raw = BulkJSONField(default=list, blank=True, help_text="the source row, cell by cell")
@@ -271,11 +274,23 @@ class DynToMStage(TimestampedModel):
 
 
 class DynToMScenario(TimestampedModel):
+    class DialogueShape(models.TextChoices):
+        # How the source file wrote the dialogue; the exporter writes it back that way.
+        ROUNDS = "rounds", "list of rounds (objects speaker -> line)"
+        OBJECT = "object", "one object speaker -> line"
+        TEXT = "text", "one string of Name: 'line' lines"
+
     stage = models.ForeignKey(DynToMStage, on_delete=models.CASCADE, related_name="scenarios")
     number = models.PositiveSmallIntegerField(help_text="1-based")
     key = models.CharField(max_length=50, help_text='source key, e.g. "scenario 1"')
     background = models.TextField(blank=True, default="")
-    dialogue = BulkJSONField(default=list, blank=True, help_text="[{speaker: utterance}]")
+    # Ordered turns whatever the source shape: studies, prompts and the generator read
+    # this one shape. Round sizes (shape "rounds") and a text that does not re-render
+    # exactly (shape "text") are in ``extra``.
+    dialogue = BulkJSONField(default=list, blank=True, help_text='[{"speaker": …, "text": …}]')
+    dialogue_shape = models.CharField(
+        max_length=10, choices=DialogueShape.choices, default=DialogueShape.ROUNDS
+    )
     extra = BulkJSONField(default=dict, blank=True)
 
     class Meta:

@@ -174,7 +174,13 @@ class DynToMScenarioFactory(DjangoModelFactory):
     number = factory.Sequence(lambda n: n + 1)
     key = factory.LazyAttribute(lambda o: f"scenario {o.number}")
     background = "Mia waters the plants while Leo watches."
-    dialogue = factory.LazyFunction(lambda: [{"Mia": "Good morning!"}, {"Leo": "Morning."}])
+    dialogue = factory.LazyFunction(
+        lambda: [
+            {"speaker": "Mia", "text": "Good morning!"},
+            {"speaker": "Leo", "text": "Morning."},
+        ]
+    )
+    extra = factory.LazyFunction(lambda: {"round_sizes": [1, 1]})
 
 
 class DynToMQuestionFactory(DjangoModelFactory):

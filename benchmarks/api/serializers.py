@@ -130,7 +130,7 @@ class QAItemSerializer(serializers.ModelSerializer):
 class DynToMScenarioSerializer(serializers.ModelSerializer):
     class Meta:
         model = DynToMScenario
-        fields = ("id", "number", "key", "background", "dialogue", "extra")
+        fields = ("id", "number", "key", "background", "dialogue", "dialogue_shape", "extra")
 
 
 class DynToMStageSerializer(serializers.ModelSerializer):

@@ -2,7 +2,8 @@
 
 The inverse of :mod:`benchmarks.importers.dyntom`: what the importer kept in
 ``extra`` (unknown keys, absent optional keys) is put back, so the files load equal
-to the ones imported.
+to the ones imported, and each dialogue goes back to the shape it was read in
+(rounds, one object, or one string).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
-from benchmarks.importers.dyntom import QUESTIONS_FILE, SKETCH_FIELDS, STORY_FILE
+from benchmarks.importers.dyntom import (
+    QUESTIONS_FILE,
+    SKETCH_FIELDS,
+    STORY_FILE,
+    dialogue_source,
+)
 from benchmarks.models import DynToMQuestion, DynToMScenario, DynToMStage
 
 
@@ -62,7 +68,9 @@ def story_document(stage: DynToMStage) -> dict[str, Any]:
             "story": {
                 scenario.key: {
                     "background": scenario.background,
-                    "dialogue": scenario.dialogue,
+                    "dialogue": dialogue_source(
+                        scenario.dialogue, scenario.dialogue_shape, scenario.extra
+                    ),
                     **scenario.extra.get("unknown", {}),
                 }
                 for scenario in stage.scenarios.all()

@@ -11,6 +11,17 @@ back equal to the originals:
 - ``extra["absent"]``: optional source keys the record did not have (``social
   setting`` is missing from some trials, and an empty column cannot tell).
 
+The release writes a story in several shapes (90 of its 1,161 stages differ from
+the common one), all accepted here:
+
+- scenario keys ``scenario 1``, ``1``, ``scenario_1``, ``scenario1``, ``Scenario 1``
+  (any case, any separator); the key is kept as written;
+- a dialogue as a list of rounds (objects of one or more speakers), as one object
+  speaker -> line, or as one string of ``Name: 'line'`` lines. It is stored as
+  ordered turns ``[{"speaker", "text"}]`` with its shape in
+  ``DynToMScenario.dialogue_shape``; ``extra["round_sizes"]`` keeps the rounds'
+  sizes, and ``extra["dialogue_text"]`` a string the turns do not re-render exactly.
+
 Stages are read, validated and written in batches of :data:`STAGES_PER_BATCH` with a
 constant number of queries per batch; the caller's transaction makes the whole
 import atomic.
@@ -71,7 +82,12 @@ QUESTION_TYPES = {
     "type_d_how": QType.TRANSFORMATION_3,
 }
 
-_SCENARIO_KEY_RE = re.compile(r"^scenario (\d+)$")
+# "scenario 1", "Scenario 1", "scenario_1", "scenario1", "SCENARIO-1", "1": the release
+# uses the first five; the rest cost nothing to accept.
+_SCENARIO_KEY_RE = re.compile(r"^\s*(?:scenario)?[\s_.:#-]*(\d+)\s*$", re.IGNORECASE)
+# One line of a dialogue string: "Name: 'line'" (the quotes are optional).
+_TEXT_TURN_RE = re.compile(r"^([^:]{1,200}?)\s*:\s?(.*)$")
+TEXT_QUOTE = "'"
 _QUESTION_KEY_RE = re.compile(r"^(type_[a-z]+_[a-z]+)_\d+$")
 _INFLUENCE_RE = re.compile(r"\bthe (\S+) of .+? influence the (\S+) of ", re.IGNORECASE)
 _STATE_RE = re.compile(r"\bthe ([a-z&]+) of ", re.IGNORECASE)
@@ -158,6 +174,97 @@ def parse_question_text(text: str) -> tuple[str, int | None, int | None]:
     else:
         first = last = None
     return mental_state, first, last
+
+
+def scenario_number(key: str) -> int | None:
+    """The scenario number a story key names (``"Scenario 3"`` -> 3), or None."""
+    match = _SCENARIO_KEY_RE.match(key)
+    return int(match.group(1)) if match else None
+
+
+def parse_dialogue(value: Any) -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+    """Read a scenario's dialogue in any shape the release uses.
+
+    Returns ``(turns, shape, extra)``: ``turns`` is ``[{"speaker", "text"}]`` in
+    order, ``shape`` a :class:`DynToMScenario.DialogueShape` value and ``extra`` what
+    :func:`dialogue_source` needs to write the source value back equal. Raises
+    ``ValueError`` naming the round, speaker or line that cannot be read.
+    """
+    shape = DynToMScenario.DialogueShape
+    if isinstance(value, list):
+        turns, sizes = [], []
+        for number, round_ in enumerate(value, start=1):
+            if not isinstance(round_, dict):
+                raise ValueError(
+                    f"round {number}: expected an object speaker -> line, "
+                    f"got {type(round_).__name__}"
+                )
+            turns.extend(_object_turns(round_, where=f"round {number}: "))
+            sizes.append(len(round_))
+        return turns, shape.ROUNDS, {"round_sizes": sizes}
+    if isinstance(value, dict):
+        return _object_turns(value, where=""), shape.OBJECT, {}
+    if isinstance(value, str):
+        turns = _text_turns(value)
+        # Kept verbatim only when our rendering would not give the same string back
+        # (other quotes, blank lines, CRLF ...), so the common case stores no copy.
+        extra = {} if render_dialogue_text(turns) == value else {"dialogue_text": value}
+        return turns, shape.TEXT, extra
+    raise ValueError(
+        "expected a list of rounds, an object speaker -> line or a string of "
+        f"\"Name: 'line'\" lines, got {type(value).__name__}"
+    )
+
+
+def _object_turns(data: dict[str, Any], *, where: str) -> list[dict[str, str]]:
+    turns = []
+    for speaker, text in data.items():
+        if not isinstance(text, str):
+            raise ValueError(
+                f"{where}speaker {speaker!r}: expected a string, got {type(text).__name__}"
+            )
+        turns.append({"speaker": speaker, "text": text})
+    return turns
+
+
+def _text_turns(text: str) -> list[dict[str, str]]:
+    turns: list[dict[str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = _TEXT_TURN_RE.match(line.strip())
+        if match is None:
+            if not turns:
+                raise ValueError(f"line {number}: expected \"Name: 'line'\", got {line[:60]!r}")
+            # A line without "Name:" continues the turn before it.
+            turns[-1]["text"] += "\n" + line.strip()
+            continue
+        speaker, said = match.group(1).strip(), match.group(2).strip()
+        if len(said) >= 2 and said[0] == said[-1] and said[0] in "'\"":
+            said = said[1:-1]
+        turns.append({"speaker": speaker, "text": said})
+    return turns
+
+
+def render_dialogue_text(turns: list[dict[str, str]]) -> str:
+    """Turns as the release's dialogue strings write them: ``Name: 'line'`` per line."""
+    return "\n".join(f"{t['speaker']}: {TEXT_QUOTE}{t['text']}{TEXT_QUOTE}" for t in turns)
+
+
+def dialogue_source(turns: list[dict[str, str]], shape: str, extra: dict[str, Any]) -> Any:
+    """The inverse of :func:`parse_dialogue`: the dialogue as the source file wrote it."""
+    if shape == DynToMScenario.DialogueShape.TEXT:
+        return extra.get("dialogue_text", render_dialogue_text(turns))
+    if shape == DynToMScenario.DialogueShape.OBJECT:
+        return {t["speaker"]: t["text"] for t in turns}
+    # Rounds: regroup the turns by the sizes read; turns added later (an edit in the
+    # admin) each become a round of their own.
+    rounds, start = [], 0
+    for size in extra.get("round_sizes", []):
+        rounds.append({t["speaker"]: t["text"] for t in turns[start : start + size]})
+        start += size
+    rounds.extend({t["speaker"]: t["text"]} for t in turns[start:])
+    return rounds
 
 
 def _is_known_state(mental_state: str) -> bool:
@@ -249,10 +356,12 @@ class DynToMImporter(BenchmarkImporter):
         if sketch_unknown:
             extra["sketch_unknown"] = sketch_unknown
         scenarios = self._parse_scenarios(story["story"], count, story_path)
-        if set(sketch_columns["trajectory"]) != {s["key"] for s in scenarios}:
+        # Compared by number: a story keyed "1" still has its trajectory keyed "scenario 1".
+        trajectory_numbers = {scenario_number(k) for k in sketch_columns["trajectory"]}
+        if trajectory_numbers != {s["number"] for s in scenarios}:
             self.report.warn(
                 f"{story_path}: field 'mental states analysis in every scenario': its scenario "
-                "keys differ from those of 'story'"
+                "numbers differ from those of 'story'"
             )
 
         profiles = parse_profiles(info)
@@ -311,34 +420,48 @@ class DynToMImporter(BenchmarkImporter):
             raise ImportDataError("expected a JSON object", path=path, field="story")
         rows = []
         for key, scenario in story.items():
-            match = _SCENARIO_KEY_RE.match(key)
-            if not match:
+            number = scenario_number(key)
+            if number is None:
                 raise ImportDataError(
-                    'scenario keys must read "scenario N"', path=path, record=key, field="story"
+                    'scenario keys must read "scenario N" (any case or separator) or "N"',
+                    path=path,
+                    record=key,
+                    field="story",
                 )
             if not isinstance(scenario, dict):
                 raise ImportDataError(
                     "expected a JSON object", path=path, record=key, field="story"
                 )
             background = self._string(scenario, "background", path, key)
-            dialogue = scenario.get("dialogue")
-            if not isinstance(dialogue, list):
+            if "dialogue" not in scenario:
                 raise ImportDataError(
-                    "required list missing or not a list", path=path, record=key, field="dialogue"
+                    "required field missing", path=path, record=key, field="dialogue"
                 )
+            try:
+                dialogue, shape, dialogue_extra = parse_dialogue(scenario["dialogue"])
+            except ValueError as exc:
+                raise ImportDataError(str(exc), path=path, record=key, field="dialogue") from None
             unknown = report_unknown_fields(
                 self.report, scenario, SCENARIO_FIELDS, path=path, record=key
             )
+            if unknown:
+                dialogue_extra["unknown"] = unknown
             rows.append(
                 {
-                    "number": int(match.group(1)),
+                    "number": number,
                     "key": key,
                     "background": background,
                     "dialogue": dialogue,
-                    "extra": {"unknown": unknown} if unknown else {},
+                    "dialogue_shape": shape,
+                    "extra": dialogue_extra,
                 }
             )
         numbers = sorted(row["number"] for row in rows)
+        if len(set(numbers)) != len(numbers):
+            twice = sorted({n for n in numbers if numbers.count(n) > 1})
+            raise ImportDataError(
+                f"scenario(s) {twice} given under two keys", path=path, field="story"
+            )
         if numbers != list(range(1, count + 1)):
             raise ImportDataError(
                 f"is {count} but 'story' has scenario(s) {numbers}",

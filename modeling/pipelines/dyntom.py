@@ -49,12 +49,8 @@ def render_story(scenarios: list[DynToMScenario]) -> str:
     parts = []
     for scenario in scenarios:
         lines = [f"Scenario {scenario.number}", f"Background: {scenario.background}"]
-        for turn in scenario.dialogue:
-            # A turn is {speaker: utterance, ...}; several speakers may share one turn.
-            if isinstance(turn, dict):
-                lines.extend(f"{speaker}: {utterance}" for speaker, utterance in turn.items())
-            else:
-                lines.append(str(turn))
+        # Turns {"speaker", "text"} in order, whatever shape the source file used.
+        lines.extend(f"{turn['speaker']}: {turn['text']}" for turn in scenario.dialogue)
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
