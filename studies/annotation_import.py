@@ -1,7 +1,9 @@
 """Published human annotations as a study: TVShowGuess's ``<show>.tsv`` as one finished rater.
 
-The importer (``benchmarks/importers/tvshowguess.py``) keeps each row of ``friends.tsv``
-as a :class:`~benchmarks.models.SpeakerAnnotation`. :func:`annotations_as_study` turns
+The importer (``benchmarks/importers/tvshowguess.py``) reads a sheet (``friends.tsv``,
+``tbbt.tsv``) by column position with its one reader, ``read_annotation_sheet``, and
+keeps each row as a :class:`~benchmarks.models.SpeakerAnnotation`; this module reads
+only those stored fields, so a sheet is read one way everywhere. :func:`annotations_as_study` turns
 them into a closed, ``imported`` :class:`~studies.models.Study` with one participant,
 "friends.tsv annotators (imported)", whose scenes are all submitted, so reports and
 exports treat the published annotation like any rater's responses.
@@ -12,7 +14,8 @@ How the file's columns become a rater's answers (decided on the real ``friends.t
 - **Guessed Character Name** is filled for whole scenes or not at all (89 rows in 34
   scenes of ``friends.raw``; 60 rows in 19 scenes are blank). Where it is filled it is
   the annotators' guess (two rows, 09x03 2524 P0/P1, name the other candidate than the gold), so it
-  becomes ``Guess.answer`` (in the candidate list's spelling) and ``correct`` is
+  becomes ``Guess.answer`` (in the candidate list's spelling; a qualifier such as
+  tbbt.tsv's ``penny (abductive)`` is kept apart by the reader and noted) and ``correct`` is
   computed against the gold. Where it is blank the file records only evidence, not a
   guess: the answer stays blank and ``correct`` stays None, never filled from the gold.
 - **need history** is per masked speaker in the file (yes/no; the release also uses
@@ -38,12 +41,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.importers.tvshowguess import NEED_HISTORY_VALUES
 from benchmarks.models import Scene, SpeakerAnnotation, Work
 
 from .models import Familiarity, Guess, Participant, SceneAssignment, Study, WorkSession
 from .services import StudyError, item_set_hash, study_close, study_create
 
-NEED_HISTORY = {"yes": True, "no": False, "unsolvable": None}
+# The sheet's values as the importer's one sheet reader defines them.
+NEED_HISTORY = NEED_HISTORY_VALUES
 # Evidence kinds of the TVShowGuess release that are ToM dimensions of Table 3.
 EVIDENCE_TAGS = {"personality": "personality", "linguistic style": "linguistic"}
 
@@ -89,6 +94,8 @@ class _Row:
                 if group.get("reasoning"):
                     text += f" (reasoning: {group['reasoning']})"
                 parts.append(text)
+        if a.guess_qualifiers:
+            parts.append(f"guess qualified as: {', '.join(a.guess_qualifiers)}")
         if self.history_needed is None:
             parts.append("the annotators marked this speaker unsolvable")
         return "; ".join(parts)

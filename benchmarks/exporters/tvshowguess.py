@@ -3,7 +3,7 @@
 The .raw file uses the release's CSV dialect (Excel: comma, ``"`` quoting only where
 needed, ``\\r\\n`` rows), the Scene cell exactly as imported and Answer rebuilt from
 the speaker instances as a Python dict literal in the file's code order. The .tsv
-rows are rebuilt from the annotation fields under the release's header.
+rows are the sheet's rows as imported, under its own header.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def export(works: QuerySet, out: Path) -> int:
         if annotations:
             _write(
                 out / f"{work.key}.tsv",
-                _tsv_text(annotations),
+                _tsv_text(annotations, work.extra.get("tsv_header") or list(TSV_HEADER)),
                 work.extra.get("tsv_final_newline"),
             )
         count += len(scenes)
@@ -71,17 +71,22 @@ def _answer_literal(scene: Scene) -> str:
     return repr({code: gold[code] for code in order})
 
 
-def _tsv_text(annotations: list[SpeakerAnnotation]) -> str:
-    rows = [TSV_HEADER]
+def _tsv_text(annotations: list[SpeakerAnnotation], header: list[str]) -> str:
+    rows = [header]
     for a in annotations:
-        row = [a.scene_source_id, a.need_history, a.facts_from_memory, a.code, a.guessed_name]
-        for group in a.evidence_groups:
-            row += [*group["evidence"], group["reasoning"]]
+        if a.raw:
+            # The row as the sheet had it (qualifiers, spacing, columns the analysis
+            # ignores): the fields are what we read from it.
+            row = list(a.raw)
+        else:
+            row = [a.scene_source_id, a.need_history, a.facts_from_memory, a.code, a.guessed_name]
+            for group in a.evidence_groups:
+                row += [*group["evidence"], group["reasoning"]]
         rows.append(row)
     for number, row in enumerate(rows):
         # The authors' reader splits lines on tabs with no quoting, so a cell cannot
         # hold either; refuse instead of writing a file it would misread.
-        if len(row) != len(TSV_HEADER) or any("\t" in c or "\n" in c or "\r" in c for c in row):
+        if any("\t" in c or "\n" in c or "\r" in c for c in row):
             raise ValueError(f"annotation row {number} cannot be written as a TSV row: {row}")
     return "".join("\t".join(row) + "\n" for row in rows)
 

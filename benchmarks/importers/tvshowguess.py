@@ -23,7 +23,7 @@ import ast
 import csv
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -36,10 +36,11 @@ from ..models import (
     SpeakerInstance,
     Work,
 )
-from .base import BenchmarkImporter, ImportDataError, ImportReport, upsert
+from .base import BenchmarkImporter, ImportDataError, ImportReport, input_size_check, upsert
 
 RAW_COLUMNS = ("No.", "Scene", "Answer")
 EVIDENCE_BLOCKS = ("a", "b", "c")
+# friends.tsv's header: the nine columns the authors read, then two more evidence blocks.
 TSV_HEADER = (
     "Episode",
     "need history",
@@ -52,11 +53,32 @@ TSV_HEADER = (
         for column in (*(f"Evidence-{block}{i}" for i in (1, 2, 3)), "Reasoning Type")
     ),
 )
+# The authors' annotation_analysis.py reads a sheet by position, never by header:
+# 0 episode and scene, 1 need history, 2 facts from memory, 3 character code,
+# 4 guessed name, 5-7 evidence a1-a3, 8 reasoning type; later columns are ignored by
+# the analysis (friends.tsv has two more evidence blocks there, kept as later groups).
+# The header words each position may carry, lower-cased: friends.tsv's, and the
+# tbbt.tsv variant "need history event".
+SHEET_HEADER_WORDS: tuple[frozenset[str], ...] = (
+    frozenset({"episode"}),
+    frozenset({"need history", "need history event"}),
+    frozenset({"facts abstracted from memory"}),
+    frozenset({"character code"}),
+    frozenset({"guessed character name"}),
+    *(frozenset({c.lower()}) for c in TSV_HEADER[5:]),
+)
+SHEET_COLUMNS = 9  # the columns the analysis reads; a row needs all of them
 # The cells before the evidence blocks, by the SpeakerAnnotation field they fill; each
 # block after them is three evidence cells and a reasoning type.
 TSV_LEAD_FIELDS = ("scene_source_id", "need_history", "facts_from_memory", "code", "guessed_name")
 TSV_LEAD = len(TSV_LEAD_FIELDS)
 TSV_BLOCK = 4
+# The need-history values the authors' script accepts; "Unsolvable" rows are left out
+# of the dependence shares only.
+NEED_HISTORY_VALUES = {"yes": True, "no": False, "unsolvable": None}
+# "penny (abductive)": a guessed name followed by parenthesised qualifiers.
+_QUALIFIED_NAME_RE = re.compile(r"(?P<name>[^()]*?)\s*(?P<qualifiers>(?:\([^()]*\)\s*)+)")
+_QUALIFIER_RE = re.compile(r"\(([^()]*)\)")
 
 # The two shows the TVShowGuess release annotated; other stems are title-cased.
 KNOWN_TITLES = {"friends": "Friends", "tbbt": "The Big Bang Theory"}
@@ -105,17 +127,133 @@ class ParsedScene:
 
 
 @dataclass
-class ParsedAnnotation:
+class SheetRow:
+    """One annotated masked speaker, read by column position as the authors read it."""
+
     row_number: int
+    record: str
     cells: list[str]
+    scene_source_id: str
+    need_history: str
+    facts_from_memory: str
+    code: str
+    guessed_name: str
+    guess_qualifiers: list[str]
+    evidence_groups: list[dict[str, Any]]
 
-    @property
-    def scene_source_id(self) -> str:
-        return self.cells[0]
 
-    @property
-    def code(self) -> str:
-        return self.cells[3]
+@dataclass
+class AnnotationSheet:
+    header: list[str]
+    rows: list[SheetRow]
+    final_newline: bool
+
+
+def split_guessed_name(cell: str) -> tuple[str, list[str]]:
+    """``"penny (abductive)"`` -> ``("penny", ["abductive"])``; a plain name has none."""
+    text = cell.strip()
+    match = _QUALIFIED_NAME_RE.fullmatch(text)
+    if match is None or not match["name"]:
+        return text, []
+    qualifiers = [q.strip() for q in _QUALIFIER_RE.findall(match["qualifiers"]) if q.strip()]
+    return match["name"], qualifiers
+
+
+def read_annotation_sheet(path: Path, *, warn: Callable[[str], None]) -> AnnotationSheet:
+    """Read a TVShowGuess annotation sheet (``friends.tsv``, ``tbbt.tsv``) by position.
+
+    The one reader of these sheets: the importer stores what it returns, and the
+    studies' ``--from-annotations`` and the reports read those stored fields. A header
+    word we do not know is a warning, not an error (the authors never read the
+    header); a row with fewer than the nine columns the analysis reads is an error.
+    """
+    input_size_check(path, limit="tvshowguess-sheet")
+    text = _read_text(path)
+    reader = csv.reader(
+        io.StringIO(text, newline="\n"), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True
+    )
+    rows: list[SheetRow] = []
+    try:
+        header = next(reader, None)
+        if not header or not any(c.strip() for c in header):
+            _fail(path, "empty file; expected a header row", "line 1", "header")
+        if len(header) < SHEET_COLUMNS:
+            _fail(
+                path,
+                f"header has {len(header)} columns; an annotation sheet has at least "
+                f"{SHEET_COLUMNS} (episode, need history, facts from memory, code, guessed "
+                "name, evidence 1-3, reasoning type)",
+                "line 1",
+                "header",
+            )
+        for position, name in enumerate(header):
+            words = SHEET_HEADER_WORDS[position] if position < len(SHEET_HEADER_WORDS) else None
+            if words is not None and name.strip().lower() in words:
+                continue
+            if position < SHEET_COLUMNS:
+                reading = f"read by position as {' / '.join(sorted(words or ()))}"
+            else:
+                reading = "kept, but not read by the analysis (as the authors' script)"
+            warn(f"{path}: line 1: column {position + 1} is headed {name!r}; {reading}")
+        for number, cells in enumerate(reader, start=1):
+            record = f"row {number} (line {reader.line_num})"
+            if not cells:
+                warn(f"{path}: {record}: blank line skipped")
+                continue
+            if len(cells) < SHEET_COLUMNS:
+                _fail(
+                    path,
+                    f"has {len(cells)} columns; expected at least {SHEET_COLUMNS}",
+                    record,
+                    "columns",
+                )
+            if len(cells) != len(header):
+                warn(
+                    f"{path}: {record}: has {len(cells)} columns, the header {len(header)}; "
+                    "read by position"
+                )
+            rows.append(_sheet_row(path, number, record, header, cells, warn))
+    except csv.Error as exc:
+        _fail(path, f"malformed TSV: {exc}", f"line {reader.line_num}")
+    return AnnotationSheet(header=header, rows=rows, final_newline=text.endswith("\n"))
+
+
+def _sheet_row(
+    path: Path,
+    number: int,
+    record: str,
+    header: list[str],
+    cells: list[str],
+    warn: Callable[[str], None],
+) -> SheetRow:
+    guessed_name, qualifiers = split_guessed_name(cells[4])
+    lead = [cells[0].strip(), cells[1], cells[2], cells[3].strip(), guessed_name]
+    for position, (value, limit) in enumerate(zip(lead, ANNOTATION_MAX, strict=True)):
+        if len(value) > limit:
+            _fail(path, f"longer than {limit} characters", record, header[position])
+    need = cells[1].strip().lower()
+    if need not in NEED_HISTORY_VALUES:
+        warn(f"{path}: {record}: need history is {cells[1]!r}; expected yes, no or Unsolvable")
+    elif need != "unsolvable" and cells[2].strip().lower() not in ("yes", "no"):
+        warn(f"{path}: {record}: facts from memory is {cells[2]!r}; expected yes or no")
+    # Group 1 is columns 5-8, the one the analysis reads; friends.tsv's later blocks are
+    # kept as further groups (for the export and the imported rater's notes).
+    groups = [
+        {"evidence": cells[start : start + 3], "reasoning": cells[start + 3]}
+        for start in range(TSV_LEAD, len(cells) - TSV_BLOCK + 1, TSV_BLOCK)
+    ]
+    return SheetRow(
+        row_number=number,
+        record=record,
+        cells=cells,
+        scene_source_id=lead[0],
+        need_history=cells[1],
+        facts_from_memory=cells[2],
+        code=lead[3],
+        guessed_name=guessed_name,
+        guess_qualifiers=qualifiers,
+        evidence_groups=groups,
+    )
 
 
 def _fail(
@@ -167,15 +305,22 @@ class TVShowGuessImporter(BenchmarkImporter):
     def run(self, path: Path) -> ImportReport:
         if path.suffix != ".raw":
             _fail(path, "expected a TVShowGuess .raw file (the .tsv beside it is read too)")
+        tsv_path = path.with_suffix(".tsv")
+        # Both sizes are checked before either file is parsed.
+        input_size_check(path, limit="tvshowguess-raw")
+        if tsv_path.is_file():
+            input_size_check(tsv_path, limit="tvshowguess-sheet")
         raw_text = _read_text(path)
         scenes = self._parse_raw(path, raw_text)
-        tsv_path = path.with_suffix(".tsv")
-        annotations: list[ParsedAnnotation] = []
+        annotations: list[SheetRow] = []
         extra: dict[str, Any] = {"raw_final_newline": raw_text.endswith(("\n", "\r"))}
         if tsv_path.is_file():
-            tsv_text = _read_text(tsv_path)
-            annotations = self._parse_tsv(tsv_path, tsv_text, scenes, raw_name=path.name)
-            extra["tsv_final_newline"] = tsv_text.endswith("\n")
+            sheet = read_annotation_sheet(tsv_path, warn=self.report.warn)
+            annotations = self._match_sheet(tsv_path, sheet, scenes, raw_name=path.name)
+            extra["tsv_final_newline"] = sheet.final_newline
+            if sheet.header != list(TSV_HEADER):
+                # Only a header other than friends.tsv's is stored, for the export.
+                extra["tsv_header"] = sheet.header
         self._write(path, scenes, tsv_path.name, annotations, extra)
         return self.report
 
@@ -338,63 +483,42 @@ class TVShowGuessImporter(BenchmarkImporter):
 
     # -- parsing the annotations ---------------------------------------------------
 
-    def _parse_tsv(
-        self, path: Path, text: str, scenes: list[ParsedScene], *, raw_name: str
-    ) -> list[ParsedAnnotation]:
+    def _match_sheet(
+        self, path: Path, sheet: AnnotationSheet, scenes: list[ParsedScene], *, raw_name: str
+    ) -> list[SheetRow]:
+        """Check the sheet's rows against the scenes: one row per speaker, known codes."""
         by_id = {s.source_id: s for s in scenes}
-        reader = csv.reader(
-            io.StringIO(text, newline="\n"), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True
-        )
-        annotations: list[ParsedAnnotation] = []
         seen: dict[tuple[str, str], str] = {}
         unmatched: dict[str, list[str]] = {}
-        try:
-            header = next(reader, None)
-            if header is None or tuple(header) != TSV_HEADER:
-                _fail(path, f"header is {header}; expected {list(TSV_HEADER)}", "line 1", "header")
-            for number, cells in enumerate(reader, start=1):
-                record = f"row {number} (line {reader.line_num})"
-                if len(cells) != len(TSV_HEADER):
-                    _fail(
-                        path,
-                        f"has {len(cells)} columns; expected {len(TSV_HEADER)}",
-                        record,
-                        "columns",
-                    )
-                annotation = ParsedAnnotation(row_number=number, cells=cells)
-                for column, value, limit in zip(TSV_HEADER, cells, ANNOTATION_MAX, strict=False):
-                    if len(value) > limit:
-                        _fail(path, f"longer than {limit} characters", record, column)
-                key = (annotation.scene_source_id, annotation.code)
-                if key in seen:
-                    _fail(
-                        path,
-                        f"scene {key[0]!r} {key[1]} is annotated again; first in {seen[key]}",
-                        record,
-                        "Character Code",
-                    )
-                seen[key] = record
-                scene = by_id.get(annotation.scene_source_id)
-                if scene is None:
-                    unmatched.setdefault(annotation.scene_source_id, []).append(record)
-                elif annotation.code not in scene.answer:
-                    _fail(
-                        path,
-                        f"{annotation.code!r} is not a mask code of scene "
-                        f"{scene.source_id!r} ({sorted(scene.answer)} in {raw_name} "
-                        f"{scene.record})",
-                        record,
-                        "Character Code",
-                    )
-                annotations.append(annotation)
-        except csv.Error as exc:
-            _fail(path, f"malformed TSV: {exc}", f"line {reader.line_num}")
+        code_column = sheet.header[3]
+        for row in sheet.rows:
+            key = (row.scene_source_id, row.code)
+            if key in seen:
+                _fail(
+                    path,
+                    f"scene {key[0]!r} {key[1]} is annotated again; first in {seen[key]}",
+                    row.record,
+                    code_column,
+                )
+            seen[key] = row.record
+            scene = by_id.get(row.scene_source_id)
+            if scene is None:
+                unmatched.setdefault(row.scene_source_id, []).append(row.record)
+            elif row.code not in scene.answer:
+                _fail(
+                    path,
+                    f"{row.code!r} is not a mask code of scene "
+                    f"{scene.source_id!r} ({sorted(scene.answer)} in {raw_name} "
+                    f"{scene.record})",
+                    row.record,
+                    code_column,
+                )
         for source_id, records in unmatched.items():
             self.report.warn(
                 f"{path}: {', '.join(records)}: scene {source_id!r} is not in {raw_name}; "
                 "kept the annotation(s) without a speaker instance"
             )
-        return annotations
+        return sheet.rows
 
     # -- writing -----------------------------------------------------------------
 
@@ -403,7 +527,7 @@ class TVShowGuessImporter(BenchmarkImporter):
         path: Path,
         scenes: Sequence[ParsedScene],
         tsv_name: str,
-        annotations: Sequence[ParsedAnnotation],
+        annotations: Sequence[SheetRow],
         extra: dict[str, Any],
     ) -> None:
         report = self.report
@@ -508,23 +632,24 @@ def _char_counts(scene: ParsedScene) -> dict[str, int]:
 
 
 def _annotation_row(
-    annotation: ParsedAnnotation,
+    row: SheetRow,
     work_id: int,
     source: str,
     scene_ids: dict[tuple, int],
     instance_ids: dict[tuple, int],
 ) -> dict[str, Any]:
-    cells = annotation.cells
-    scene_id = scene_ids.get((work_id, annotation.scene_source_id))
-    blocks = [
-        cells[start : start + TSV_BLOCK] for start in range(TSV_LEAD, len(TSV_HEADER), TSV_BLOCK)
-    ]
+    scene_id = scene_ids.get((work_id, row.scene_source_id))
     return {
         "work_id": work_id,
         "source": source,
-        **dict(zip(TSV_LEAD_FIELDS, cells, strict=False)),
-        "row_number": annotation.row_number,
-        "instance_id": instance_ids.get((scene_id, annotation.code)) if scene_id else None,
-        "evidence_groups": [{"evidence": b[:3], "reasoning": b[3]} for b in blocks],
-        "raw": cells,
+        "scene_source_id": row.scene_source_id,
+        "need_history": row.need_history,
+        "facts_from_memory": row.facts_from_memory,
+        "code": row.code,
+        "guessed_name": row.guessed_name,
+        "guess_qualifiers": row.guess_qualifiers,
+        "row_number": row.row_number,
+        "instance_id": instance_ids.get((scene_id, row.code)) if scene_id else None,
+        "evidence_groups": row.evidence_groups,
+        "raw": row.cells,
     }

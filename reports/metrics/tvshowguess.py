@@ -104,6 +104,30 @@ def reasoning_type(evidence_groups: Sequence[Mapping[str, Any]]) -> str:
     return "default conjunction" if has_second else "not required"
 
 
+def evidence_label(cell: str) -> str:
+    """One evidence cell's table label, by the authors' rules (lower-cased).
+
+    ``history event`` is memory; ``personality`` and ``linguistic style`` are
+    themselves; any ``kind(sub)`` becomes ``kind(sub)`` with underscores read as
+    spaces, and the sub-kind ``exclusive`` is called ``exclusion`` (so
+    ``inside_scene(exclusive)`` and ``inside_scene(exclusion)`` are one row). Anything
+    else comes back as written, for the caller to count as unrecognised.
+    """
+    value = _cell(cell)
+    if value in EVIDENCE_LABELS:
+        return EVIDENCE_LABELS[value]
+    if "(" in value:
+        # As the authors' script: the kind is what precedes the first "(", the sub-kind
+        # what lies between it and the first ")".
+        begin, end = value.find("("), value.find(")")
+        kind = " ".join(value[:begin].split("_"))
+        sub = " ".join(value[begin + 1 : end].split("_"))
+        if sub == "exclusive":
+            sub = "exclusion"
+        return f"{kind}({sub})"
+    return value
+
+
 def evidence_types(evidence_groups: Sequence[Mapping[str, Any]]) -> list[str]:
     """The labels of the first group's evidence entries, one per non-empty cell.
 
@@ -111,7 +135,7 @@ def evidence_types(evidence_groups: Sequence[Mapping[str, Any]]) -> list[str]:
     """
     group = _first_group(evidence_groups)
     cells = [_cell(c) for c in list(group.get("evidence") or [])[:EVIDENCE_COLUMNS]]
-    return [EVIDENCE_LABELS.get(c, c) for c in cells if c]
+    return [evidence_label(c) for c in cells if c]
 
 
 @dataclass
