@@ -304,3 +304,68 @@ def test_missing_file_is_refused_and_nothing_changes(raw_path, tmp_path):
 
     assert str(error.value) == f"import failed, nothing was written: {missing}: file not found"
     assert _snapshot() == before
+
+
+# -- a sheet in the shape of the release's tbbt.tsv (written in tests/benchmarks/tbbt_sheet.py)
+
+
+def test_tbbt_shaped_sheet_is_read_by_position_with_its_qualifiers(tmp_path):
+    from tests.benchmarks.tbbt_sheet import ROWS, write_tbbt
+
+    raw = write_tbbt(tmp_path)
+
+    report = benchmark_import(format_name="tvshowguess", path=raw)
+
+    work = Work.objects.get(key="tbbt")
+    assert work.title == "The Big Bang Theory"
+    rows = list(SpeakerAnnotation.objects.filter(work=work).order_by("row_number"))
+    assert len(rows) == 6 and all(r.instance_id for r in rows)
+    penny = rows[1]
+    assert (penny.guessed_name, penny.guess_qualifiers) == ("penny", ["abductive"])
+    assert penny.instance.gold_character.name == "penny"
+    assert rows[0].guess_qualifiers == []
+    assert rows[3].need_history == "Unsolvable"
+    # One evidence group (columns 5-8); the trailing space of the scene id is not kept.
+    assert rows[5].evidence_groups == [
+        {"evidence": ["history event", "fact(status)", ""], "reasoning": "multihop-character"}
+    ]
+    assert rows[5].scene_source_id == "08x01 102" and rows[5].raw == ROWS[5]
+    # Its header words are known ones: nothing to warn about.
+    assert report.warnings == []
+
+
+def test_unexpected_header_words_warn_and_later_columns_are_ignored(tmp_path):
+    from tests.benchmarks.tbbt_sheet import HEADER, ROWS, write_tbbt
+
+    header = [*HEADER]
+    header[1] = "history needed?"
+    raw = write_tbbt(tmp_path, header=[*header, "Comment"])
+    tsv = raw.with_suffix(".tsv")
+    lines = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([lines[0], *(f"{ln}\tlooks right" for ln in lines[1:])]) + "\n")
+
+    report = benchmark_import(format_name="tvshowguess", path=raw)
+
+    assert report.warnings == [
+        f"{tsv}: line 1: column 2 is headed 'history needed?'; read by position as "
+        "need history / need history event",
+        f"{tsv}: line 1: column 10 is headed 'Comment'; kept, but not read by the analysis "
+        "(as the authors' script)",
+    ]
+    rows = list(SpeakerAnnotation.objects.order_by("row_number"))
+    assert [r.need_history for r in rows] == [r[1] for r in ROWS]
+    assert all(len(r.evidence_groups) == 1 for r in rows)  # col 10 is no evidence group
+
+
+def test_tbbt_shaped_sheet_exports_as_it_was_read(tmp_path):
+    from tests.benchmarks.tbbt_sheet import write_tbbt
+
+    source = tmp_path / "in"
+    source.mkdir()
+    raw = write_tbbt(source)
+    _import(raw)
+
+    call_command("export_benchmark", "tvshowguess", str(tmp_path / "out"), stdout=StringIO())
+
+    exported = tmp_path / "out" / "tbbt.tsv"
+    assert exported.read_bytes() == raw.with_suffix(".tsv").read_bytes()

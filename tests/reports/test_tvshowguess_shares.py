@@ -112,3 +112,32 @@ def test_friends_shares_match_the_paper(friends) -> None:
     assert dependence.rows[0] == ["direct", 40, 26.49]
     assert "151 annotated" in dependence.note
     assert sum(row[1] for row in dependence.rows) == 151
+
+
+@pytest.mark.django_db
+def test_tbbt_shaped_sheet_gives_the_shares_counted_by_hand(tmp_path) -> None:
+    from tests.benchmarks.tbbt_sheet import EXPECTED_COUNTS, EXPECTED_SHARES, write_tbbt
+
+    raw = write_tbbt(tmp_path)
+    call_command("import_benchmark", "tvshowguess", str(raw), "--no-progress", verbosity=0)
+
+    report = build_report("tvshowguess")
+    data = report_json(report)
+    for attribute, expected in EXPECTED_SHARES.items():
+        assert data[attribute] == expected, attribute
+    dependence = report.table("annotation-dependence")
+    assert {row[0]: row[1] for row in dependence.rows} == EXPECTED_COUNTS
+    assert (
+        "6 annotated" in dependence.note and "Unsolvable (no dependence type): 1" in dependence.note
+    )
+    assert report.table("annotation-evidence").note.count("Not counted") == 0
+
+
+def test_evidence_labels_follow_the_authors_kind_sub_rule() -> None:
+    from reports.metrics.tvshowguess import evidence_label
+
+    assert evidence_label("history event") == "memory"
+    assert evidence_label("inside_scene(exclusive)") == "inside scene(exclusion)"
+    assert evidence_label("inside_scene(exclusion)") == "inside scene(exclusion)"
+    assert evidence_label("Fact(Attribute)") == "fact(attribute)"
+    assert evidence_label("telepathy") == "telepathy"

@@ -138,3 +138,33 @@ def test_a_work_without_those_annotations_is_refused(friends):
     with pytest.raises(StudyError, match=r"no tbbt\.tsv annotations"):
         annotations_as_study(work=friends, source="tbbt.tsv")
     assert not Study.objects.exists()
+
+
+def test_a_tbbt_shaped_sheet_is_read_the_same_way(tmp_path):
+    from tests.benchmarks.tbbt_sheet import write_tbbt
+
+    call_command(
+        "import_benchmark", "tvshowguess", str(write_tbbt(tmp_path)), "--no-progress", verbosity=0
+    )
+    work = Work.objects.get(key="tbbt")
+
+    study = annotations_as_study(work=work, source="tbbt.tsv")
+
+    guesses = {
+        (g.instance.scene.source_id, g.instance.code): g
+        for g in Guess.objects.filter(assignment__participant__study=study).select_related(
+            "instance__scene"
+        )
+    }
+    assert len(guesses) == 6
+    # "penny (abductive)": the reader kept the name apart from its qualifier, so the
+    # guess is the candidate and correct; the qualifier is in the note.
+    penny = guesses[("08x01 100", "P1")]
+    assert (penny.answer, penny.correct) == ("penny", True)
+    assert "guess qualified as: abductive" in penny.evidence
+    flags = {
+        a.study_scene.scene.source_id: a.history_needed
+        for a in SceneAssignment.objects.filter(participant__study=study)
+    }
+    # 08x01 101 has an Unsolvable speaker and no "yes": unknown, not False.
+    assert flags == {"08x01 100": True, "08x01 101": None, "08x01 102": True}
