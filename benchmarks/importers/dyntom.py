@@ -319,7 +319,8 @@ class DynToMImporter(BenchmarkImporter):
                     f"trial directory {directory} has no {name}", path=directory / name
                 )
         story_path = directory / STORY_FILE
-        story = read_json(story_path)
+        # Size limits (settings.TOMLAB_IMPORT_MAX_BYTES) are checked before parsing.
+        story = read_json(story_path, limit="dyntom-story")
         if not isinstance(story, dict):
             raise ImportDataError("expected a JSON object", path=story_path)
         key = directory.name
@@ -473,7 +474,7 @@ class DynToMImporter(BenchmarkImporter):
     def _parse_questions(
         self, path: Path, main_character: str, scenario_count: int
     ) -> list[dict[str, Any]]:
-        data = read_json(path)
+        data = read_json(path, limit="dyntom-questions")
         if not isinstance(data, dict):
             raise ImportDataError("expected a JSON object of questions by key", path=path)
         rows = []

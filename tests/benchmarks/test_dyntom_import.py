@@ -22,6 +22,7 @@ from benchmarks.importers import dyntom as dyntom_importer
 from benchmarks.importers.dyntom import parse_profiles
 from benchmarks.models import Character, DynToMQuestion, DynToMScenario, DynToMStage, Work
 from benchmarks.services import benchmark_import
+from tests.factories import DynToMScenarioFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -396,3 +397,326 @@ def test_failure_in_last_trial_rolls_back_the_whole_batch(
         DynToMScenario.objects.get(stage__work__key="trial50", number=1).background
         == original_background
     )
+
+
+# Every story shape of the full release -------------------------------------------------
+# ../shared/data/dyntom-variants holds one real stage per shape (PROVENANCE.md): scenario
+# keys "1", "scenario_1", "scenario1", "Scenario 1"; a dialogue as one object or one
+# "Name: 'line'" string; rounds of three speakers; no social setting.
+
+
+@pytest.fixture
+def variants_dir(shared_data: Path) -> Path:
+    return shared_data / "dyntom-variants"
+
+
+def _source_turns(dialogue: Any) -> list[tuple[str, str]]:
+    """(speaker, text) pairs read straight from a source dialogue, for comparison."""
+    if isinstance(dialogue, list):
+        return [pair for round_ in dialogue for pair in round_.items()]
+    if isinstance(dialogue, dict):
+        return list(dialogue.items())
+    pairs = []
+    for line in dialogue.split("\n"):
+        speaker, _, text = line.partition(": ")
+        assert text[0] == text[-1] == "'", line
+        pairs.append((speaker, text[1:-1]))
+    return pairs
+
+
+def test_variant_stages_import_with_exact_counts(variants_dir: Path) -> None:
+    stdout, stderr = _import(variants_dir)
+
+    assert _summary(stdout) == {
+        "Character": (20, 0, 0),
+        "DynToMQuestion": (725, 0, 0),
+        "DynToMScenario": (51, 0, 0),
+        "DynToMStage": (10, 0, 0),
+        "Work": (10, 0, 0),
+    }
+    assert sum(len(o) for o in DynToMQuestion.objects.values_list("options", flat=True)) == 6586
+    assert dict(DynToMStage.objects.values_list("work__key", "scenario_count")) == {
+        "trial100": 5,
+        "trial1000": 5,
+        "trial1008": 5,
+        "trial1011": 5,
+        "trial1059": 5,
+        "trial1062": 5,
+        "trial1081": 5,
+        "trial1150": 7,
+        "trial1165": 4,
+        "trial64": 5,
+    }
+    shapes = Counter(DynToMScenario.objects.values_list("dialogue_shape", flat=True))
+    assert shapes == {"rounds": 36, "object": 10, "text": 5}
+    assert Character.objects.filter(is_main=True).count() == 10
+    assert "warning" not in stderr
+    # Every turn, in order, equals what the source file says, whatever its shape.
+    for key, (story, _) in _real_files(variants_dir).items():
+        stored = {
+            s.key: s for s in DynToMScenario.objects.filter(stage__work__key=key).order_by("number")
+        }
+        assert list(stored) == sorted(story["story"], key=lambda k: int(re.sub(r"\D", "", k)))
+        for scenario_key, scenario in story["story"].items():
+            turns = stored[scenario_key].dialogue
+            assert all(set(turn) == {"speaker", "text"} for turn in turns), key
+            assert [(t["speaker"], t["text"]) for t in turns] == _source_turns(
+                scenario["dialogue"]
+            ), (key, scenario_key)
+
+
+def test_each_variant_shape_is_read_into_turns(variants_dir: Path) -> None:
+    _import(variants_dir)
+
+    def scenario(trial: str, number: int) -> DynToMScenario:
+        return DynToMScenario.objects.get(stage__work__key=trial, number=number)
+
+    # Scenario keys are kept as written; the number is read from them.
+    keys = {
+        trial: scenario(trial, 1).key
+        for trial in ("trial1008", "trial1081", "trial1062", "trial1059", "trial1000")
+    }
+    assert keys == {
+        "trial1008": "1",
+        "trial1081": "scenario_1",
+        "trial1062": "scenario1",
+        "trial1059": "Scenario 1",
+        "trial1000": "scenario 1",
+    }
+    # One string of "Name: 'line'" lines: the quotes go, an apostrophe inside stays.
+    text = scenario("trial1011", 1)
+    assert text.dialogue_shape == "text"
+    assert text.dialogue[0] == {
+        "speaker": "Gerald",
+        "text": "Natalie, I've noticed during our last few meetings that my suggestions "
+        "aren\u2019t being discussed much. I feel like they could really benefit our "
+        "project\u2019s progress.",
+    }
+    assert [t["speaker"] for t in text.dialogue] == ["Gerald", "Natalie"]
+    assert "dialogue_text" not in text.extra  # it re-renders exactly: no copy kept
+    # One object speaker -> line.
+    obj = scenario("trial1000", 1)
+    assert obj.dialogue_shape == "object"
+    assert [t["speaker"] for t in obj.dialogue] == ["Sean", "Richard"]
+    # Rounds of one, two and three speakers keep their sizes for the export.
+    three = scenario("trial64", 2)
+    assert three.dialogue_shape == "rounds"
+    assert [t["speaker"] for t in three.dialogue] == ["Maria", "Team Leader", "Cheryl"]
+    assert three.extra["round_sizes"] == [3]
+    ones = scenario("trial1062", 1)
+    assert ones.extra["round_sizes"] == [1] * 6
+    # No social setting.
+    stage = DynToMStage.objects.get(work__key="trial100")
+    assert stage.extra["absent"] == ["social setting", "social setting type"]
+
+
+def test_all_real_stages_import_twice_and_round_trip(
+    dyntom_dir: Path, variants_dir: Path, tmp_path: Path
+) -> None:
+    for directory in (dyntom_dir, variants_dir):
+        _import(directory)
+    assert DynToMStage.objects.count() == 34
+    assert DynToMScenario.objects.count() == 172
+    assert DynToMQuestion.objects.count() == 2444
+    before = _snapshot()
+
+    for directory, stages, scenarios, questions in (
+        (dyntom_dir, 24, 121, 1719),
+        (variants_dir, 10, 51, 725),
+    ):
+        summary = _summary(_import(directory)[0])
+        assert summary["Work"] == (0, stages, 0)
+        assert summary["DynToMScenario"] == (0, scenarios, 0)
+        assert summary["DynToMQuestion"] == (0, questions, 0)
+        assert all(created == updated == 0 for created, _, updated in summary.values())
+    assert _snapshot() == before
+
+    out = tmp_path / "export"
+    stdout = StringIO()
+    call_command("export_benchmark", "dyntom", str(out), stdout=stdout)
+    assert "exported 34 record(s)" in stdout.getvalue()
+    for directory in (dyntom_dir, variants_dir):
+        for key, (story, questions) in _real_files(directory).items():
+            exported_story = _load(out / key / "story.json")
+            assert exported_story == story, key
+            assert list(exported_story["story"]) == list(story["story"]), key
+            assert _load(out / key / "question_new.json") == questions, key
+    summary = _summary(_import(out)[0])
+    assert all(created == updated == 0 for created, _, updated in summary.values()), summary
+    assert _snapshot() == before
+
+
+def test_prompt_shows_turns_of_every_shape(variants_dir: Path) -> None:
+    from modeling.pipelines.dyntom import render_story
+
+    _import(variants_dir)
+
+    for trial, line in [
+        ("trial1011", "Natalie: Oh, I didn\u2019t realize you felt that way, Gerald."),
+        ("trial1000", "Richard: I didn't realize that's how it came across."),
+        ("trial64", "Team Leader: That\u2019s a good suggestion, Maria."),
+    ]:
+        scenarios = list(DynToMScenario.objects.filter(stage__work__key=trial).order_by("number"))
+        assert f"\n{line}" in render_story(scenarios), trial
+
+
+@pytest.mark.parametrize(
+    ("key", "number"),
+    [
+        ("scenario 3", 3),
+        ("Scenario 3", 3),
+        ("SCENARIO-3", 3),
+        ("scenario_3", 3),
+        ("scenario3", 3),
+        ("scenario 03", 3),
+        ("3", 3),
+        (" 3 ", 3),
+        ("scene 3", None),
+        ("scenario", None),
+        ("scenario 3b", None),
+    ],
+)
+def test_scenario_keys_in_any_case_or_separator(key: str, number: int | None) -> None:
+    assert dyntom_importer.scenario_number(key) == number
+
+
+def test_dialogue_string_in_another_layout_is_kept_verbatim(
+    dyntom_dir: Path, tmp_path: Path
+) -> None:
+    # Double quotes, CRLF, a blank line and a line continuing the turn before it: read
+    # into turns, and written back exactly as it was.
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    story = _load(trial / "story.json")
+    odd = 'Angela: "Kevin, are you ok?"\r\n\r\nKevin: I am fine.\r\nReally, I am.'
+    story["story"]["scenario 2"]["dialogue"] = odd
+    story["story"]["scenario 3"]["dialogue"] = {}
+    _dump(trial / "story.json", story)
+
+    _import(trial)
+    out = tmp_path / "export"
+    call_command("export_benchmark", "dyntom", str(out), stdout=StringIO())
+
+    scenario = DynToMScenario.objects.get(stage__work__key="trial50", number=2)
+    assert scenario.dialogue == [
+        {"speaker": "Angela", "text": "Kevin, are you ok?"},
+        {"speaker": "Kevin", "text": "I am fine.\nReally, I am."},
+    ]
+    assert scenario.extra["dialogue_text"] == odd
+    assert DynToMScenario.objects.get(stage__work__key="trial50", number=3).dialogue == []
+    assert _load(out / "trial50" / "story.json") == story
+
+
+@pytest.mark.parametrize(
+    ("scenario_key", "dialogue", "fragments"),
+    [
+        ("scenario 2", 42, ["field 'dialogue'", "got int"]),
+        ("scenario 2", [{"Angela": "Hi"}, "Kevin: hi"], ["round 2", "got str"]),
+        ("scenario 4", [{"Angela": "Hi", "Kevin": ["hi"]}], ["round 1", "speaker 'Kevin'"]),
+        ("scenario 1", {"Angela": None}, ["speaker 'Angela'", "got NoneType"]),
+        ("scenario 5", "\nhello there\nKevin: 'hi'", ["line 2", "expected \"Name: 'line'\""]),
+    ],
+)
+def test_unreadable_dialogue_is_located(
+    dyntom_dir: Path, tmp_path: Path, scenario_key: str, dialogue: Any, fragments: list[str]
+) -> None:
+    _import(dyntom_dir / "trial69")
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    story = _load(trial / "story.json")
+    story["story"][scenario_key]["dialogue"] = dialogue
+    _dump(trial / "story.json", story)
+
+    _assert_import_fails(
+        trial, str(trial / "story.json"), f"record {scenario_key}", "field 'dialogue'", *fragments
+    )
+    assert not Work.objects.filter(key="trial50").exists()
+
+
+def test_missing_dialogue_and_bad_scenario_keys_are_located(
+    dyntom_dir: Path, tmp_path: Path
+) -> None:
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    story = _load(trial / "story.json")
+    path = str(trial / "story.json")
+
+    broken = json.loads(json.dumps(story))
+    del broken["story"]["scenario 4"]["dialogue"]
+    _dump(trial / "story.json", broken)
+    _assert_import_fails(trial, path, "record scenario 4", "field 'dialogue'", "missing")
+
+    broken = json.loads(json.dumps(story))
+    broken["story"]["prologue"] = broken["story"].pop("scenario 5")
+    _dump(trial / "story.json", broken)
+    _assert_import_fails(trial, path, "record prologue", 'must read "scenario N"')
+
+    # The same scenario under two spellings cannot both be scenario 5.
+    broken = json.loads(json.dumps(story))
+    broken["story"]["5"] = broken["story"]["scenario 5"]
+    _dump(trial / "story.json", broken)
+    _assert_import_fails(trial, path, "field 'story'", "scenario(s) [5] given under two keys")
+
+
+def test_question_files_of_variant_stages_are_still_validated(
+    variants_dir: Path, tmp_path: Path
+) -> None:
+    trial = _copy_trial(variants_dir / "trial1011", tmp_path / "trial1011")
+    questions = _load(trial / "question_new.json")
+    questions["type_d_why_2"]["true answer"] = ["b"]
+    _dump(trial / "question_new.json", questions)
+    _assert_import_fails(trial, "record type_d_why_2", "field 'true answer'", "['b']")
+
+    questions["type_d_why_2"]["true answer"] = "b"
+    questions["type_d_why_2"]["options"] = "a. yes"
+    _dump(trial / "question_new.json", questions)
+    _assert_import_fails(trial, "record type_d_why_2", "field 'options'")
+
+
+@pytest.mark.parametrize(
+    ("name", "limit"), [("story.json", "dyntom-story"), ("question_new.json", "dyntom-questions")]
+)
+def test_stage_files_over_the_size_limit_are_refused_before_parsing(
+    dyntom_dir: Path, tmp_path: Path, settings: Any, name: str, limit: str
+) -> None:
+    _import(dyntom_dir / "trial69")
+    trials = tmp_path / "trials"
+    _copy_trial(dyntom_dir / "trial50", trials / "trial50")
+    big = _copy_trial(dyntom_dir / "trial149", trials / "trial149")
+    allowed = (trials / "trial50" / name).stat().st_size
+    size = allowed + 1
+    # Not JSON at all: a size check that ran after parsing would report that instead.
+    (big / name).write_text("x" * size, encoding="utf-8")
+    settings.TOMLAB_IMPORT_MAX_BYTES = {**settings.TOMLAB_IMPORT_MAX_BYTES, limit: allowed}
+
+    _assert_import_fails(
+        trials, str(big / name), f"file is {size:,} bytes", f"TOMLAB_IMPORT_MAX_BYTES['{limit}']"
+    )
+    assert set(Work.objects.values_list("key", flat=True)) == {"trial69"}
+
+
+def test_migration_turns_old_rounds_into_turns_and_back() -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("benchmarks.migrations.0002_dyntom_turns")
+    old = DynToMScenarioFactory(
+        dialogue=[{"Mia": "Hi!", "Leo": "Hello."}, {"Mia": "Tea?"}], extra={"unknown": {"t": 1}}
+    )
+
+    migration._rounds_to_turns(apps, None)
+    old.refresh_from_db()
+    assert old.dialogue == [
+        {"speaker": "Mia", "text": "Hi!"},
+        {"speaker": "Leo", "text": "Hello."},
+        {"speaker": "Mia", "text": "Tea?"},
+    ]
+    assert old.extra == {"unknown": {"t": 1}, "round_sizes": [2, 1]}
+    assert old.dialogue_shape == "rounds"
+    # Applied twice (a re-run), rows already in turns are left alone.
+    migration._rounds_to_turns(apps, None)
+    old.refresh_from_db()
+    assert old.extra["round_sizes"] == [2, 1]
+
+    migration._turns_to_rounds(apps, None)
+    old.refresh_from_db()
+    assert old.dialogue == [{"Mia": "Hi!", "Leo": "Hello."}, {"Mia": "Tea?"}]
+    assert old.extra == {"unknown": {"t": 1}}
