@@ -7,13 +7,36 @@ DynToM stage), and each item answer a :class:`Prediction`. Paid responses live i
 without paying twice and a finished run re-runs for free.
 """
 
+from typing import Any
+
+from django.core.validators import RegexValidator
 from django.db import models
 
 from benchmarks.fields import BulkJSONField
 
+from .credentials import (
+    CredentialUnreadable,
+    EncryptedSecretField,
+    decrypt_secret,
+    encrypt_secret,
+    redact_secrets,
+)
+
+# The name of a variable, never a value: a key typed here by mistake would be shown
+# on every page that lists backends.
+_ENV_NAME = RegexValidator(
+    r"^[A-Za-z_][A-Za-z0-9_]*$",
+    "Give the name of an environment variable (letters, digits, _), not the key itself.",
+)
+
 
 class Backend(models.Model):
-    """A configured LLM endpoint. The API key is read from ``api_key_env`` or ``api_key``."""
+    """A configured LLM endpoint.
+
+    The API key is read from the environment variable ``api_key_env`` names (preferred:
+    the database then holds no secret), else from ``api_key``, which stores ciphertext
+    only (see ``modeling.credentials``); :meth:`get_api_key` is the one way to read it.
+    """
 
     class Kind(models.TextChoices):
         OPENAI = "openai", "OpenAI-compatible chat completions"
@@ -27,10 +50,15 @@ class Backend(models.Model):
         max_length=500, blank=True, default="", help_text="local directory (transformers)"
     )
     api_key_env = models.CharField(
-        max_length=100, blank=True, default="", help_text="environment variable with the key"
+        max_length=100,
+        blank=True,
+        default="",
+        validators=[_ENV_NAME],
+        help_text="environment variable with the key",
     )
-    # Write-only: never rendered by the admin, the API or exports (see Backend.__repr__).
-    api_key = models.CharField(max_length=500, blank=True, default="")
+    # Ciphertext only ("fernet:…"); never rendered by the admin, the API or exports,
+    # and never filtered or sorted on. Write it with set_api_key, read it with get_api_key.
+    api_key = EncryptedSecretField(blank=True, default="", editable=False)
     max_concurrency = models.PositiveSmallIntegerField(default=4)
     max_retries = models.PositiveSmallIntegerField(default=5)
     timeout_s = models.FloatField(default=120.0)
@@ -47,6 +75,29 @@ class Backend(models.Model):
 
     def __repr__(self) -> str:
         return f"<Backend {self.name} {self.kind}>"
+
+    @property
+    def has_api_key(self) -> bool:
+        """Whether a key is stored in the row (an ``api_key_env`` key is not)."""
+        return bool(self.api_key)
+
+    def set_api_key(self, plaintext: str) -> None:
+        """Store ``plaintext`` encrypted ("" removes the key); the caller saves."""
+        self.api_key = encrypt_secret(plaintext)
+
+    def get_api_key(self) -> str:
+        """The stored key in plaintext ("" when none): for the LLM client only."""
+        from .llm.base import BackendConfigError
+
+        try:
+            return decrypt_secret(self.api_key)
+        except CredentialUnreadable as exc:
+            # A config error fails the run with this message instead of a traceback.
+            raise BackendConfigError(f"backend {self.name}: {exc}") from None
+
+    def redacted_options(self) -> dict[str, Any]:
+        """``options`` as it may be shown or logged: secret-looking values masked."""
+        return redact_secrets(self.options or {})
 
 
 class PromptTemplate(models.Model):
@@ -104,8 +155,17 @@ class Run(models.Model):
         FAILED = "failed", "failed"
         CANCELLED = "cancelled", "cancelled"
         BUDGET_EXHAUSTED = "budget_exhausted", "stopped: budget exhausted"
+        # Interrupted on purpose (Ctrl-C, SIGTERM): nothing failed; resume to finish.
+        STOPPED = "stopped", "stopped"
 
-    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.BUDGET_EXHAUSTED)
+    # Not running and not queued: the page stops polling, resume may start it again.
+    FINISHED = (
+        Status.SUCCEEDED,
+        Status.FAILED,
+        Status.CANCELLED,
+        Status.BUDGET_EXHAUSTED,
+        Status.STOPPED,
+    )
 
     name = models.CharField(max_length=200)
     benchmark = models.CharField(max_length=20)
@@ -139,6 +199,13 @@ class Run(models.Model):
     # A worker holds the run until this time and renews it as it goes; a run still
     # "running" past it was orphaned by a dead worker and may be claimed again.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Who holds the lease: a resume on the same host takes over at once when that
+    # process is gone (the start time tells a reused PID from the holder).
+    lease_holder_host = models.CharField(max_length=255, blank=True, default="")
+    lease_holder_pid = models.PositiveIntegerField(null=True, blank=True)
+    lease_holder_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="start time of the holding process"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -156,6 +223,9 @@ class RunCall(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
+        # The reply arrived and is stored on this row (paid for); its predictions are
+        # not written yet. A resume records it from here and never asks again.
+        RECEIVED = "received", "received"
         DONE = "done", "done"
         ERROR = "error", "error"
 
@@ -166,6 +236,7 @@ class RunCall(models.Model):
     cache_key = models.CharField(max_length=64, blank=True, default="")
     from_cache = models.BooleanField(default=False)
     raw_output = models.TextField(blank=True, default="")
+    finish_reason = models.CharField(max_length=30, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
