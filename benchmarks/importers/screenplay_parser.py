@@ -35,13 +35,13 @@ class ScreenplayError(Exception):
         super().__init__(message)
 
 
-@dataclass
+@dataclass(slots=True)
 class Action:
     text: str
     line: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Utterance:
     cue: str  # as written, extensions stripped: "MR. NOLAN"
     line: int
@@ -188,7 +188,7 @@ def _split_lines(text: str) -> tuple[list[str], Counter]:
 # -- the parser ------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     number: int
     text: str  # stripped
@@ -341,6 +341,11 @@ def parse_screenplay(data: bytes, *, fountain: bool = False) -> Screenplay:
     dropped: Counter = Counter()
     unparsed: list[tuple[int, str, str]] = []
 
+    residue = _leading_residue(raw_lines)
+    if residue:
+        repaired[RESIDUE_REMOVED] = [(n + 1, raw_lines[n].strip()) for n in residue]
+        for n in residue:
+            raw_lines[n] = ""
     if fountain or _looks_like_fountain(raw_lines):
         fountain = True
         raw_lines = _strip_fountain_comments(raw_lines)
@@ -402,6 +407,44 @@ def parse_screenplay(data: bytes, *, fountain: bool = False) -> Screenplay:
         line_endings=endings,
         layout=layout,
     )
+
+
+RESIDUE_REMOVED = "HTML/JavaScript residue before the script removed"
+# What a scraped web page leaves above the title page once its tags are stripped:
+# comment markers, a frame-busting script ("if (window!= top)" /
+# "top.location.href=location.href"), script tags the tag pattern does not take.
+_RESIDUE_RE = re.compile(
+    r"""^(?:<!--.*|.*-->|//.*|<!\w.*|</?\s*script\b.*
+      |if\s*\(\s*!?\s*(?:window|self|top|parent|document)\b.*
+      |(?:window|self|top|parent|document|location)\.[\w.]+\s*(?:=|\().*
+      |[{}();]+)$""",
+    re.VERBOSE | re.IGNORECASE,
+)
+
+
+def _leading_residue(raw_lines: list[str]) -> list[int]:
+    """Indexes of the HTML/JavaScript lines above the title page (before any text).
+
+    Only the start of the file is looked at: from the first line that is neither
+    residue nor blank on, the script is the script (its own HTML residue is cleaned
+    line by line, and reported, by :func:`_clean`). Lines inside an HTML comment
+    opened there are residue whatever they say.
+    """
+    found: list[int] = []
+    in_comment = False
+    for index, raw in enumerate(raw_lines):
+        had_tags = "<" in raw
+        text = _HTML_TAG_RE.sub("", raw).strip() if had_tags else raw.strip()
+        if in_comment or (text and _RESIDUE_RE.match(text)) or (had_tags and not text):
+            found.append(index)
+            if "<!--" in text:
+                in_comment = True
+            if "-->" in text:
+                in_comment = False
+            continue
+        if text:
+            break
+    return found
 
 
 def _looks_like_fountain(lines: list[str]) -> bool:
@@ -487,10 +530,20 @@ def _take_title(
         if heading_text(line.text, fountain=fountain) is not None:
             break
         candidate = _clean_title(line.text)
-        if candidate and not furniture_kind(line.text):
+        if candidate and _plausible_title(line.text):
             title = candidate
             break
     return title, lines
+
+
+def _plausible_title(text: str) -> bool:
+    """A title page line can be a title: words, not markup, furniture or a transition."""
+    return (
+        bool(re.search(r"[A-Za-z]{2}", text))
+        and not re.search(r"[<>{}=;]|//", text)
+        and not furniture_kind(text)
+        and not is_transition(text)
+    )
 
 
 def _clean_title(text: str) -> str:
@@ -570,6 +623,7 @@ def _parse_indented(
         and (name := cue_text(line.text)) is not None
     }
     out = _Builder()
+    next_lines = _next_lines(lines)
     flush_dialogue = False  # dialogue that lost its indentation, until a blank line
     skip = -1
     for index, line in enumerate(lines):
@@ -615,7 +669,7 @@ def _parse_indented(
                 name = text
                 repaired.setdefault("character cue not in capitals", []).append((line.number, text))
             if name is not None:
-                following = _next_line(lines, index)
+                following = next_lines[index]
                 if adjacent is not None and adjacent.indent <= indents.action_max:
                     # Right under the cue, flush left: dialogue that lost its indent.
                     repaired.setdefault("dialogue not indented", []).append(
@@ -658,11 +712,19 @@ def _heading_continuation(lines: list[_Line | None], index: int) -> _Line | None
     return after
 
 
-def _next_line(lines: list[_Line | None], index: int) -> _Line | None:
-    for line in lines[index + 1 :]:
-        if line is not None:
-            return line
-    return None
+def _next_lines(lines: list[_Line | None]) -> list[_Line | None]:
+    """For each index, the next non-blank line after it (or None), in one backward pass.
+
+    Looking ahead by scanning (or slicing) the rest of the list at every cue made the
+    parse quadratic: 20 MB took minutes. This keeps it linear.
+    """
+    following: list[_Line | None] = [None] * len(lines)
+    upcoming: _Line | None = None
+    for index in range(len(lines) - 1, -1, -1):
+        following[index] = upcoming
+        if lines[index] is not None:
+            upcoming = lines[index]
+    return following
 
 
 def _parse_blank_separated(

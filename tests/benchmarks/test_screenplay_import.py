@@ -632,3 +632,79 @@ def test_option_errors(tmp_path: Path) -> None:
         call_command("import_benchmark", "tom-in-amc", str(tmp_path), "--seed", "3")
     with pytest.raises(CommandError, match=r"no \.txt, \.fountain, \.spmd files"):
         run_import(tmp_path)
+
+
+# -- HTML/JavaScript residue of an IMSDb page above the title page ------------------------
+
+# What a raw IMSDb page leaves above the script: bold tags around an HTML comment that
+# hides a frame-busting script.
+IMSDB_RESIDUE = (
+    b"<b><!--\r\n"
+    b"</b>if (window!= top)\r\n"
+    b"top.location.href=location.href\r\n"
+    b"</b>\r\n"
+    b"<b>// -->\r\n"
+    b"</b>\r\n"
+)
+
+
+def test_residue_before_the_title_page_is_removed_and_reported(shared_data: Path, tmp_path: Path):
+    script = tmp_path / "dead_poets_society.txt"
+    script.write_bytes(
+        IMSDB_RESIDUE + (shared_data / "screenplays" / "dead_poets_society.txt").read_bytes()
+    )
+
+    out, err = run_import(script)
+
+    work = Work.objects.get()
+    assert work.title == "Dead Poets Society"  # from the title page, not "<!"
+    assert "'Dead Poets Society' (title from the script;" in out
+    assert (
+        f"{script}: HTML/JavaScript residue before the script removed on 6 line(s): "
+        "line 1: '<b><!--'; line 2: '</b>if (window!= top)'; "
+        "line 3: 'top.location.href=location.href'; line 4: '</b>'; line 5: '<b>// -->'; "
+        "and 1 more"
+    ) in err
+    # The script itself reads as without the residue (same scenes, lines shifted by 6).
+    assert Scene.objects.count() == REAL["dead_poets_society.txt"][1]
+    assert "line 1240: 'Keating'" in err  # 1234 in the original
+
+
+def test_residue_and_no_title_page_takes_the_file_name_and_title_overrides(
+    shared_data: Path, tmp_path: Path
+):
+    original = (shared_data / "screenplays" / "dead_poets_society.txt").read_bytes()
+    # Drop the title page line: the script then starts at its first scene heading.
+    body = original.replace(b"   Dead Poets Society: Final Script", b"", 1)
+    script = tmp_path / "welton_year.txt"
+    script.write_bytes(IMSDB_RESIDUE + body)
+
+    out, err = run_import(script)
+
+    assert Work.objects.get().title == "welton year"
+    assert "(title from the file name;" in out
+    assert "residue before the script removed on 6 line(s)" in err
+
+    out, _ = run_import(script, "--title", "Carpe Diem")
+    assert "'Carpe Diem' (title from --title;" in out
+    assert set(Work.objects.values_list("title", flat=True)) == {"welton year", "Carpe Diem"}
+
+
+def test_residue_only_at_the_start_is_taken_for_residue() -> None:
+    data = (
+        b"<html><head><script>\n<!--\nif (window!= top)\ntop.location.href=location.href\n"
+        b"// -->\n</script></head>\n\nTHE QUIET HOUR\n\nINT. KITCHEN - NIGHT\n\n"
+        b"Mara reads. The comment <!-- ignore --> stays text.\n\n"
+        b"                    MARA\n          Is it late?\n\n"
+        b"                    JONAH\n          Very.\n\n"
+        b"                    MARA\n          Then stay.\n\n"
+        b"                    JONAH\n          I will.\n"
+    )
+
+    play = parse_screenplay(data)
+
+    assert play.title == "The Quiet Hour"
+    residue = [
+        line for line, _ in play.repaired["HTML/JavaScript residue before the script removed"]
+    ]
+    assert residue == [1, 2, 3, 4, 5, 6]
