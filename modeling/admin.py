@@ -2,9 +2,13 @@
 
 A backend's API key is write-only: the change form shows an empty password input,
 a blank submission keeps the stored key, and no list column, search field or page
-ever renders it (``has_key`` says whether one is set). Runs, calls, predictions and
-cached responses are written by the run engine only, so they are read-only here;
-runs are cancelled or resumed through the same services the run pages use.
+ever renders it (``has_key`` says whether one is set). It is stored encrypted, and no
+changelist may filter, search or sort on it: a filter such as ``?api_key__gte=sk-M``
+answered "1 backend"/"0 backends" and recovered a whole key by binary search. Secret
+values in ``options`` are shown masked and kept when the mask is sent back. Runs,
+calls, predictions and cached responses are written by the run engine only, so they
+are read-only here; runs are cancelled or resumed through the same services the run
+pages use.
 """
 
 from __future__ import annotations
@@ -14,13 +18,28 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from . import services
+from .credentials import restore_redacted
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
+
+# Model fields no admin query string may reach, whatever the path to them
+# (``api_key__startswith``, ``backend__api_key__gte``, ``runs__backend__api_key``…).
+SECRET_FIELDS = frozenset({"api_key"})
+
+
+class NoSecretLookupsMixin:
+    """Refuses filters on secret columns: the admin answers 400 whatever the value."""
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        if SECRET_FIELDS & set(lookup.split(LOOKUP_SEP)):
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
 
 def _changelist_link(model: type[Model], lookup: str, pk: int, label: object) -> str:
@@ -47,12 +66,15 @@ class BackendAdminForm(forms.ModelForm):
         help_text=Backend._meta.get_field("base_url").help_text,
     )
     # render_value=False: the stored key never reaches the page, not even masked.
-    api_key = forms.CharField(
+    # Not the model field's name: that column holds ciphertext and is not editable.
+    new_api_key = forms.CharField(
         label="API key",
         required=False,
         strip=True,
+        max_length=500,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Write-only. Leave blank to keep the stored key.",
+        help_text="Write-only, stored encrypted. Leave blank to keep the stored key. "
+        "Prefer “API key env”: the key then stays out of the database.",
     )
     clear_api_key = forms.BooleanField(
         label="Remove the stored API key", required=False, initial=False
@@ -67,7 +89,6 @@ class BackendAdminForm(forms.ModelForm):
             "default_model",
             "model_path",
             "api_key_env",
-            "api_key",
             "max_concurrency",
             "max_retries",
             "timeout_s",
@@ -78,20 +99,24 @@ class BackendAdminForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # The bound initial would otherwise carry the key into the form's state.
-        self.initial["api_key"] = ""
+        # The page shows options masked; clean_options puts the masked values back.
+        if self.instance.pk:
+            self.initial["options"] = self.instance.redacted_options()
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if data.get("clear_api_key"):
-            data["api_key"] = ""
-        elif not data.get("api_key"):
-            data["api_key"] = self.instance.api_key if self.instance.pk else ""
-        return data
+    def clean_options(self) -> Any:
+        stored = self.instance.options if self.instance.pk else {}
+        return restore_redacted(self.cleaned_data.get("options"), stored)
+
+    def save(self, commit: bool = True) -> Backend:
+        if self.cleaned_data.get("clear_api_key"):
+            self.instance.set_api_key("")
+        elif self.cleaned_data.get("new_api_key"):
+            self.instance.set_api_key(self.cleaned_data["new_api_key"])
+        return super().save(commit=commit)
 
 
 @admin.register(Backend)
-class BackendAdmin(admin.ModelAdmin):
+class BackendAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
     form = BackendAdminForm
     list_display = (
         "name",
@@ -111,7 +136,7 @@ class BackendAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "has_key")
     fieldsets = (
         (None, {"fields": ("name", "kind", "default_model", "base_url", "model_path")}),
-        ("Credentials", {"fields": ("api_key_env", "has_key", "api_key", "clear_api_key")}),
+        ("Credentials", {"fields": ("api_key_env", "has_key", "new_api_key", "clear_api_key")}),
         (
             "Limits and prices",
             {
@@ -127,9 +152,11 @@ class BackendAdmin(admin.ModelAdmin):
         (None, {"fields": ("options", "created_at")}),
     )
 
+    # No ordering=: sorting by this column would sort by the ciphertext's presence only,
+    # but a sortable secret-derived column is one review away from sorting by the key.
     @admin.display(description="key stored", boolean=True)
     def has_key(self, obj: Backend) -> bool:
-        return bool(obj.api_key)
+        return obj.has_api_key
 
 
 @admin.register(PromptTemplate)
@@ -178,7 +205,7 @@ class CachedResponseAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(NoSecretLookupsMixin, ReadOnlyAdmin):
     list_display = (
         "name",
         "status",

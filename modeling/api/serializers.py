@@ -39,7 +39,7 @@ class BackendSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_has_key(self, obj: Backend) -> bool:
-        return bool(obj.api_key)
+        return obj.has_api_key
 
 
 class PromptTemplateSerializer(serializers.ModelSerializer):

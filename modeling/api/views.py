@@ -34,6 +34,7 @@ class BackendViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = selectors.backend_list()
     serializer_class = serializers.BackendSerializer
+    # Only these: a filter or ordering on api_key would let a client binary-search it.
     filterset_fields = ("kind",)
 
 

@@ -81,7 +81,7 @@ class OpenAIChatBackend(ChatBackend):
                 f"backend {config.name}: environment variable {config.api_key_env} is not set"
             )
         self._client = openai.OpenAI(
-            api_key=key or config.api_key or PLACEHOLDER_KEY,
+            api_key=key or config.get_api_key() or PLACEHOLDER_KEY,
             base_url=config.base_url or None,
             timeout=config.timeout_s,
             max_retries=0,

@@ -4,6 +4,8 @@ run actions go through the services, and changelists cost a fixed number of quer
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -136,7 +138,7 @@ def _backend_form(backend: Backend, **changes: str) -> dict[str, str]:
         "base_url": backend.base_url,
         "model_path": backend.model_path,
         "api_key_env": backend.api_key_env,
-        "api_key": "",
+        "new_api_key": "",
         "max_concurrency": str(backend.max_concurrency),
         "max_retries": str(backend.max_retries),
         "timeout_s": str(backend.timeout_s),
@@ -149,6 +151,13 @@ def _backend_form(backend: Backend, **changes: str) -> dict[str, str]:
     return data
 
 
+def _stored_column(backend: Backend) -> str:
+    """What the database itself holds, read past the ORM."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT api_key FROM modeling_backend WHERE id = %s", [backend.pk])
+        return cursor.fetchone()[0]
+
+
 def test_api_key_is_absent_from_changelist_change_page_and_history(client, researcher):
     backend = _backend(name="paid")
     _backend(name="keyless", api_key="")
@@ -156,17 +165,20 @@ def test_api_key_is_absent_from_changelist_change_page_and_history(client, resea
 
     changelist = client.get(_admin_url(Backend, "changelist"))
     change = client.get(_admin_url(Backend, "change", backend.pk))
-    client.post(_admin_url(Backend, "change", backend.pk), _backend_form(backend, api_key="sk-2"))
+    client.post(
+        _admin_url(Backend, "change", backend.pk), _backend_form(backend, new_api_key="sk-2")
+    )
     history = client.get(_admin_url(Backend, "history", backend.pk))
 
     for response in (changelist, change, history):
         assert response.status_code == 200
         assert SECRET not in response.content.decode()
         assert "sk-2" not in response.content.decode()
+        assert "fernet:" not in response.content.decode()  # nor its ciphertext
     assert not any("sk-2" in entry.change_message for entry in LogEntry.objects.all())
     html = change.content.decode()
-    assert 'type="password" name="api_key"' in html
-    assert 'name="api_key" value=' not in html
+    assert 'type="password" name="new_api_key"' in html
+    assert 'name="new_api_key" value=' not in html
     # has_key: one row with a key, one without
     assert html.count("icon-yes.svg") >= 1
     assert changelist.content.decode().count('alt="True"') == 1
@@ -181,15 +193,15 @@ def test_blank_key_keeps_the_stored_one_and_a_new_one_replaces_it(client, resear
     kept = client.post(url, _backend_form(backend, default_model="gpt-5"))
     backend.refresh_from_db()
     assert kept.status_code == 302
-    assert (backend.api_key, backend.default_model) == (SECRET, "gpt-5")
+    assert (backend.get_api_key(), backend.default_model) == (SECRET, "gpt-5")
 
-    client.post(url, _backend_form(backend, api_key="sk-new-456"))
+    client.post(url, _backend_form(backend, new_api_key="sk-new-456"))
     backend.refresh_from_db()
-    assert backend.api_key == "sk-new-456"
+    assert backend.get_api_key() == "sk-new-456"
 
     client.post(url, _backend_form(backend, clear_api_key="on"))
     backend.refresh_from_db()
-    assert backend.api_key == ""
+    assert (backend.api_key, backend.get_api_key(), backend.has_api_key) == ("", "", False)
 
 
 def test_researcher_adds_a_backend_with_a_key(client, researcher):
@@ -198,12 +210,47 @@ def test_researcher_adds_a_backend_with_a_key(client, researcher):
     )
     client.force_login(researcher)
 
-    response = client.post(_admin_url(Backend, "add"), _backend_form(template, api_key=SECRET))
+    response = client.post(_admin_url(Backend, "add"), _backend_form(template, new_api_key=SECRET))
 
     assert response.status_code == 302, response.context["adminform"].form.errors
     backend = Backend.objects.get(name="new-one")
-    assert backend.api_key == SECRET
+    assert backend.get_api_key() == SECRET
     assert backend.base_url == "http://127.0.0.1:8001/v1"
+
+
+def test_the_database_column_holds_ciphertext_only(client, researcher):
+    created = _backend(name="created")  # through the ORM, plaintext assigned
+    client.force_login(researcher)
+    client.post(
+        _admin_url(Backend, "add"),
+        _backend_form(Backend(name="typed", kind="openai"), new_api_key=SECRET),
+    )
+    typed = Backend.objects.get(name="typed")
+    updated = _backend(name="updated", api_key="")
+    Backend.objects.filter(pk=updated.pk).update(api_key=SECRET)  # even past save()
+
+    for backend in (created, typed, updated):
+        stored = _stored_column(backend)
+        assert stored.startswith("fernet:"), stored
+        assert SECRET not in stored
+        backend.refresh_from_db()
+        assert backend.get_api_key() == SECRET
+    # Fresh randomness per encryption: equal keys do not even give equal ciphertexts.
+    assert len({_stored_column(b) for b in (created, typed, updated)}) == 3
+
+
+def test_api_key_env_must_be_a_variable_name_not_a_key(client, researcher):
+    backend = _backend(name="paid", api_key="")
+    client.force_login(researcher)
+
+    response = client.post(
+        _admin_url(Backend, "change", backend.pk), _backend_form(backend, api_key_env=SECRET)
+    )
+
+    assert response.status_code == 200
+    assert "api_key_env" in response.context["adminform"].form.errors
+    backend.refresh_from_db()
+    assert backend.api_key_env == ""
 
 
 def test_backend_search_does_not_match_the_key(client, researcher):
@@ -215,6 +262,98 @@ def test_backend_search_does_not_match_the_key(client, researcher):
 
     assert by_key.context["cl"].result_count == 0
     assert by_name.context["cl"].result_count == 1
+
+
+# Every way a changelist query string could probe the key: the lookups the attack
+# used (startswith, gte: a binary search recovered a whole key in 225 requests), the
+# rest of the comparison and pattern lookups, the same through a relation, the
+# ciphertext prefix, search and every sortable column.
+_KEY_PROBES = [
+    {"api_key__startswith": "sk-A"},
+    {"api_key__startswith": "sk-Z"},
+    {"api_key__istartswith": "SK-A"},
+    {"api_key__gte": "sk-M"},
+    {"api_key__lt": "sk-M"},
+    {"api_key__gt": ""},
+    {"api_key__regex": "^sk-A"},
+    {"api_key__iregex": "^SK-Z"},
+    {"api_key__contains": "AAA"},
+    {"api_key__exact": "sk-AAAA-secret"},
+    {"api_key": "sk-AAAA-secret"},
+    {"api_key__in": "sk-AAAA-secret,sk-ZZZZ-secret"},
+    {"api_key__startswith": "fernet:"},
+    {"api_key__isnull": "False"},
+    {"api_key__length__gt": "5"},
+    {"runs__backend__api_key__startswith": "sk-A"},
+    {"q": "sk-AAAA"},
+    {"q": "AAAA"},
+]
+
+
+def _admin_answers(client, url: str, params: dict[str, str]) -> tuple[int, str]:
+    response = client.get(url, params)
+    body = response.content.decode() if response.status_code == 200 else ""
+    # The only per-request part of a changelist page.
+    body = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", body)
+    return response.status_code, body
+
+
+@pytest.mark.parametrize("model", [Backend, Run], ids=["backend", "run"])
+def test_admin_key_recovery_learns_nothing(client, researcher, model):
+    """Swap two backends' keys: no probe may answer differently, so none tells the key."""
+    alpha = _backend(name="alpha", api_key="sk-AAAA-secret")
+    omega = _backend(name="omega", api_key="sk-ZZZZ-secret")
+    _run(alpha)
+    _run(omega)
+    client.force_login(researcher)
+    url = _admin_url(model, "changelist")
+    probes = [
+        *_KEY_PROBES,
+        *({"o": str(i)} for i in range(12)),
+        *({"o": f"-{i}"} for i in range(12)),
+        *({"o": f"{i}.1"} for i in range(12)),
+        *({"backend__api_key__startswith": p} for p in ("sk-A", "sk-Z")),
+    ]
+
+    before = [_admin_answers(client, url, probe) for probe in probes]
+    alpha.set_api_key("sk-ZZZZ-secret")
+    omega.set_api_key("sk-AAAA-secret")
+    alpha.save(update_fields=["api_key"])
+    omega.save(update_fields=["api_key"])
+    after = [_admin_answers(client, url, probe) for probe in probes]
+
+    for probe, (status, body), again in zip(probes, before, after, strict=True):
+        assert (status, body) == again, probe
+        assert "sk-AAAA-secret" not in body and "sk-ZZZZ-secret" not in body, probe
+    # Every lookup on the key is refused outright (400), whatever the value.
+    for probe, (status, _) in zip(probes, before, strict=True):
+        if any("api_key" in name for name in probe):
+            assert status == 400, probe
+
+
+def test_options_are_shown_redacted_and_kept_when_the_mask_comes_back(client, researcher):
+    options = {
+        "headers": {"Authorization": "Bearer sk-opt-1", "X-Api-Key": "sk-opt-2"},
+        "extra": [{"access_token": "sk-opt-3"}, {"note": "Basic c2stb3B0LTQ="}],
+        "client_secret": "sk-opt-5",
+        "max_new_tokens": 64,
+        "device": "cpu",
+    }
+    backend = _backend(name="opts", options=options)
+    client.force_login(researcher)
+    url = _admin_url(Backend, "change", backend.pk)
+
+    page = client.get(url).content.decode()
+    shown = json.loads(client.get(url).context["adminform"].form["options"].value())
+    client.post(url, _backend_form(backend, options=json.dumps({**shown, "device": "cuda"})))
+    backend.refresh_from_db()
+
+    for n in range(1, 6):
+        assert f"sk-opt-{n}" not in page
+    assert "c2stb3B0LTQ=" not in page
+    assert shown["headers"] == {"Authorization": "********", "X-Api-Key": "********"}
+    assert (shown["max_new_tokens"], shown["device"]) == (64, "cpu")  # not secrets
+    assert backend.options == {**options, "device": "cuda"}  # secrets kept, edit saved
 
 
 # --- templates and engine rows --------------------------------------------------------

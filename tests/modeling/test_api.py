@@ -4,6 +4,7 @@ query counts, and that a backend's API key never leaves the server.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -533,3 +534,88 @@ def test_schema_lists_the_modeling_paths_and_their_filters(api):
     assert {"parse_status", "correct", "page"} <= {p["name"] for p in predictions["parameters"]}
     templates = paths[reverse("modeling-prompt-template-list")]["get"]
     assert {"benchmark", "method", "name"} <= {p["name"] for p in templates["parameters"]}
+
+
+def test_api_key_recovery_learns_nothing(api):
+    """Swap two backends' keys: no query string may answer differently."""
+    alpha = Backend.objects.create(
+        name="alpha", kind="openai", default_model="m", api_key="sk-AAAA-secret"
+    )
+    omega = Backend.objects.create(
+        name="omega", kind="openai", default_model="m", api_key="sk-ZZZZ-secret"
+    )
+    _run(alpha)
+    _run(omega)
+    probes = [
+        (url, {**params, **fmt})
+        for url in (reverse("modeling-backend-list"), URL_LIST)
+        for params in (
+            {"api_key": "sk-AAAA-secret"},
+            {"api_key__startswith": "sk-A"},
+            {"api_key__gte": "sk-M"},
+            {"api_key__regex": "^sk-A"},
+            {"backend__api_key__startswith": "sk-A"},
+            {"backend": "sk-AAAA-secret"},
+            {"ordering": "api_key"},
+            {"ordering": "-api_key"},
+            {"ordering": "backend__api_key"},
+            {"search": "sk-AAAA"},
+            {"has_key": "true"},
+        )
+        for fmt in ({}, {"format": "api"})  # the browsable API renders filter forms too
+    ]
+
+    def answers() -> list[tuple[int, str]]:
+        out = []
+        for url, params in probes:
+            response = api.get(url, params)
+            body = re.sub(
+                r'name="csrfmiddlewaretoken" value="[^"]+"', "", response.content.decode()
+            )
+            body = re.sub(r'"csrfToken": "[^"]+"', "", body)
+            out.append((response.status_code, body))
+        return out
+
+    before = answers()
+    alpha.set_api_key("sk-ZZZZ-secret")
+    omega.set_api_key("sk-AAAA-secret")
+    alpha.save(update_fields=["api_key"])
+    omega.save(update_fields=["api_key"])
+    after = answers()
+
+    for probe, answer, again in zip(probes, before, after, strict=True):
+        assert answer == again, probe
+        assert answer[0] == 200, probe
+        assert "fernet:" not in answer[1], probe
+        if "format" not in probe[1]:  # the browsable page echoes the query string
+            assert "sk-AAAA-secret" not in answer[1] and "sk-ZZZZ-secret" not in answer[1]
+
+
+def test_a_stored_key_is_decrypted_for_the_llm_client_only(openai_backend, llm_server):
+    from modeling.llm import ChatRequest, get_backend
+
+    openai_backend.api_key_env = ""
+    openai_backend.set_api_key("sk-stored-789")
+    openai_backend.save()
+    openai_backend.refresh_from_db()
+    llm_server.enqueue("ok")
+
+    reply = get_backend(openai_backend).complete(
+        ChatRequest.build([{"role": "user", "content": "hi"}], model="m", params={})
+    )
+
+    assert reply.text == "ok"
+    assert llm_server.authorizations == ["Bearer sk-stored-789"]
+    assert "sk-stored-789" not in openai_backend.api_key
+
+
+def test_a_key_under_another_secret_key_is_a_clear_config_error(openai_backend, settings):
+    from modeling.llm import get_backend
+    from modeling.llm.base import BackendConfigError
+
+    openai_backend.api_key_env = ""
+    openai_backend.set_api_key("sk-stored-789")
+    settings.SECRET_KEY = "x" * 60  # rotated without listing the old one as a fallback
+
+    with pytest.raises(BackendConfigError, match="cannot be decrypted with DJANGO_SECRET_KEY"):
+        get_backend(openai_backend)

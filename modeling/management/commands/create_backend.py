@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from modeling.models import Backend
@@ -20,6 +21,11 @@ class Command(BaseCommand):
     def handle(self, *args, **o) -> None:
         if o["kind"] == Backend.Kind.TRANSFORMERS and not o["model_path"]:
             raise CommandError("--model-path is required for a transformers backend")
+        # The name is stored and shown everywhere; a key passed here by mistake must not be.
+        try:
+            Backend._meta.get_field("api_key_env").run_validators(o["api_key_env"])
+        except ValidationError as exc:
+            raise CommandError(f"--api-key-env: {' '.join(exc.messages)}") from None
         backend, created = Backend.objects.update_or_create(
             name=o["name"],
             defaults=dict(

@@ -1,0 +1,158 @@
+"""Backend credentials: API keys encrypted at rest, and secret-looking options redacted.
+
+A stored key is a Fernet token (AES-128-CBC + HMAC-SHA256) under a key derived from
+``settings.SECRET_KEY`` with HKDF-SHA256, prefixed with ``fernet:``, so the column
+holds ciphertext only and a database dump or a lookup on the column teaches nothing
+about the key. Keys encrypted under a retired secret stay readable while that secret
+is listed in ``SECRET_KEY_FALLBACKS`` (Django's own rotation setting).
+https://cryptography.io/en/latest/fernet/
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from functools import lru_cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.db import models
+
+CIPHERTEXT_PREFIX = "fernet:"
+REDACTED = "********"
+# Fixed, public inputs of the derivation: they only separate this use of SECRET_KEY
+# from Django's own (signing, sessions), as HKDF's salt and info are meant to.
+_HKDF_SALT = b"tomlab.modeling.credentials"
+_HKDF_INFO = b"backend api key v1"
+
+
+class CredentialUnreadable(Exception):
+    """A stored key that no current or fallback SECRET_KEY decrypts."""
+
+
+@lru_cache(maxsize=8)
+def _fernet_for(secret: str) -> Fernet:
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT, info=_HKDF_INFO).derive(
+        secret.encode("utf-8")
+    )
+    return Fernet(base64.urlsafe_b64encode(derived))
+
+
+def _box() -> MultiFernet:
+    # Read the settings on every call: tests and key rotation change them at run time.
+    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return MultiFernet([_fernet_for(secret) for secret in secrets])
+
+
+def is_ciphertext(value: str) -> bool:
+    return value.startswith(CIPHERTEXT_PREFIX)
+
+
+def encrypt_secret(plaintext: str) -> str:
+    """The stored form of ``plaintext``; the empty string stays empty (no key)."""
+    if not plaintext:
+        return ""
+    token = _box().encrypt(plaintext.encode("utf-8")).decode("ascii")
+    return CIPHERTEXT_PREFIX + token
+
+
+def decrypt_secret(stored: str) -> str:
+    """The plaintext of a stored key ("" for none)."""
+    if not stored:
+        return ""
+    if not is_ciphertext(stored):
+        raise CredentialUnreadable("the stored key is not ciphertext; save it again")
+    try:
+        return _box().decrypt(stored[len(CIPHERTEXT_PREFIX) :].encode("ascii")).decode("utf-8")
+    except (InvalidToken, UnicodeError):
+        raise CredentialUnreadable(
+            "the stored API key cannot be decrypted with DJANGO_SECRET_KEY (was the secret "
+            "key changed? list the old one in SECRET_KEY_FALLBACKS or type the API key again)"
+        ) from None
+
+
+class EncryptedSecretField(models.TextField):
+    """A text column that only ever receives ciphertext.
+
+    The attribute holds the stored (encrypted) form; plaintext assigned to it is
+    encrypted on save, and plaintext in ``update()`` or an exact/range lookup is
+    encrypted too, so no ORM write can put a key in the clear and no such lookup can
+    compare against one. Pattern lookups (``startswith``…) bypass ``get_prep_value``
+    but only ever see ciphertext; the admin and the API refuse lookups on it anyway.
+    """
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> str:
+        value = getattr(model_instance, self.attname) or ""
+        if value and not is_ciphertext(value):
+            value = encrypt_secret(value)
+            setattr(model_instance, self.attname, value)
+        return value
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)
+        if isinstance(value, str) and value and not is_ciphertext(value):
+            return encrypt_secret(value)
+        return value
+
+
+# Names of option keys whose values are secrets, compared word by word: "api_key",
+# "X-Api-Key", "accessToken", "client_secret", "Authorization" are redacted, while
+# "max_new_tokens" or "tokenizer" (ordinary transformers options) are not, which a
+# plain substring test for "token" would hide from the researcher.
+_SECRET_WORDS = frozenset(
+    {"auth", "authorization", "bearer", "cookie", "credential", "credentials", "passphrase"}
+    | {"passwd", "pwd", "secrets", "keys", "signature"}
+)
+_SECRET_ENDINGS = ("key", "token", "secret", "password")
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# A value that is a credential whatever its name ("Bearer sk-…", "Basic dXNl…").
+_SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token)\s+\S", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an option named ``name`` (any case, any separator) holds a secret."""
+    for word in _WORD.findall(str(name)):
+        word = word.lower()
+        if word in _SECRET_WORDS or word.endswith(_SECRET_ENDINGS) or "password" in word:
+            return True
+    return False
+
+
+def _secret_entry(name: str, value: Any) -> bool:
+    # An empty value is left as it is: "no token" is not a secret, and showing it helps.
+    return is_secret_name(name) and value not in (None, "")
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of ``value`` with every secret-looking entry replaced by ``REDACTED``."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if _secret_entry(key, item) else redact_secrets(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_secrets(item) for item in value]
+    if isinstance(value, str) and _SECRET_VALUE.match(value):
+        return REDACTED
+    return value
+
+
+def restore_redacted(edited: Any, stored: Any) -> Any:
+    """``edited`` with each ``REDACTED`` placeholder put back to the stored value there.
+
+    A form that shows redacted options sends the placeholders back; this keeps the
+    secrets a researcher did not retype instead of saving the asterisks.
+    """
+    if edited == REDACTED:
+        return stored if stored is not None else edited
+    if isinstance(edited, dict) and isinstance(stored, dict):
+        return {key: restore_redacted(item, stored.get(key)) for key, item in edited.items()}
+    if isinstance(edited, list) and isinstance(stored, list):
+        return [
+            restore_redacted(item, stored[i] if i < len(stored) else None)
+            for i, item in enumerate(edited)
+        ]
+    return edited
