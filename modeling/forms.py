@@ -15,7 +15,7 @@ from .models import Backend, PromptTemplate
 from .pipelines import get_pipeline, pipeline_benchmarks
 
 # Sampling parameters the form offers; a blank field means "the pipeline's default".
-PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples")
+PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples", "seed")
 
 
 class RunForm(forms.Form):
@@ -49,6 +49,11 @@ class RunForm(forms.Form):
     max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
     samples = forms.IntegerField(
         min_value=1, max_value=50, required=False, help_text="Samples per prompt, averaged."
+    )
+    seed = forms.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="Sampling seed, for servers that honour it; sample i uses seed + i.",
     )
     budget_tokens = forms.IntegerField(
         min_value=1, required=False, label="Budget (tokens)", help_text="Stop before exceeding."

@@ -1,41 +1,90 @@
-"""The run engine: create runs, execute them resumably, cancel and resume them.
+"""The run engine: create runs, execute them resumably, stop, cancel and resume them.
 
-Execution is driven by :class:`RunCall` rows (one per prompt x sample). A call's
-response is written to the cache, its predictions and its "done" mark in one
-transaction as soon as it arrives, so a run killed at any point resumes by simply
-executing again: done calls are skipped, paid responses come from the cache, and
-unique constraints stop duplicate predictions.
+Execution is driven by :class:`RunCall` rows (one per prompt x sample). Request
+threads keep ``Backend.max_concurrency`` calls in flight and never touch the
+database; this thread is the writer. The moment a reply arrives it is made durable
+as one row (its call turns ``received``, holding the raw reply, tokens and cost);
+parsing, predictions (in bulk, several calls per transaction), the cache row and the
+"done" mark come after. A run killed at any point therefore resumes by executing
+again: done calls are skipped, received ones are recorded from their row, paid
+responses come from the cache, and unique constraints stop duplicate predictions.
+
+A run is held under a lease that names its holder (host, PID, process start time),
+so a resume on the same host takes over at once from a holder that is gone.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue as queue_module
+import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from .llm import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
-from .pipelines import CallUnit, get_pipeline
+from .pipelines import CallUnit, Pipeline, get_pipeline
 from .prompts import DEFAULT_TEMPLATES
 
 logger = logging.getLogger(__name__)
 
-ProgressHook = Callable[[int], None]
-
 # Sampling parameters sent to backends; everything else in Run.params is engine-only.
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+# Progress hooks and the run's counters are refreshed at most this often: a query and
+# a redraw per reply would cost the request window its refills at high concurrency.
+PROGRESS_INTERVAL_S = 0.25
+# Predictions written per transaction at most, so a reply that arrives meanwhile
+# waits for at most one such write before it is made durable.
+RECORD_CHUNK_PREDICTIONS = 2000
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What a progress hook receives: counts as of the last write."""
+
+    run_id: int
+    total: int
+    done: int
+    errors: int
+
+
+ProgressHook = Callable[[RunProgress], None]
+
+
+@dataclass
+class RunInterrupt:
+    """Set from a signal handler (or any thread) to stop a run this process executes.
+
+    ``requested`` stops sending new calls; the calls in flight are waited for, at most
+    ``MODELING_STOP_GRACE_S`` seconds, unless ``abandon`` is set too (a second Ctrl-C).
+    Replies already received are written either way; the run ends ``stopped``.
+    """
+
+    requested: threading.Event = field(default_factory=threading.Event)
+    abandon: threading.Event = field(default_factory=threading.Event)
+    reason: str = "interrupted"
+
+    def request(self, reason: str) -> None:
+        if self.requested.is_set():
+            self.abandon.set()
+        else:
+            self.reason = reason
+            self.requested.set()
+
+
+def _stop_grace_seconds() -> float:
+    return float(getattr(settings, "MODELING_STOP_GRACE_S", 30))
 
 
 def _lease_seconds() -> int:
@@ -217,20 +266,42 @@ def run_cancel(*, run_id: int) -> Run:
     return Run.objects.get(pk=run_id)
 
 
-def run_resume(*, run_id: int) -> Run:
-    """Queue a stopped, failed or orphaned run again; done calls are not repeated."""
+def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
+    """Make a stopped, failed or orphaned run runnable again; done calls are not repeated.
+
+    A run still marked running is taken over at once when its holder is gone (the
+    lease was released, has expired, or names a process on this host that no longer
+    runs). While the holder may be alive this raises :class:`RunLeased`, whose message
+    says who holds the run and when to retry. ``enqueue=False`` leaves the run queued
+    for the caller to execute in this process (``run_model --resume``).
+    """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.imported:
             raise ValueError("imported runs have nothing to resume")
         if run.status == Run.Status.SUCCEEDED:
             return run
-        if run.status != Run.Status.RUNNING:
+        if run.status == Run.Status.RUNNING and not _holder_gone(run):
+            raise RunLeased(run)
+        if run.status != Run.Status.QUEUED:
             run.status = Run.Status.QUEUED
             run.error = ""
             run.finished_at = None
-            run.save(update_fields=["status", "error", "finished_at"])
-        _enqueue(run)
+            for name, value in _RELEASED.items():
+                setattr(run, name, value)
+            run.save(
+                update_fields=[
+                    "status",
+                    "error",
+                    "finished_at",
+                    "lease_expires_at",
+                    "lease_holder_host",
+                    "lease_holder_pid",
+                    "lease_holder_started_at",
+                ]
+            )
+        if enqueue:
+            _enqueue(run)
     return run
 
 
@@ -240,7 +311,7 @@ def runs_requeue_orphaned() -> list[int]:
     A worker killed mid-run loses its task message with brokers that do not redeliver
     (kombu's filesystem transport deletes a message when it is fetched; Redis waits
     for its visibility timeout). Queued runs and runs still marked running are sent
-    again: a live worker's lease makes the duplicate wait, then skip.
+    again: a live holder's lease makes the duplicate wait, then skip.
     """
     runs = list(
         Run.objects.filter(imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
@@ -252,18 +323,142 @@ def runs_requeue_orphaned() -> list[int]:
     return [run.pk for run in runs]
 
 
-class RunLeased(Exception):
-    """Another worker holds the run; retry after ``seconds``."""
+# --- the lease and its holder ------------------------------------------------------------
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"run leased for {seconds:.0f}s more")
-        self.seconds = seconds
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """A process that may hold runs: its host, PID and start time (against PID reuse)."""
+
+    host: str
+    pid: int
+    started_at: datetime | None
+
+    @classmethod
+    def current(cls) -> LeaseHolder:
+        # Computed per call, not cached: a forked worker child has a PID of its own.
+        pid = os.getpid()
+        return cls(host=socket.gethostname(), pid=pid, started_at=_process_started_at(pid))
+
+    def as_fields(self) -> dict[str, Any]:
+        return {
+            "lease_holder_host": self.host,
+            "lease_holder_pid": self.pid,
+            "lease_holder_started_at": self.started_at,
+        }
+
+
+_RELEASED = {
+    "lease_expires_at": None,
+    "lease_holder_host": "",
+    "lease_holder_pid": None,
+    "lease_holder_started_at": None,
+}
+
+
+def _process_started_at(pid: int) -> datetime | None:
+    """When process ``pid`` started (Linux /proc), or None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        # Fields after the command name (which may hold spaces and parentheses);
+        # starttime is field 22 of proc(5), in clock ticks since boot.
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), tz=UTC)
+
+
+def _process_alive(pid: int, started_at: datetime | None) -> bool:
+    """True when ``pid`` runs on this host and is the process that started at ``started_at``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return True  # no /proc (macOS): the signal check is all we have
+    if stat[stat.rindex(")") + 2] in "ZX":
+        return False  # killed, not yet reaped by its parent
+    if started_at is not None:
+        actual = _process_started_at(pid)
+        if actual is not None and abs((actual - started_at).total_seconds()) > 1:
+            return False  # the PID was reused by another process
+    return True
+
+
+def _holder_gone(run: Run) -> bool:
+    """True when nobody can be executing ``run``: lease released or expired, or held by a
+    process on this host that is no longer alive. A holder on another host counts as
+    alive until its lease expires (we cannot see its processes)."""
+    if run.lease_expires_at is None or run.lease_expires_at <= timezone.now():
+        return True
+    if not run.lease_holder_pid or run.lease_holder_host != socket.gethostname():
+        return False
+    return not _process_alive(run.lease_holder_pid, run.lease_holder_started_at)
+
+
+def _utc_clock(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M:%S UTC")
+
+
+class RunLeased(ValueError):
+    """Another live process holds the run; ``seconds`` until its lease would expire.
+
+    The message is one line a person can act on: who holds the run and when to retry.
+    """
+
+    def __init__(self, run: Run) -> None:
+        now = timezone.now()
+        expires = run.lease_expires_at or now
+        self.run_id = run.pk
+        self.seconds = max(1.0, (expires - now).total_seconds())
+        self.expires_at = expires
+        same_host = run.lease_holder_host == socket.gethostname()
+        if run.lease_holder_pid and same_host:
+            since = (
+                f" since {_utc_clock(run.lease_holder_started_at)}"
+                if run.lease_holder_started_at
+                else ""
+            )
+            message = (
+                f"run {run.pk} is running in process {run.lease_holder_pid} on this host{since}; "
+                f"stop it there with Ctrl-C (kill -INT {run.lease_holder_pid}) or let it finish"
+            )
+        else:
+            holder = (
+                f"process {run.lease_holder_pid} on host {run.lease_holder_host}"
+                if run.lease_holder_pid
+                else "another worker"
+            )
+            message = (
+                f"run {run.pk} is held by {holder}, which renews its lease while it runs; "
+                f"if that process is gone, retry after {_utc_clock(expires)} "
+                f"({self.seconds:.0f} s)"
+            )
+        super().__init__(message)
 
 
 def _claim(run_id: int) -> Run | None:
-    """Take the run with one conditional UPDATE; a live lease elsewhere raises RunLeased."""
+    """Take the run with one conditional UPDATE; a live holder elsewhere raises RunLeased.
+
+    A run whose holder is gone (see :func:`_holder_gone`) is taken over at once, with
+    a compare-and-swap on the holder seen, so two resumers cannot both win.
+    """
     now = timezone.now()
-    lease = now + timedelta(seconds=_lease_seconds())
+    holder = LeaseHolder.current()
+    claim = {
+        "status": Run.Status.RUNNING,
+        "lease_expires_at": now + timedelta(seconds=_lease_seconds()),
+        "started_at": now,
+        **holder.as_fields(),
+    }
     claimed = (
         Run.objects.filter(pk=run_id)
         .filter(
@@ -271,22 +466,66 @@ def _claim(run_id: int) -> Run | None:
             | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
             | Q(status=Run.Status.RUNNING, lease_expires_at__isnull=True)
         )
-        .update(status=Run.Status.RUNNING, lease_expires_at=lease, started_at=now)
+        .update(**claim)
     )
     run = Run.objects.select_related("backend", "template").get(pk=run_id)
     if claimed:
         return run
-    if run.status == Run.Status.RUNNING and run.lease_expires_at:
-        raise RunLeased(max(1.0, (run.lease_expires_at - now).total_seconds()))
-    return None
+    if run.status != Run.Status.RUNNING:
+        return None
+    if _holder_gone(run):
+        taken = Run.objects.filter(
+            pk=run_id,
+            status=Run.Status.RUNNING,
+            lease_expires_at=run.lease_expires_at,
+            lease_holder_host=run.lease_holder_host,
+            lease_holder_pid=run.lease_holder_pid,
+        ).update(**claim)
+        if taken:
+            logger.info("run %s: took over from dead process %s", run_id, run.lease_holder_pid)
+            return Run.objects.select_related("backend", "template").get(pk=run_id)
+        run.refresh_from_db()
+    raise RunLeased(run)
 
 
-def _renew_lease(run_id: int) -> bool:
-    """Extend the lease; False when the run was cancelled meanwhile."""
+def _renew_lease(run_id: int, holder: LeaseHolder) -> bool:
+    """Extend our lease; False when the run was cancelled or taken over meanwhile."""
     lease = timezone.now() + timedelta(seconds=_lease_seconds())
     return bool(
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(lease_expires_at=lease)
+        Run.objects.filter(
+            pk=run_id,
+            status=Run.Status.RUNNING,
+            lease_holder_host=holder.host,
+            lease_holder_pid=holder.pid,
+        ).update(lease_expires_at=lease)
     )
+
+
+class _Lease:
+    """The run's lease, renewed from the writer thread while calls are in flight.
+
+    A call can take longer than the lease (a long chain-of-thought reply), so the
+    writer wakes at least every ``interval`` to renew it. Renewing from this thread
+    (not a heartbeat thread with its own connection) keeps it on the connection that
+    owns the run. A failed renewal means the run is no longer ours (cancelled).
+    """
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.holder = LeaseHolder.current()
+        self.interval = max(0.5, _lease_seconds() / 3)
+        self.lost = False
+        self._renewed_at = time.monotonic()
+
+    def renew_if_due(self) -> None:
+        now = time.monotonic()
+        if self.lost or now - self._renewed_at < self.interval:
+            return
+        self._renewed_at = now
+        self.lost = not _renew_lease(self.run_id, self.holder)
+
+
+# --- recording replies -------------------------------------------------------------------
 
 
 def _cost(backend: Backend, prompt_tokens: int, completion_tokens: int) -> Decimal:
@@ -306,102 +545,231 @@ def _request_for(run: Run, unit: CallUnit, sample_index: int) -> ChatRequest:
     )
 
 
-def _record_result(
-    *,
-    run: Run,
-    pipeline,
-    call: RunCall,
-    unit: CallUnit,
-    request: ChatRequest,
-    result: ChatResult,
-    from_cache: bool,
-) -> None:
-    """Cache the response, store the predictions and mark the call done, atomically."""
-    cache_key = request.cache_key(run.backend.name)
-    cost = (
-        Decimal(0)
-        if from_cache
-        else _cost(run.backend, result.prompt_tokens, result.completion_tokens)
-    )
-    parsed = pipeline.parse(unit=unit, text=result.text)
-    share = max(1, len(parsed))
-    template_version = f"{run.template.name} v{run.template.version}" if run.template else ""
-    predictions = [
-        Prediction(
-            run=run,
-            call=call,
-            sample_index=call.sample_index,
-            **{f"{pipeline.item_field}_id": item.item_id},
-            # The reply is stored once, on the call (see Prediction.raw_output).
-            raw_output="",
-            parsed_answer=item.parsed_answer,
-            parse_status=item.parse_status,
-            correct=item.correct,
-            details=item.details or {},
-            template_version=template_version,
-            model=run.model,
-            params=run.params,
-            prompt_tokens=result.prompt_tokens // share,
-            completion_tokens=result.completion_tokens // share,
-            latency_ms=result.latency_ms,
+@dataclass
+class _Outcome:
+    """A call's reply (or error) on its way from a request thread to the database."""
+
+    call: RunCall
+    result: ChatResult | BackendError
+    from_cache: bool = False
+    cost: Decimal = Decimal(0)
+
+
+class _Recorder:
+    """Writes replies for one run, on the thread that owns the run's connection.
+
+    :meth:`store_received` is the durability step: one row per reply (the call turns
+    ``received`` and holds the reply), in one short transaction for all replies that
+    arrived together. :meth:`record` then parses, writes the predictions in bulk, the
+    cache rows and the "done" marks, and bumps the run's counters once per batch.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        pipeline: Pipeline,
+        units: dict[str, CallUnit],
+        requests: dict[int, ChatRequest],
+        on_progress: ProgressHook | None,
+    ) -> None:
+        self.run = run
+        self.pipeline = pipeline
+        self.units = units
+        self.requests = requests
+        self.on_progress = on_progress
+        self.template_version = (
+            f"{run.template.name} v{run.template.version}" if run.template else ""
         )
-        for item in parsed
-    ]
-    with transaction.atomic():
-        if not from_cache:
-            try:
-                with transaction.atomic():
-                    CachedResponse.objects.create(
-                        key=cache_key,
-                        backend_name=run.backend.name,
-                        model=run.model,
+        self.total = 0
+        self.done = 0
+        self.errors = 0
+        self._progress_at = 0.0
+        self._insert_sql, self._constant_values = self._prediction_insert()
+
+    # -- durability ------------------------------------------------------------------
+
+    def store_received(self, outcomes: list[_Outcome]) -> None:
+        """Make replies durable: one UPDATE of each call row, one transaction for all."""
+        rows = []
+        for outcome in outcomes:
+            result = outcome.result
+            if isinstance(result, BackendError):
+                continue
+            rows.append(
+                (
+                    RunCall.Status.RECEIVED,
+                    self.requests[outcome.call.pk].cache_key(self.run.backend.name),
+                    outcome.from_cache,
+                    result.text,
+                    result.finish_reason[:30],
+                    result.prompt_tokens,
+                    result.completion_tokens,
+                    connection.ops.adapt_decimalfield_value(outcome.cost, 12, 6),
+                    result.latency_ms,
+                    outcome.call.pk,
+                    RunCall.Status.DONE,
+                )
+            )
+        if not rows:
+            return
+        table = connection.ops.quote_name(RunCall._meta.db_table)
+        sql = (
+            f"UPDATE {table} SET status = %s, cache_key = %s, from_cache = %s, "
+            "raw_output = %s, finish_reason = %s, prompt_tokens = %s, completion_tokens = %s, "
+            "cost = %s, latency_ms = %s, error = '' WHERE id = %s AND status <> %s"
+        )
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
+
+    # -- predictions -----------------------------------------------------------------
+
+    def _prediction_insert(self) -> tuple[str, dict[str, Any]]:
+        """One INSERT for predictions, bypassing model instances (they cost ~20 us each,
+        a third of the write at 71 predictions a call); duplicates are skipped."""
+        meta = Prediction._meta
+        item_column = meta.get_field(self.pipeline.item_field).column
+        columns = [
+            "run_id",
+            "call_id",
+            "sample_index",
+            item_column,
+            "raw_output",
+            "parsed_answer",
+            "parse_status",
+            "correct",
+            "details",
+            "template_version",
+            "model",
+            "params",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_ms",
+            "created_at",
+        ]
+        quote = connection.ops.quote_name
+        sql = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))}) ON CONFLICT DO NOTHING"
+        )
+        details = meta.get_field("details")
+        constant = {
+            "params": meta.get_field("params").get_db_prep_save(self.run.params, connection),
+            "empty_details": details.get_db_prep_save({}, connection),
+        }
+        return sql, constant
+
+    def _prediction_rows(self, outcome: _Outcome, now: Any) -> list[tuple]:
+        call, result = outcome.call, outcome.result
+        parsed = self.pipeline.parse(unit=self.units[call.unit_key], text=result.text)
+        share = max(1, len(parsed))
+        details_field = Prediction._meta.get_field("details")
+        empty = self._constant_values["empty_details"]
+        params = self._constant_values["params"]
+        prompt_tokens = result.prompt_tokens // share
+        completion_tokens = result.completion_tokens // share
+        return [
+            (
+                self.run.pk,
+                call.pk,
+                call.sample_index,
+                item.item_id,
+                # The reply is stored once, on the call (see Prediction.raw_output).
+                "",
+                item.parsed_answer,
+                item.parse_status,
+                item.correct,
+                details_field.get_db_prep_save(item.details, connection) if item.details else empty,
+                self.template_version,
+                self.run.model,
+                params,
+                prompt_tokens,
+                completion_tokens,
+                result.latency_ms,
+                now,
+            )
+            for item in parsed
+        ]
+
+    def record(self, outcomes: list[_Outcome]) -> None:
+        """Parse the replies, write predictions, cache rows and done/error marks at once."""
+        if not outcomes:
+            return
+        now = timezone.now()
+        now_db = connection.ops.adapt_datetimefield_value(now)
+        rows: list[tuple] = []
+        done_ids: list[int] = []
+        cache_rows: list[CachedResponse] = []
+        errors: list[_Outcome] = []
+        tokens = [0, 0]
+        cost = Decimal(0)
+        for outcome in outcomes:
+            result = outcome.result
+            if isinstance(result, BackendError):
+                errors.append(outcome)
+                continue
+            rows.extend(self._prediction_rows(outcome, now_db))
+            done_ids.append(outcome.call.pk)
+            tokens[0] += result.prompt_tokens
+            tokens[1] += result.completion_tokens
+            cost += outcome.cost
+            if not outcome.from_cache:
+                request = self.requests[outcome.call.pk]
+                cache_rows.append(
+                    CachedResponse(
+                        key=request.cache_key(self.run.backend.name),
+                        backend_name=self.run.backend.name,
+                        model=self.run.model,
                         request=request.as_json(),
                         text=result.text,
-                        finish_reason=result.finish_reason,
+                        finish_reason=result.finish_reason[:30],
                         prompt_tokens=result.prompt_tokens,
                         completion_tokens=result.completion_tokens,
                         latency_ms=result.latency_ms,
                     )
-            except IntegrityError:
-                pass  # a concurrent run paid for the same request first
-        Prediction.objects.bulk_create(predictions, ignore_conflicts=True)
-        updated = (
-            RunCall.objects.filter(pk=call.pk)
-            .exclude(status=RunCall.Status.DONE)
-            .update(
-                status=RunCall.Status.DONE,
-                cache_key=cache_key,
-                from_cache=from_cache,
-                raw_output=result.text,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                cost=cost,
-                latency_ms=result.latency_ms,
-                error="",
-                finished_at=timezone.now(),
-            )
-        )
-        if updated:
-            # Cached calls cost nothing now; tokens still count, as the run used them.
-            Run.objects.filter(pk=run.pk).update(
-                done_calls=F("done_calls") + 1,
-                prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
-                completion_tokens=F("completion_tokens") + result.completion_tokens,
-                cost=F("cost") + cost,
-            )
-            run.prompt_tokens += result.prompt_tokens
-            run.completion_tokens += result.completion_tokens
-            run.cost += cost
+                )
+        with transaction.atomic():
+            if rows:
+                with connection.cursor() as cursor:
+                    cursor.executemany(self._insert_sql, rows)
+            # A concurrent run may have paid for the same request first: keep its row.
+            CachedResponse.objects.bulk_create(cache_rows, ignore_conflicts=True)
+            done = 0
+            if done_ids:
+                done = RunCall.objects.filter(
+                    pk__in=done_ids, status=RunCall.Status.RECEIVED
+                ).update(status=RunCall.Status.DONE, finished_at=now)
+            for outcome in errors:
+                RunCall.objects.filter(pk=outcome.call.pk).exclude(
+                    status=RunCall.Status.DONE
+                ).update(
+                    status=RunCall.Status.ERROR,
+                    error=str(outcome.result)[:2000],
+                    finished_at=now,
+                )
+                logger.warning(
+                    "run %s call %s failed: %s", self.run.pk, outcome.call.unit_key, outcome.result
+                )
+            if done or errors:
+                # Cached calls cost nothing now; tokens still count, as the run used them.
+                Run.objects.filter(pk=self.run.pk).update(
+                    done_calls=F("done_calls") + done,
+                    error_calls=F("error_calls") + len(errors),
+                    prompt_tokens=F("prompt_tokens") + tokens[0],
+                    completion_tokens=F("completion_tokens") + tokens[1],
+                    cost=F("cost") + cost,
+                )
+        self.done += done
+        self.errors += len(errors)
+        self.progress()
 
-
-def _record_error(*, run: Run, call: RunCall, error: Exception) -> None:
-    message = str(error)[:2000]
-    with transaction.atomic():
-        RunCall.objects.filter(pk=call.pk).update(
-            status=RunCall.Status.ERROR, error=message, finished_at=timezone.now()
-        )
-        Run.objects.filter(pk=run.pk).update(error_calls=F("error_calls") + 1)
-    logger.warning("run %s call %s failed: %s", run.pk, call.unit_key, message)
+    def progress(self, *, force: bool = False) -> None:
+        if self.on_progress is None:
+            return
+        now = time.monotonic()
+        if force or now - self._progress_at >= PROGRESS_INTERVAL_S:
+            self._progress_at = now
+            self.on_progress(RunProgress(self.run.pk, self.total, self.done, self.errors))
 
 
 def _ensure_calls(run: Run, units: list[CallUnit]) -> dict[tuple[str, int], RunCall]:
@@ -421,29 +789,56 @@ def _ensure_calls(run: Run, units: list[CallUnit]) -> dict[tuple[str, int], RunC
     return calls
 
 
-def run_execute(*, run_id: int, on_progress: ProgressHook | None = None) -> str:
+# --- execution ---------------------------------------------------------------------------
+
+
+def run_execute(
+    *,
+    run_id: int,
+    on_progress: ProgressHook | None = None,
+    interrupt: RunInterrupt | None = None,
+) -> str:
     """Execute (or resume) a run. Returns the final status, or "skipped".
 
-    ``on_progress(run_id)`` is called after every finished call (the CLI prints from it).
-    Raises :class:`RunLeased` when another live worker holds the run.
+    ``on_progress`` gets a :class:`RunProgress` a few times a second (the CLI draws its
+    bar from it). ``interrupt`` stops the run cleanly (status ``stopped``, lease
+    released). Raises :class:`RunLeased` when another live process holds the run.
     """
     run = _claim(run_id)
     if run is None:
         return "skipped"
+    holder = LeaseHolder.current()
     try:
-        return _execute(run, on_progress or (lambda run_id: None))
+        return _execute(run, on_progress, interrupt or RunInterrupt())
     except Exception as exc:
         logger.exception("run %s crashed", run.pk)
-        Run.objects.filter(pk=run.pk).update(
+        _release(
+            run.pk,
+            holder,
             status=Run.Status.FAILED,
             error=f"{type(exc).__name__}: {exc}"[:2000],
-            finished_at=timezone.now(),
-            lease_expires_at=None,
         )
         return Run.Status.FAILED
+    except BaseException:
+        # KeyboardInterrupt or SystemExit with no RunInterrupt wired up: whatever was
+        # received is durable already; leave the run stopped and free, not leased.
+        _release(run.pk, holder, status=Run.Status.STOPPED, error="interrupted; resume to finish")
+        raise
 
 
-def _execute(run: Run, on_progress: ProgressHook) -> str:
+def _release(run_id: int, holder: LeaseHolder, *, status: str, error: str) -> bool:
+    """End our hold on the run with ``status``; False when it is no longer ours."""
+    return bool(
+        Run.objects.filter(
+            pk=run_id,
+            status=Run.Status.RUNNING,
+            lease_holder_host=holder.host,
+            lease_holder_pid=holder.pid,
+        ).update(status=status, error=error, finished_at=timezone.now(), **_RELEASED)
+    )
+
+
+def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
     pipeline = get_pipeline(run.benchmark)
     units = pipeline.build_units(selection=run.selection, template=run.template)
     order = {u.key: i for i, u in enumerate(units)}
@@ -454,30 +849,43 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
     ]
     pending.sort(key=lambda c: (order[c.unit_key], c.sample_index))
     requests = {c.pk: _request_for(run, by_key[c.unit_key], c.sample_index) for c in pending}
-    RunCall.objects.filter(pk__in=[c.pk for c in pending]).update(
+    recorder = _Recorder(
+        run=run, pipeline=pipeline, units=by_key, requests=requests, on_progress=on_progress
+    )
+    recorder.total = len(calls)
+    recorder.done = len(calls) - len(pending)
+
+    # Replies that arrived before a crash but were not recorded: paid, never asked again.
+    received = [c for c in pending if c.status == RunCall.Status.RECEIVED]
+    _record_in_chunks(
+        recorder,
+        [
+            _Outcome(
+                call=c,
+                result=ChatResult(
+                    text=c.raw_output,
+                    prompt_tokens=c.prompt_tokens,
+                    completion_tokens=c.completion_tokens,
+                    latency_ms=c.latency_ms,
+                    finish_reason=c.finish_reason,
+                ),
+                from_cache=c.from_cache,
+                cost=c.cost,
+            )
+            for c in received
+        ],
+    )
+    rest = [c for c in pending if c.status != RunCall.Status.RECEIVED]
+    RunCall.objects.filter(pk__in=[c.pk for c in rest]).update(
         status=RunCall.Status.PENDING, error=""
     )
 
-    # Responses already paid for (by this run before a crash, or by any earlier run).
-    def record(call: RunCall, outcome: ChatResult | BackendError, from_cache: bool = False) -> None:
-        if isinstance(outcome, BackendError):
-            _record_error(run=run, call=call, error=outcome)
-        else:
-            _record_result(
-                run=run,
-                pipeline=pipeline,
-                call=call,
-                unit=by_key[call.unit_key],
-                request=requests[call.pk],
-                result=outcome,
-                from_cache=from_cache,
-            )
-        on_progress(run.pk)
-
-    keys = {pk: r.cache_key(run.backend.name) for pk, r in requests.items()}
+    # Responses already paid for by any earlier run.
+    keys = {c.pk: requests[c.pk].cache_key(run.backend.name) for c in rest}
     cached = {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+    hits: list[_Outcome] = []
     to_call: list[RunCall] = []
-    for call in pending:
+    for call in rest:
         hit = cached.get(keys[call.pk])
         if hit is None:
             to_call.append(call)
@@ -489,20 +897,34 @@ def _execute(run: Run, on_progress: ProgressHook) -> str:
             latency_ms=hit.latency_ms,
             finish_reason=hit.finish_reason,
         )
-        record(call, result, from_cache=True)
+        hits.append(_Outcome(call=call, result=result, from_cache=True))
+    recorder.store_received(hits)
+    _record_in_chunks(recorder, hits)
 
     stop_status = ""
-    if to_call:
+    if to_call and not interrupt.requested.is_set():
         backend = get_backend(run.backend)
         lease = _Lease(run.pk)
         try:
             if type(backend).complete_many is not ChatBackend.complete_many:
-                stop_status = _call_in_batches(run, backend, to_call, requests, lease, record)
+                stop_status = _call_in_batches(
+                    run, backend, to_call, requests, lease, recorder, interrupt
+                )
             else:
-                stop_status = _call_sliding(run, backend, to_call, requests, lease, record)
+                stop_status = _call_sliding(
+                    run, backend, to_call, requests, lease, recorder, interrupt
+                )
         finally:
             backend.close()
-    return _finish(run.pk, stop_status)
+    elif to_call:
+        stop_status = Run.Status.STOPPED
+    recorder.progress(force=True)
+    return _finish(run.pk, stop_status, interrupt)
+
+
+def _record_in_chunks(recorder: _Recorder, outcomes: list[_Outcome]) -> None:
+    for start in range(0, len(outcomes), 25):
+        recorder.record(outcomes[start : start + 25])
 
 
 def _estimate(run: Run, request: ChatRequest) -> tuple[int, Decimal]:
@@ -512,54 +934,177 @@ def _estimate(run: Run, request: ChatRequest) -> tuple[int, Decimal]:
     return prompt + completion, _cost(run.backend, prompt, completion)
 
 
-def _would_exceed(run: Run, tokens: int, cost: Decimal) -> bool:
-    """True when spending ``tokens``/``cost`` more would break the run's budget."""
-    used = run.prompt_tokens + run.completion_tokens
-    if run.budget_tokens is not None and used + tokens > run.budget_tokens:
-        return True
-    return run.budget_cost is not None and run.cost + cost > run.budget_cost
+class _Budget:
+    """Tokens and cost used and reserved (by calls in flight); shared by request threads."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.used_tokens = run.prompt_tokens + run.completion_tokens
+        self.used_cost = run.cost
+        self.reserved_tokens = 0
+        self.reserved_cost = Decimal(0)
+
+    def would_exceed(self, tokens: int, cost: Decimal) -> bool:
+        """True when reserving ``tokens``/``cost`` more could break the run's budget."""
+        run = self.run
+        if (
+            run.budget_tokens is not None
+            and self.used_tokens + self.reserved_tokens + tokens > run.budget_tokens
+        ):
+            return True
+        return (
+            run.budget_cost is not None
+            and self.used_cost + self.reserved_cost + cost > run.budget_cost
+        )
 
 
-def _call_sliding(run, backend, to_call, requests, lease, record) -> str:
-    """Keep ``max_concurrency`` calls in flight; check budget and cancellation before each.
+class _Window:
+    """Keeps ``limit`` calls in flight from request threads that never touch the database.
 
-    A sliding window rather than fixed batches: one slow reply does not hold back the
-    others, so throughput stays near concurrency / latency.
+    Each thread takes the next call, checks the budget (in memory, under a lock) and
+    asks the backend; the reply goes on :attr:`replies` for the writer. A thread
+    refills its slot the moment its reply is handed over, whatever recording costs,
+    so the window stays full (a sliding window: one slow reply holds back no other).
     """
-    limit = max(1, run.backend.max_concurrency)
-    queue = list(reversed(to_call))
-    in_flight: dict[Future, tuple[RunCall, int, Decimal]] = {}
-    reserved_tokens, reserved_cost = 0, Decimal(0)
-    stop_status = ""
-    with ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"run{run.pk}") as pool:
-        while queue or in_flight:
-            while queue and len(in_flight) < limit and not stop_status:
-                if lease.cancelled:
-                    stop_status = Run.Status.CANCELLED
-                    break
-                call = queue[-1]
-                tokens, cost = _estimate(run, requests[call.pk])
-                if _would_exceed(run, reserved_tokens + tokens, reserved_cost + cost):
-                    stop_status = Run.Status.BUDGET_EXHAUSTED
-                    break
-                queue.pop()
-                reserved_tokens += tokens
-                reserved_cost += cost
-                future = pool.submit(_complete, backend, requests[call.pk])
-                in_flight[future] = (call, tokens, cost)
-            if stop_status:
-                queue.clear()
-            if not in_flight:
-                break
-            # Wake up at least once per renewal interval, even while every call is slow.
-            done, _ = wait(in_flight, timeout=lease.interval, return_when=FIRST_COMPLETED)
-            lease.renew_if_due()
-            for future in done:
-                call, tokens, cost = in_flight.pop(future)
-                reserved_tokens -= tokens
-                reserved_cost -= cost
-                record(call, future.result())
-    return stop_status
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        backend: ChatBackend,
+        calls: list[RunCall],
+        requests: dict[int, ChatRequest],
+    ) -> None:
+        self.run = run
+        self.backend = backend
+        self.requests = requests
+        self.replies: queue_module.Queue[_Outcome] = queue_module.Queue()
+        self.stop_status = ""
+        self._queue = list(reversed(calls))
+        self._budget = _Budget(run)
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"run{run.pk}-call{i}", daemon=True)
+            for i in range(min(max(1, run.backend.max_concurrency), len(calls)))
+        ]
+        self._running = len(self._threads)
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, status: str) -> None:
+        """Send nothing more; calls in flight still come back on :attr:`replies`."""
+        with self._lock:
+            self.stop_status = self.stop_status or status
+            self._queue.clear()
+
+    @property
+    def finished(self) -> bool:
+        """Every request thread has handed over its last reply and ended."""
+        with self._lock:
+            return self._running == 0
+
+    def _next(self) -> tuple[RunCall, int, Decimal] | None:
+        with self._lock:
+            if not self._queue:
+                return None
+            call = self._queue[-1]
+            tokens, cost = _estimate(self.run, self.requests[call.pk])
+            if self._budget.would_exceed(tokens, cost):
+                self.stop_status = self.stop_status or Run.Status.BUDGET_EXHAUSTED
+                self._queue.clear()
+                return None
+            self._queue.pop()
+            self._budget.reserved_tokens += tokens
+            self._budget.reserved_cost += cost
+            return call, tokens, cost
+
+    def _work(self) -> None:
+        try:
+            while (taken := self._next()) is not None:
+                call, tokens, reserved_cost = taken
+                result = _complete(self.backend, self.requests[call.pk])
+                cost = Decimal(0)
+                if isinstance(result, ChatResult):
+                    cost = _cost(self.run.backend, result.prompt_tokens, result.completion_tokens)
+                with self._lock:
+                    self._budget.reserved_tokens -= tokens
+                    self._budget.reserved_cost -= reserved_cost
+                    if isinstance(result, ChatResult):
+                        self._budget.used_tokens += result.prompt_tokens + result.completion_tokens
+                        self._budget.used_cost += cost
+                self.replies.put(_Outcome(call=call, result=result, cost=cost))
+        finally:
+            with self._lock:
+                self._running -= 1
+            # Wake the writer so it notices the window has emptied.
+            self.replies.put(None)  # type: ignore[arg-type]
+
+
+def _call_sliding(
+    run: Run,
+    backend: ChatBackend,
+    to_call: list[RunCall],
+    requests: dict[int, ChatRequest],
+    lease: _Lease,
+    recorder: _Recorder,
+    interrupt: RunInterrupt,
+) -> str:
+    """Drive a :class:`_Window` and write what comes back; returns a stop status or "".
+
+    This thread is the writer: it makes each batch of arrived replies durable first
+    (one short transaction), then records a bounded chunk of the backlog, renews the
+    lease and reports progress, and again.
+    """
+    window = _Window(run=run, backend=backend, calls=to_call, requests=requests)
+    window.start()
+    backlog: list[_Outcome] = []
+    deadline: float | None = None
+    while True:
+        arrived = _drain(window.replies, timeout=0 if backlog else min(lease.interval, 0.5))
+        if arrived:
+            recorder.store_received(arrived)
+            backlog.extend(arrived)
+        if backlog:
+            chunk, size = 0, 0
+            while chunk < len(backlog) and size < RECORD_CHUNK_PREDICTIONS:
+                size += len(recorder.units[backlog[chunk].call.unit_key].item_ids) or 1
+                chunk += 1
+            recorder.record(backlog[:chunk])
+            del backlog[:chunk]
+        lease.renew_if_due()
+        if lease.lost:
+            window.stop(Run.Status.CANCELLED)
+        if interrupt.requested.is_set() and deadline is None:
+            window.stop(Run.Status.STOPPED)
+            deadline = time.monotonic() + _stop_grace_seconds()
+        # Read before looking at the queue: a thread puts its last reply, then ends.
+        finished = window.finished
+        if backlog or not window.replies.empty():
+            continue
+        if finished:
+            break
+        if deadline is not None and (interrupt.abandon.is_set() or time.monotonic() > deadline):
+            # Calls still in flight are abandoned: nothing arrived for them, so a
+            # resume asks again; their threads die with the process.
+            logger.warning("run %s: abandoned the calls in flight", run.pk)
+            break
+    return window.stop_status
+
+
+def _drain(replies: queue_module.Queue, *, timeout: float) -> list[_Outcome]:
+    """Every reply waiting now; waits up to ``timeout`` for the first when there is none."""
+    arrived = []
+    try:
+        item = replies.get(timeout=timeout) if timeout > 0 else replies.get_nowait()
+        while True:
+            if item is not None:
+                arrived.append(item)
+            item = replies.get_nowait()
+    except queue_module.Empty:
+        pass
+    return arrived
 
 
 def _complete(backend: ChatBackend, request: ChatRequest) -> ChatResult | BackendError:
@@ -572,20 +1117,31 @@ def _complete(backend: ChatBackend, request: ChatRequest) -> ChatResult | Backen
         return BackendError(f"{type(exc).__name__}: {exc}")
 
 
-def _call_in_batches(run, backend, to_call, requests, lease, record) -> str:
+def _call_in_batches(
+    run: Run,
+    backend: ChatBackend,
+    to_call: list[RunCall],
+    requests: dict[int, ChatRequest],
+    lease: _Lease,
+    recorder: _Recorder,
+    interrupt: RunInterrupt,
+) -> str:
     """For backends that batch themselves (local transformers): a batch at a time.
 
     Generation runs in a helper thread so this one can keep renewing the lease while a
-    long batch is on the GPU.
+    long batch is on the GPU; each result is made durable as it comes.
     """
     chunk = max(1, run.backend.max_concurrency)
+    budget = _Budget(run)
     for start in range(0, len(to_call), chunk):
         batch = to_call[start : start + chunk]
-        if lease.cancelled:
+        if lease.lost:
             return Run.Status.CANCELLED
+        if interrupt.requested.is_set():
+            return Run.Status.STOPPED
         estimates = [_estimate(run, requests[c.pk]) for c in batch]
-        if _would_exceed(
-            run, sum(t for t, _ in estimates), sum((c for _, c in estimates), Decimal(0))
+        if budget.would_exceed(
+            sum(t for t, _ in estimates), sum((c for _, c in estimates), Decimal(0))
         ):
             return Run.Status.BUDGET_EXHAUSTED
         by_request = {requests[c.pk]: c for c in batch}
@@ -601,19 +1157,30 @@ def _call_in_batches(run, backend, to_call, requests, lease, record) -> str:
         recorded: set[int] = set()
         while received < len(by_request):
             try:
-                request, outcome = outcomes.get(timeout=lease.interval)
+                request, result = outcomes.get(timeout=lease.interval)
             except queue_module.Empty:
                 lease.renew_if_due()
                 if not worker.is_alive() and outcomes.empty():
                     # The backend yielded fewer results than requests: fail the rest.
-                    for call in by_request.values():
-                        if call.pk not in recorded:
-                            record(call, BackendError("the backend returned no result"))
+                    missing = [
+                        _Outcome(call=c, result=BackendError("the backend returned no result"))
+                        for c in by_request.values()
+                        if c.pk not in recorded
+                    ]
+                    recorder.record(missing)
                     break
                 continue
             received += 1
-            recorded.add(by_request[request].pk)
-            record(by_request[request], outcome)
+            call = by_request[request]
+            recorded.add(call.pk)
+            cost = Decimal(0)
+            if isinstance(result, ChatResult):
+                cost = _cost(run.backend, result.prompt_tokens, result.completion_tokens)
+                budget.used_tokens += result.prompt_tokens + result.completion_tokens
+                budget.used_cost += cost
+            outcome = _Outcome(call=call, result=result, cost=cost)
+            recorder.store_received([outcome])
+            recorder.record([outcome])
             lease.renew_if_due()
         worker.join()
     return ""
@@ -632,50 +1199,26 @@ def _generate_into(
             out.put((request, BackendError(f"{type(exc).__name__}: {exc}")))
 
 
-class _Lease:
-    """The run's lease, renewed from the executing thread while calls are in flight.
-
-    A call can take longer than the lease (a long chain-of-thought reply), so renewing
-    only between calls would let a second worker take over a live run and pay twice;
-    the waits above therefore time out every ``interval``. Renewing from this thread
-    (not a heartbeat thread with its own connection) keeps it on the connection that
-    owns the run. A failed renewal means the run was cancelled (no longer running).
-    """
-
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self.interval = max(0.5, _lease_seconds() / 3)
-        self.cancelled = False
-        self._renewed_at = 0.0
-        self.renew_if_due()
-
-    def renew_if_due(self) -> None:
-        now = time.monotonic()
-        if self.cancelled or now - self._renewed_at < self.interval:
-            return
-        self._renewed_at = now
-        self.cancelled = not _renew_lease(self.run_id)
-
-
-def _finish(run_id: int, stop_status: str) -> str:
+def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
+    holder = LeaseHolder.current()
     run = Run.objects.get(pk=run_id)
-    if run.status == Run.Status.CANCELLED:
-        return run.status
-    errors = RunCall.objects.filter(run_id=run_id, status=RunCall.Status.ERROR).count()
-    if stop_status:
-        status = stop_status
-        message = (
-            "stopped: the budget would be exceeded"
-            if stop_status == Run.Status.BUDGET_EXHAUSTED
-            else ""
-        )
+    if run.status != Run.Status.RUNNING or run.lease_holder_pid != holder.pid:
+        return run.status  # cancelled, or taken over: no longer ours to finish
+    calls = RunCall.objects.filter(run_id=run_id)
+    errors = calls.filter(status=RunCall.Status.ERROR).count()
+    if stop_status == Run.Status.STOPPED:
+        done = calls.filter(status=RunCall.Status.DONE).count()
+        message = f"stopped by {interrupt.reason} after {done} of {run.total_calls} calls"
+    elif stop_status == Run.Status.BUDGET_EXHAUSTED:
+        message = "stopped: the budget would be exceeded"
+    elif stop_status:
+        message = ""
     elif errors:
-        status = Run.Status.FAILED
+        stop_status = Run.Status.FAILED
         message = f"{errors} call(s) failed; resume the run to retry them"
     else:
-        status = Run.Status.SUCCEEDED
+        stop_status = Run.Status.SUCCEEDED
         message = ""
-    Run.objects.filter(pk=run_id).update(
-        status=status, error=message, finished_at=timezone.now(), lease_expires_at=None
-    )
-    return status
+    if not _release(run_id, holder, status=stop_status, error=message):
+        return Run.objects.get(pk=run_id).status
+    return stop_status

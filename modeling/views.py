@@ -107,10 +107,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "modeling/run_detail.html", context)
 
 
-def _after_action(request: HttpRequest, run: Run) -> HttpResponse:
-    """htmx gets the refreshed progress region (polling again if the run restarted)."""
+def _after_action(request: HttpRequest, run: Run, *, error: str = "") -> HttpResponse:
+    """htmx gets the refreshed progress region (polling again if the run restarted),
+    with a refusal shown inside it; a plain form post is redirected with a message."""
     if request.htmx:
-        return render(request, PROGRESS_PARTIAL, _progress_context(run))
+        return render(request, PROGRESS_PARTIAL, {**_progress_context(run), "action_error": error})
+    if error:
+        messages.error(request, error)
     return redirect("modeling:run-detail", run_id=run.pk)
 
 
@@ -125,13 +128,16 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 @researcher_required
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Queue the run again; a run whose holder is gone is taken over at once, one held by
+    a live process is refused with a line saying who holds it and when to retry."""
     get_object_or_404(Run, pk=run_id)
+    error = ""
     try:
         services.run_resume(run_id=run_id)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except ValueError as exc:  # RunLeased included
+        error = str(exc)
     run = Run.objects.select_related("backend", "template").get(pk=run_id)
-    return _after_action(request, run)
+    return _after_action(request, run, error=error)
 
 
 @require_GET

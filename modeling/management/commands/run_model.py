@@ -1,11 +1,29 @@
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import close_old_connections
 from tqdm import tqdm
 
 from modeling.models import Backend, PromptTemplate, Run
 from modeling.pipelines import pipeline_benchmarks
-from modeling.services import run_cancel, run_create, run_execute, run_plan, run_resume
+from modeling.services import (
+    RunInterrupt,
+    RunLeased,
+    RunProgress,
+    run_cancel,
+    run_create,
+    run_execute,
+    run_plan,
+    run_resume,
+)
+
+# How often --wait polls a held run and redraws its countdown.
+WAIT_POLL_S = 1.0
 
 
 class Command(BaseCommand):
@@ -35,12 +53,26 @@ class Command(BaseCommand):
         parser.add_argument("--top-p", type=float, dest="top_p")
         parser.add_argument("--max-tokens", type=int, dest="max_tokens")
         parser.add_argument("--samples", type=int, help="samples per prompt (e.g. 3 runs averaged)")
+        parser.add_argument(
+            "--seed", type=int, help="sampling seed; with --samples, sample i uses seed + i"
+        )
         parser.add_argument("--budget-tokens", type=int, dest="budget_tokens")
         parser.add_argument("--budget-cost", type=Decimal, dest="budget_cost")
         parser.add_argument("--name", default="")
         parser.add_argument("--dry-run", action="store_true")
         parser.add_argument("--background", action="store_true", help="queue for a worker")
-        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
+        parser.add_argument(
+            "--resume",
+            type=int,
+            metavar="RUN_ID",
+            help="resume a stopped, failed or orphaned run (a dead holder is taken over at once)",
+        )
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="with --resume: if another live process holds the run, wait for it "
+            "(with a countdown) instead of refusing",
+        )
         parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a run")
 
     def handle(self, *args, **opts) -> None:
@@ -49,11 +81,7 @@ class Command(BaseCommand):
             self.stdout.write(f"run {run.pk}: {run.status}")
             return
         if opts["resume"]:
-            if opts["background"]:
-                run = run_resume(run_id=opts["resume"])
-                self.stdout.write(f"run {run.pk} queued to resume")
-                return
-            self._execute(opts["resume"])
+            self._resume(opts["resume"], background=opts["background"], wait=opts["wait"])
             return
         for required in ("benchmark", "method", "backend"):
             if not opts[required]:
@@ -75,7 +103,7 @@ class Command(BaseCommand):
         }
         params = {
             k: opts[k]
-            for k in ("model", "temperature", "top_p", "max_tokens", "samples")
+            for k in ("model", "temperature", "top_p", "max_tokens", "samples", "seed")
             if opts[k] is not None
         }
         kwargs = dict(
@@ -132,20 +160,96 @@ class Command(BaseCommand):
             for message in plan.first_messages:
                 self.stdout.write(f"[{message['role']}]\n{message['content']}\n")
 
+    def _resume(self, run_id: int, *, background: bool, wait: bool) -> None:
+        """Take the run over (at once when its holder is gone) or say who holds it."""
+        if not Run.objects.filter(pk=run_id).exists():
+            raise CommandError(f"no run {run_id}")
+        while True:
+            try:
+                run = run_resume(run_id=run_id, enqueue=background)
+                break
+            except RunLeased as exc:
+                if not wait:
+                    raise CommandError(f"{exc}; or pass --wait") from None
+                self._countdown(exc)
+                if Run.objects.get(pk=run_id).status not in (
+                    Run.Status.RUNNING,
+                    Run.Status.QUEUED,
+                ):
+                    run = Run.objects.get(pk=run_id)
+                    self.stderr.write("")
+                    self.stdout.write(f"run {run.pk} was finished by its holder: {run.status}")
+                    return
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+        if run.status == Run.Status.SUCCEEDED:
+            self.stdout.write(f"run {run.pk} already succeeded: nothing to resume")
+            return
+        if background:
+            self.stdout.write(f"run {run.pk} queued to resume")
+            return
+        self._execute(run.pk)
+
+    def _countdown(self, leased: RunLeased) -> None:
+        """One line, redrawn each second, until the lease may be taken (or is released)."""
+        self.stderr.write(f"waiting: {leased}")
+        deadline = time.monotonic() + leased.seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.stderr.write(
+                f"\r  {left:4.0f} s until run {leased.run_id} may be taken over ", ending=""
+            )
+            self.stderr.flush()
+            time.sleep(min(WAIT_POLL_S, left))
+            close_old_connections()
+            run = Run.objects.only("status", "lease_expires_at").get(pk=leased.run_id)
+            if run.status != Run.Status.RUNNING or run.lease_expires_at is None:
+                break
+        self.stderr.write("")
+
+    @contextmanager
+    def _interruptible(self, run_id: int) -> Iterator[RunInterrupt]:
+        """SIGINT/SIGTERM stop the run cleanly (a second one abandons calls in flight)."""
+        interrupt = RunInterrupt()
+
+        def handle(signum: int, frame: object) -> None:
+            name = signal.Signals(signum).name
+            first = not interrupt.requested.is_set()
+            interrupt.request(name)
+            # Written straight to the stream: a signal handler must not wait on locks.
+            sys.stderr.write(
+                f"\n{name}: stopping run {run_id}; waiting for the calls in flight "
+                "(again to abandon them)\n"
+                if first
+                else f"\n{name}: abandoning the calls in flight\n"
+            )
+
+        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield interrupt
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
     def _execute(self, run_id: int) -> None:
-        run = Run.objects.get(pk=run_id)
         bar = tqdm(total=None, desc=f"run {run_id}", unit="call", file=self.stderr)
 
-        def progress(rid: int) -> None:
-            current = Run.objects.only("done_calls", "error_calls", "total_calls").get(pk=rid)
-            bar.total = current.total_calls
-            bar.n = current.done_calls + current.error_calls
-            bar.set_postfix(errors=current.error_calls)
+        def progress(state: RunProgress) -> None:
+            bar.total = state.total
+            bar.n = state.done + state.errors
+            bar.set_postfix(errors=state.errors)
             bar.refresh()
 
-        status = run_execute(run_id=run_id, on_progress=progress)
-        bar.close()
-        run.refresh_from_db()
+        try:
+            with self._interruptible(run_id) as interrupt:
+                status = run_execute(run_id=run_id, on_progress=progress, interrupt=interrupt)
+        except RunLeased as exc:
+            raise CommandError(f"{exc}; or pass --wait with --resume") from None
+        finally:
+            bar.close()
+        run = Run.objects.get(pk=run_id)
+        if status == "skipped":
+            self.stdout.write(f"run {run.pk} is {run.status}: nothing to do")
+            return
         self.stdout.write(
             f"run {run.pk} {status}: {run.done_calls}/{run.total_calls} calls, "
             f"{run.error_calls} errors, {run.prompt_tokens:,} prompt + "
@@ -153,3 +257,8 @@ class Command(BaseCommand):
         )
         if run.error:
             self.stdout.write(f"  {run.error}")
+        if status in (Run.Status.STOPPED, Run.Status.FAILED, Run.Status.BUDGET_EXHAUSTED):
+            self.stdout.write(
+                f"  resume with: python manage.py run_model --resume {run.pk}"
+                + (" (after raising the budget)" if status == Run.Status.BUDGET_EXHAUSTED else "")
+            )
