@@ -14,7 +14,6 @@ one header row, no index column, empty cells for missing values, booleans as
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -27,6 +26,8 @@ from openpyxl import Workbook
 from openpyxl.cell import WriteOnlyCell
 from openpyxl.styles import Alignment, Font
 from openpyxl.utils import get_column_letter
+
+from config.csv_safe import csv_writer
 
 from .report_types import Report, Table
 
@@ -56,7 +57,7 @@ def csv_value(value: Any) -> str | int | float:
 def table_csv(table: Table) -> bytes:
     """One table as CSV: its columns as the header row, then its rows."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv_writer(buffer, lineterminator="\n")
     writer.writerow(table.columns)
     for row in table.rows:
         writer.writerow([csv_value(v) for v in row])
@@ -121,11 +122,17 @@ def report_xlsx(report: Report) -> bytes:
     about.append([_bold_cell(about, report.title, bold)])
     about.append([])
     for name, value in report.facts.items():
-        about.append([str(name), csv_value(value)])
+        shown = csv_value(value)
+        about.append(
+            [
+                _text_cell(about, str(name)),
+                _text_cell(about, shown) if isinstance(shown, str) else shown,
+            ]
+        )
     about.append([])
     about.append([_bold_cell(about, text, bold) for text in ("Sheet", "Table", "Note")])
     for sheet, table in zip(names, report.tables, strict=True):
-        about.append([sheet, table.title, table.note])
+        about.append([_text_cell(about, text) for text in (sheet, table.title, table.note)])
 
     for sheet, table in zip(names, report.tables, strict=True):
         worksheet = workbook.create_sheet(sheet)
@@ -149,8 +156,20 @@ def report_xlsx(report: Report) -> bytes:
     return buffer.getvalue()
 
 
-def _bold_cell(worksheet: Any, value: str, font: Font) -> WriteOnlyCell:
+def _text_cell(worksheet: Any, value: str) -> WriteOnlyCell:
+    """A cell that holds ``value`` as text, never as a formula.
+
+    openpyxl turns any string that starts with "=" into a formula cell (data type
+    "f"); an imported name or a rater's note must stay the text it is, so the data
+    type is set back to "s" (string) after the value is bound.
+    """
     cell = WriteOnlyCell(worksheet, value=value)
+    cell.data_type = "s"
+    return cell
+
+
+def _bold_cell(worksheet: Any, value: str, font: Font) -> WriteOnlyCell:
+    cell = _text_cell(worksheet, value)
     cell.font = font
     return cell
 
@@ -166,7 +185,9 @@ def _xlsx_cell(worksheet: Any, value: Any, number_format: str) -> Any:
         cell.number_format = number_format
         return cell
     if isinstance(value, list | tuple | dict):
-        return json.dumps(value, ensure_ascii=False)
+        return _text_cell(worksheet, json.dumps(value, ensure_ascii=False))
+    if isinstance(value, str):
+        return _text_cell(worksheet, value)
     return value  # None stays an empty cell; bools become Excel TRUE/FALSE
 
 
@@ -204,7 +225,7 @@ def long_format_json(rows: Iterable[Mapping[str, Any]]) -> Iterator[bytes]:
 
 
 class _Line:
-    """A file-like whose ``write`` returns the text: csv.writer then yields line by line."""
+    """A file-like whose ``write`` returns the text: the writer then yields line by line."""
 
     def write(self, text: str) -> str:
         return text
@@ -216,7 +237,7 @@ def tidy_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Itera
     The header comes from ``columns`` (the selector's fixed list for the benchmark), not
     from the first row, so an empty export still has its header and no column is lost.
     """
-    writer = csv.writer(_Line(), lineterminator="\n")
+    writer = csv_writer(_Line(), lineterminator="\n")
 
     def pieces() -> Iterator[str]:
         yield writer.writerow(columns)

@@ -32,9 +32,9 @@ from django.db import transaction
 
 from benchmarks.models import Character, SpeakerInstance
 
+from .errors import StudyError
 from .models import Study, StudyScene
 from .perturbation import name_parts
-from .services import StudyError
 
 HEADING_LINE = -1  # the scene heading is reported as line -1
 BLOCKING_WHERE = ("cue", "heading", "narration", "direction")

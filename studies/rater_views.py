@@ -296,19 +296,23 @@ def _results(participant: Participant, assignments: list[SceneAssignment]) -> li
 
 
 def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse:
-    score = services.participant_score(participant=participant)
-    submitted = list(
-        SceneAssignment.objects.filter(
-            participant=participant, status=SceneAssignment.Status.SUBMITTED
+    # A closed study sends an unfinished rater here too; "at_end" still waits for the
+    # rater's own end, so the score and the gold are shown only when that is reached.
+    revealed = services.participant_reveal_allowed(participant=participant)
+    submitted = []
+    if revealed:
+        submitted = list(
+            SceneAssignment.objects.filter(
+                participant=participant, status=SceneAssignment.Status.SUBMITTED
+            )
+            .select_related("session__study_work__work")
+            .order_by("session__started_at", "position")
         )
-        .select_related("session__study_work__work")
-        .order_by("session__started_at", "position")
-    )
     context = {
         "participant": participant,
         "study": participant.study,
-        "score": score,
-        # Reaching the end is what "at_end" waits for, so both settings show them here.
+        "revealed": revealed,
+        "score": services.participant_score(participant=participant) if revealed else None,
         "results": _results(participant, submitted),
     }
     return render(request, "studies/rater_done.html", context)
@@ -533,8 +537,15 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
         return _not_yours(request, participant)
     if assignment.status != SceneAssignment.Status.SUBMITTED:
         try:
-            _save(participant, assignment.pk, request.POST)
-            assignment = services.scene_submit(participant=participant, assignment_id=assignment.pk)
+            # One call, one lock: a submit that raced another tab's finds the scene
+            # submitted and lands where a replay lands, below.
+            per_instance, flag = _answers(request.POST)
+            assignment = services.scene_submit(
+                participant=participant,
+                assignment_id=assignment.pk,
+                answers=per_instance,
+                history_needed=flag,
+            )
         except StudyError as exc:
             if participant.study.status != Study.Status.LIVE or participant.withdrawn_at:
                 return _message(request, "Not saved", str(exc), status=400, participant=participant)
@@ -546,12 +557,6 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
     return redirect("rater:start", token=participant.token)
 
 
-def _reveal_allowed(participant: Participant) -> bool:
-    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
-        return True
-    return services.participant_next_step(participant=participant).kind == "done"
-
-
 @require_GET
 def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     """One submitted scene's result: after submission, and only if the study reveals it."""
@@ -559,7 +564,9 @@ def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
     assignment = _own_assignment(participant, assignment_id)
     if assignment is None:
         return _not_yours(request, participant)
-    if assignment.status != SceneAssignment.Status.SUBMITTED or not _reveal_allowed(participant):
+    if assignment.status != SceneAssignment.Status.SUBMITTED or not (
+        services.participant_reveal_allowed(participant=participant)
+    ):
         raise Http404("no result to show yet")
     (result,) = _results(participant, [assignment])
     context = {

@@ -9,7 +9,6 @@ without JavaScript: every action is a plain POST that redirects back.
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +23,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from benchmarks.models import Character, Scene
 from benchmarks.services import character_aliases_set, character_gender_set
+from config.csv_safe import csv_writer
 from modeling.views import researcher_required
 
 from . import selectors, services
@@ -186,19 +186,11 @@ def study_go_live(request: HttpRequest, study_id: int) -> HttpResponse:
     """Draft -> live: name maps built and the leak check re-run first. Paused -> live."""
     study = _study(study_id)
     try:
-        with transaction.atomic():
-            if study.status == Study.Status.DRAFT:
-                name_maps_build(study=study)
-                report = leaks_check(study=study)
-                messages.info(
-                    request,
-                    f"Leak check: {report.flagged} of {report.scenes} scenes name a candidate "
-                    f"outside dialogue; {report.held_back} held back.",
-                )
-            services.study_go_live(study=study)
+        launched = services.study_launch(study=study)
     except services.StudyError as exc:
         messages.error(request, str(exc))
     else:
+        messages.info(request, launched.summary())
         messages.success(request, "The study is live.")
     return _back(study)
 
@@ -223,7 +215,7 @@ def study_pause(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 @researcher_required
 def study_resume(request: HttpRequest, study_id: int) -> HttpResponse:
-    return _transition(request, study_id, services.study_go_live, "The study is live again.")
+    return _transition(request, study_id, services.study_launch, "The study is live again.")
 
 
 @require_POST
@@ -484,7 +476,7 @@ def study_responses_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     response["Content-Disposition"] = (
         f'attachment; filename="study-{study.pk}-responses-{stamp}.csv"'
     )
-    writer = csv.DictWriter(response, fieldnames=selectors.RESPONSE_COLUMNS)
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv_writer(response)
+    writer.writerow(selectors.RESPONSE_COLUMNS)
+    writer.writerows([row[c] for c in selectors.RESPONSE_COLUMNS] for row in rows)
     return response

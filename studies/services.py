@@ -24,6 +24,8 @@ from django.utils import timezone
 
 from benchmarks.models import Scene, SpeakerInstance, Work
 
+from .errors import StudyError  # views, commands and tests import it from here
+from .leaks import LeakReport, leaks_check
 from .models import (
     Familiarity,
     Guess,
@@ -35,13 +37,10 @@ from .models import (
     StudyWork,
     WorkSession,
 )
+from .perturbation import name_maps_build
 
 # Gaps between a rater's actions longer than this are idle time, not work.
 IDLE_CUTOFF = timedelta(minutes=2)
-
-
-class StudyError(Exception):
-    """A request the study cannot accept; the message is safe to show the rater."""
 
 
 # -- set-up -----------------------------------------------------------------------------
@@ -108,14 +107,55 @@ def _transition(study: Study, allowed: tuple[str, ...], to: str) -> Study:
     return study
 
 
-def study_go_live(*, study: Study) -> Study:
-    """Open the study to raters; the item set is fixed (hashed) the first time."""
+@dataclass(frozen=True)
+class GoLive:
+    """What going live did: the leak check's report (first time only) and what is held."""
+
+    study: Study
+    leaks: LeakReport | None  # None when a paused study resumes: nothing was re-checked
+    held_back: tuple[str, ...]  # source ids of the scenes no rater will be given
+
+    def summary(self) -> str:
+        """One line for the researcher (browser message and command output alike)."""
+        held = f": {', '.join(self.held_back)}" if self.held_back else ""
+        if self.leaks is None:
+            return f"{len(self.held_back)} scenes held back{held}."
+        r = self.leaks
+        return (
+            f"Leak check: {r.flagged} of {r.scenes} scenes name a candidate outside "
+            f"dialogue, {r.mentions} only in dialogue; {r.held_back} held back{held}."
+        )
+
+
+@transaction.atomic
+def study_launch(*, study: Study) -> GoLive:
+    """Open the study to raters: the one way every caller (browser, command, demo) goes live.
+
+    The first time (a draft) the name maps are drawn and the leak check is run, so a
+    study can never reach raters with a leaking scene unchecked; a refusal rolls all
+    of it back. The item set is fixed (hashed) the first time too.
+    """
+    report = None
+    if study.status == Study.Status.DRAFT:
+        name_maps_build(study=study)
+        report = leaks_check(study=study)
     if not study.study_scenes.filter(held_back=False).exists():
         raise StudyError("every scene is held back: nothing to assign")
     if not study.item_set_hash:
         study.item_set_hash = item_set_hash(study)
         study.save(update_fields=["item_set_hash", "updated_at"])
-    return _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
+    study = _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
+    held = study.study_scenes.filter(held_back=True).order_by("study_work__position", "position")
+    return GoLive(
+        study=study,
+        leaks=report,
+        held_back=tuple(held.values_list("scene__source_id", flat=True)),
+    )
+
+
+def study_go_live(*, study: Study) -> Study:
+    """``study_launch`` for callers that only need the study back."""
+    return study_launch(study=study).study
 
 
 def study_pause(*, study: Study) -> Study:
@@ -222,6 +262,29 @@ def _open_works(participant: Participant) -> list[StudyWork]:
 
 def participant_next_step(*, participant: Participant) -> NextStep:
     """What the rater should see now; the same answer after a reload (resumption)."""
+    offer_work = participant.study.status == Study.Status.LIVE and participant.withdrawn_at is None
+    return _next_step(participant, offer_work=offer_work)
+
+
+def participant_finished(*, participant: Participant) -> bool:
+    """Whether the rater has done everything the study has for them: the "at the end".
+
+    Only the rater's own progress counts, never the study's status: a paused (or
+    closed) study offers no new work, so asking ``participant_next_step`` would call a
+    rater half-way through "done" and reveal the gold of the works they finished
+    while others they still have to answer wait (issue 10, item 3).
+    """
+    return _next_step(participant, offer_work=True).kind == "done"
+
+
+def participant_reveal_allowed(*, participant: Participant) -> bool:
+    """Whether the rater may see the gold of their submitted scenes now."""
+    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
+        return True
+    return participant_finished(participant=participant)
+
+
+def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
     if participant.consented_at is None:
         return NextStep("consent")
     open_assignment = (
@@ -243,7 +306,7 @@ def participant_next_step(*, participant: Participant) -> NextStep:
             session=open_assignment.session,
             assignment=open_assignment,
         )
-    if participant.study.status == Study.Status.LIVE and participant.withdrawn_at is None:
+    if offer_work:
         for study_work in _open_works(participant):
             if _work_has_room(study_work):
                 return NextStep("familiarity", study_work=study_work)
@@ -441,40 +504,50 @@ def answers_record(
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == SceneAssignment.Status.SUBMITTED:
             raise StudyError("this scene is already submitted; answers can no longer change")
-        instances = {
-            i.pk: i
-            for i in SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
-                "pk", "candidates", "code"
-            )
-        }
-        existing = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
-        to_create: list[Guess] = []
-        to_update: list[Guess] = []
-        changed_fields: set[str] = set()
-        for instance_id, sent in answers.items():
-            instance = instances.get(instance_id)
-            if instance is None:
-                raise StudyError("that masked speaker is not in this scene")
-            values = _guess_values(participant.study, instance, **sent)
-            guess = existing.get(instance_id)
-            if guess is None:
-                to_create.append(Guess(assignment=assignment, instance=instance, **values))
-                continue
-            changed = {k: v for k, v in values.items() if getattr(guess, k) != v}
-            if changed:
-                for field, value in changed.items():
-                    setattr(guess, field, value)
-                guess.updated_at = timezone.now()  # bulk_update skips auto_now
-                changed_fields.update(changed)
-                to_update.append(guess)
-        Guess.objects.bulk_create(to_create)
-        if to_update:
-            Guess.objects.bulk_update(to_update, [*sorted(changed_fields), "updated_at"])
-        fields = _time_event(assignment, timezone.now())
-        if history_needed is not None:
-            assignment.history_needed = history_needed
-            fields.append("history_needed")
-        assignment.save(update_fields=fields)
+        return _answers_apply(participant, assignment, answers, history_needed)
+
+
+def _answers_apply(
+    participant: Participant,
+    assignment: SceneAssignment,
+    answers: dict[int, dict[str, Any]],
+    history_needed: bool | None,
+) -> int:
+    """Write ``answers`` to an open assignment the caller has locked."""
+    instances = {
+        i.pk: i
+        for i in SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
+            "pk", "candidates", "code"
+        )
+    }
+    existing = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+    to_create: list[Guess] = []
+    to_update: list[Guess] = []
+    changed_fields: set[str] = set()
+    for instance_id, sent in answers.items():
+        instance = instances.get(instance_id)
+        if instance is None:
+            raise StudyError("that masked speaker is not in this scene")
+        values = _guess_values(participant.study, instance, **sent)
+        guess = existing.get(instance_id)
+        if guess is None:
+            to_create.append(Guess(assignment=assignment, instance=instance, **values))
+            continue
+        changed = {k: v for k, v in values.items() if getattr(guess, k) != v}
+        if changed:
+            for field, value in changed.items():
+                setattr(guess, field, value)
+            guess.updated_at = timezone.now()  # bulk_update skips auto_now
+            changed_fields.update(changed)
+            to_update.append(guess)
+    Guess.objects.bulk_create(to_create)
+    if to_update:
+        Guess.objects.bulk_update(to_update, [*sorted(changed_fields), "updated_at"])
+    fields = _time_event(assignment, timezone.now())
+    if history_needed is not None:
+        assignment.history_needed = history_needed
+        fields.append("history_needed")
+    assignment.save(update_fields=fields)
     return len(to_create) + len(to_update)
 
 
@@ -501,46 +574,67 @@ def _version_stamp(participant: Participant, assignment: SceneAssignment) -> dic
     }
 
 
-def scene_submit(*, participant: Participant, assignment_id: int) -> SceneAssignment:
+def scene_submit(
+    *,
+    participant: Participant,
+    assignment_id: int,
+    answers: dict[int, dict[str, Any]] | None = None,
+    history_needed: bool | None = None,
+) -> SceneAssignment:
     """Finalise a scene: every masked speaker answered (one-to-one if the study says so).
 
-    A second submit (double click, replay, back button) changes nothing and returns
-    the stored result. Correctness is computed here, from the gold on the server.
+    ``answers``/``history_needed`` (the whole form, as ``answers_record`` takes them)
+    are saved first, under the same lock. A second submit (double click, replay, back
+    button, five tabs at once) changes nothing and returns the stored result: the
+    submitted status is read under the lock, so a submit that waited for another one
+    finds the scene submitted and is a replay, never an "already submitted" error.
+    Answers that were valid stay saved when the scene cannot be submitted yet.
+    Correctness is computed here, from the gold on the server.
     """
     _check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == SceneAssignment.Status.SUBMITTED:
             return assignment
-        instances = list(
-            SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id)
-            .select_related("gold_character")
-            .order_by("code")
-        )
-        guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
-        if missing := [i.code for i in instances if not guesses.get(i.pk, Guess()).answer]:
-            raise StudyError(f"choose a character for {', '.join(missing)} first")
-        if assignment.history_needed is None:
-            raise StudyError("say whether you needed earlier scenes")
-        if participant.study.one_to_one:
-            answers = [guesses[i.pk].answer for i in instances]
-            if len(set(answers)) < len(answers):
-                raise StudyError("each masked speaker must be a different character")
-        for instance in instances:
-            guess = guesses[instance.pk]
-            guess.correct = guess.answer.casefold() == instance.gold_character.name.casefold()
-        Guess.objects.bulk_update(list(guesses.values()), ["correct"])
-        now = timezone.now()
-        fields = _time_event(assignment, now)
-        assignment.status = SceneAssignment.Status.SUBMITTED
-        assignment.submitted_at = now
-        assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
-        assignment.version = _version_stamp(participant, assignment)
-        assignment.save(update_fields=[*fields, "status", "submitted_at", "total_ms", "version"])
-        session = assignment.session
-        if not session.assignments.filter(status=SceneAssignment.Status.ASSIGNED).exists():
-            WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
+        if answers or history_needed is not None:
+            _answers_apply(participant, assignment, answers or {}, history_needed)
+        problem = _submit_finalise(participant, assignment)
+    if problem:  # raised after the commit, so the answers just saved are kept
+        raise StudyError(problem)
     return assignment
+
+
+def _submit_finalise(participant: Participant, assignment: SceneAssignment) -> str:
+    """Score and close the locked assignment; returns what is missing instead, if anything."""
+    instances = list(
+        SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id)
+        .select_related("gold_character")
+        .order_by("code")
+    )
+    guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+    if missing := [i.code for i in instances if not guesses.get(i.pk, Guess()).answer]:
+        return f"choose a character for {', '.join(missing)} first"
+    if assignment.history_needed is None:
+        return "say whether you needed earlier scenes"
+    if participant.study.one_to_one:
+        answers = [guesses[i.pk].answer for i in instances]
+        if len(set(answers)) < len(answers):
+            return "each masked speaker must be a different character"
+    for instance in instances:
+        guess = guesses[instance.pk]
+        guess.correct = guess.answer.casefold() == instance.gold_character.name.casefold()
+    Guess.objects.bulk_update(list(guesses.values()), ["correct"])
+    now = timezone.now()
+    fields = _time_event(assignment, now)
+    assignment.status = SceneAssignment.Status.SUBMITTED
+    assignment.submitted_at = now
+    assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
+    assignment.version = _version_stamp(participant, assignment)
+    assignment.save(update_fields=[*fields, "status", "submitted_at", "total_ms", "version"])
+    session = assignment.session
+    if not session.assignments.filter(status=SceneAssignment.Status.ASSIGNED).exists():
+        WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
+    return ""
 
 
 @dataclass(frozen=True)

@@ -282,7 +282,11 @@ def test_go_live_rechecks_and_holds_back_tom_in_amc_leaks(res_client, night_shif
     assert study.status == "live"
     assert _held(study) == BLOCKING
     html = response.content.decode()
-    assert "Leak check: 3 of 5 scenes name a candidate outside dialogue; 3 held back." in html
+    assert (
+        "Leak check: 3 of 5 scenes name a candidate outside dialogue, 1 only in dialogue; "
+        "3 held back: "
+        "01 heading, 02 direction, 03 cue." in html
+    )
     ann = _rater(study, "Ann")
     assigned = ann.scene_assignments.values_list("study_scene__scene__source_id", flat=True)
     assert sorted(assigned) == ["04 speech", "05 clean"]  # held-back scenes are never assigned

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchmarks.models import Benchmark, Work
 from studies.annotation_import import annotations_as_study, imported_label
 from studies.models import Guess, SceneAssignment, Study
-from studies.services import StudyError, participants_invite, study_create, study_go_live
+from studies.services import StudyError, participants_invite, study_create, study_launch
 
 # Where studies/rater_urls.py is mounted (config/urls.py: path("s/", ...)).
 INVITE_PATH = "/s/{token}/"
@@ -88,14 +88,18 @@ class Command(BaseCommand):
             min_seen=options["min_seen"],
             min_unseen=options["min_unseen"],
         )
-        if options["live"]:
-            study = study_go_live(study=study)
+        launched = study_launch(study=study) if options["live"] else None
+        if launched is not None:
+            study = launched.study
         scenes = study.study_scenes.count()
         self.stdout.write(
             f"created study {study.pk} {study.name!r} ({study.status}): {scenes} scenes "
             f"from {', '.join(w.key for w in works)}, overlap {study.overlap} "
             f"(seen >= {study.min_seen}, unseen >= {study.min_unseen})"
         )
+        if launched is not None:
+            # The same leak check (and held-back scenes) as going live in the browser.
+            self.stdout.write(launched.summary())
         if options["invite"] > 0:
             labels = [f"invite {i + 1}" for i in range(options["invite"])]
             self.stdout.write("invite links:")

@@ -1,0 +1,71 @@
+"""The one CSV writer every CSV export uses: cells that a spreadsheet would run as a
+formula are written as text.
+
+Spreadsheet programs evaluate a cell that begins with ``=``, ``+``, ``-`` or ``@``
+(and, after their own trimming, a tab or a carriage return), so a rater's note or an
+imported character name such as ``=HYPERLINK("http://…")`` would run when a
+researcher opens the export. Following OWASP's "CSV Injection" advice, such a text
+cell is prefixed with a single quote, which spreadsheets show as text and do not
+evaluate: https://owasp.org/www-community/attacks/CSV_Injection
+
+Numbers the app writes as numbers (``int``/``float``, e.g. a -0.5 correlation) are not
+text and stay numbers: only ``str`` values are ever prefixed, so a negative number
+that arrives as a string (an imported name "-1") is neutralised like any other text.
+
+It lives in ``config`` because studies and reports both write CSVs and neither may
+import the other (data flows one way).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+# OWASP's list of characters that start a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+class _Writable(Protocol):
+    def write(self, text: str, /) -> Any: ...
+
+
+def safe_cell(value: Any) -> Any:
+    """``value`` ready for a CSV cell: text that would start a formula gets a ``'``."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _csv_cell(value: Any) -> Any:
+    value = safe_cell(value)
+    if isinstance(value, str) and "\r" in value:
+        # Python's csv quotes a field only for the characters of its own line
+        # terminator, so with "\n" a bare CR went out unquoted and split the row for
+        # readers that take CR as a line break, starting a new line with whatever text
+        # followed (an unprefixed "=..."). Line breaks inside a cell become "\n".
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return value
+
+
+class SafeCSVWriter:
+    """``csv.writer`` with every cell passed through :func:`safe_cell`.
+
+    ``writerow`` returns what the underlying file's ``write`` returns, so a file-like
+    whose ``write`` returns the text lets a caller stream line by line.
+    """
+
+    def __init__(self, file: _Writable, **fmtparams: Any) -> None:
+        self._writer = csv.writer(file, **fmtparams)
+
+    def writerow(self, row: Iterable[Any]) -> Any:
+        return self._writer.writerow([_csv_cell(v) for v in row])
+
+    def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(file: _Writable, **fmtparams: Any) -> SafeCSVWriter:
+    """The CSV writer for anything a person may open in a spreadsheet."""
+    return SafeCSVWriter(file, **fmtparams)
