@@ -21,6 +21,8 @@ from .base import (
     BenchmarkImporter,
     ImportDataError,
     ImportReport,
+    field_size_check,
+    input_size_check,
     report_unknown_fields,
     upsert,
 )
@@ -69,10 +71,11 @@ class CharToMQAImporter(BenchmarkImporter):
         if path.is_dir():
             path = path / DEFAULT_FILE_NAME
         items = self._parse(path)
-        self._write(items, source=path.name)
+        self._write(items, source=path.name, path=path)
         return self.report
 
     def _parse(self, path: Path) -> list[ParsedItem]:
+        input_size_check(path, limit="chartom-qa")
         try:
             text = path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
@@ -133,6 +136,9 @@ class CharToMQAImporter(BenchmarkImporter):
             fail(f"malformed JSON: {exc.msg} (column {exc.colno})")
         if not isinstance(data, dict):
             fail(f"expected a JSON object, got {type(data).__name__}")
+        # Every field, known or not, before any is used: the error names this line.
+        for name, value in data.items():
+            field_size_check(value, path=path, record=record, field=name)
         book = text("book_name", max_length=KEY_MAX)
         dimension = text("tom_dimension").strip().lower()
         if dimension not in ToMDimension.values:
@@ -182,7 +188,7 @@ class CharToMQAImporter(BenchmarkImporter):
             },
         )
 
-    def _write(self, items: list[ParsedItem], *, source: str) -> None:
+    def _write(self, items: list[ParsedItem], *, source: str, path: Path) -> None:
         books = list(dict.fromkeys(item.book_name for item in items))
         work_ids = upsert(
             Work,
@@ -200,6 +206,7 @@ class CharToMQAImporter(BenchmarkImporter):
             key_fields=["benchmark", "key"],
             scope={"benchmark": Benchmark.CHARTOM_QA, "key__in": books},
             report=self.report,
+            source=path,
         )
         book_work = {book: work_ids[(Benchmark.CHARTOM_QA, book)] for book in books}
         ids = list(book_work.values())
@@ -227,6 +234,7 @@ class CharToMQAImporter(BenchmarkImporter):
             key_fields=["work_id", "name"],
             scope={"work_id__in": ids},
             report=self.report,
+            source=path,
         )
         upsert(
             QAItem,
@@ -245,4 +253,5 @@ class CharToMQAImporter(BenchmarkImporter):
             key_fields=["natural_key"],
             scope={"work_id__in": ids},
             report=self.report,
+            source=path,
         )

@@ -29,7 +29,14 @@ from typing import Any
 from django.db import transaction
 
 from ..models import Benchmark, Character, Scene, SpeakerInstance, Split, Work
-from .base import BenchmarkImporter, ImportDataError, ImportReport, ProgressCallback, upsert
+from .base import (
+    BenchmarkImporter,
+    ImportDataError,
+    ImportReport,
+    ProgressCallback,
+    input_size_check,
+    upsert,
+)
 from .screenplay_parser import (
     Action,
     CharacterInfo,
@@ -37,6 +44,7 @@ from .screenplay_parser import (
     Screenplay,
     ScreenplayError,
     characters,
+    gc_paused,
     group_members,
     lowercase_words,
     mask_words,
@@ -102,20 +110,25 @@ class ScreenplayImporter(BenchmarkImporter):
                 raise ImportDataError("a title names one movie; this folder has more", path=path)
         else:
             paths = [path]
-        movies = [self._parse(p) for p in paths]
-        titles = Counter(m.title for m in movies)
-        for movie in movies:
-            if titles[movie.title] > 1:
-                raise ImportDataError(
-                    f"title {movie.title!r} given by more than one script", path=movie.source
-                )
-        for movie in movies:
-            self._write(movie)
+        for p in paths:  # every size before any parsing
+            input_size_check(p, limit="screenplay")
+        # Building the movie and its rows keeps as many objects alive as the parse.
+        with gc_paused():
+            movies = [self._parse(p) for p in paths]
+            titles = Counter(m.title for m in movies)
+            for movie in movies:
+                if titles[movie.title] > 1:
+                    raise ImportDataError(
+                        f"title {movie.title!r} given by more than one script", path=movie.source
+                    )
+            for movie in movies:
+                self._write(movie)
         return self.report
 
     # -- parsing -----------------------------------------------------------------
 
     def _parse(self, path: Path) -> Movie:
+        input_size_check(path, limit="screenplay")
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -204,6 +217,7 @@ class ScreenplayImporter(BenchmarkImporter):
             key_fields=["benchmark", "key"],
             scope={"benchmark": Benchmark.TOM_IN_AMC, "key": movie.title},
             report=report,
+            source=movie.source,
         )
         work_id = work_ids[(Benchmark.TOM_IN_AMC, movie.title)]
         # Aliases an annotator added stay; the script's spellings are added to them.
@@ -226,6 +240,7 @@ class ScreenplayImporter(BenchmarkImporter):
             key_fields=["work_id", "name"],
             scope={"work_id": work_id},
             report=report,
+            source=movie.source,
         )
         scene_ids = upsert(
             Scene,
@@ -233,6 +248,7 @@ class ScreenplayImporter(BenchmarkImporter):
             key_fields=["work_id", "source_id"],
             scope={"work_id": work_id},
             report=report,
+            source=movie.source,
         )
         upsert(
             SpeakerInstance,
@@ -248,6 +264,7 @@ class ScreenplayImporter(BenchmarkImporter):
             key_fields=["scene_id", "code"],
             scope={"scene__work_id": work_id},
             report=report,
+            source=movie.source,
         )
         stale = (
             Scene.objects.filter(work_id=work_id)

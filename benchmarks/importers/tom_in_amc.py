@@ -101,14 +101,14 @@ class TomInAmcImporter(BenchmarkImporter):
         if path.is_dir():
             path = path / DEFAULT_FILE_NAME
         movies = self._parse(path)
-        self._write(movies, source=path.name)
+        self._write(movies, source=path.name, path=path)
         return self.report
 
     # -- parsing -----------------------------------------------------------------
 
     def _parse(self, path: Path) -> list[ParsedMovie]:
         check = _Checker(path)
-        data = check.obj(read_json(path), "top level")
+        data = check.obj(read_json(path, limit="tom-in-amc"), "top level")
         for split in data:
             if split not in SPLITS:
                 check.fail(f"unknown split key; expected {', '.join(SPLITS)}", "top level", split)
@@ -222,7 +222,7 @@ class TomInAmcImporter(BenchmarkImporter):
 
     # -- writing -----------------------------------------------------------------
 
-    def _write(self, movies: list[ParsedMovie], *, source: str) -> None:
+    def _write(self, movies: list[ParsedMovie], *, source: str, path: Path) -> None:
         report = self.report
         work_ids = upsert(
             Work,
@@ -241,6 +241,7 @@ class TomInAmcImporter(BenchmarkImporter):
             key_fields=["benchmark", "key"],
             scope={"benchmark": Benchmark.TOM_IN_AMC, "key__in": [m.title for m in movies]},
             report=report,
+            source=path,
         )
         movie_work = {m.title: work_ids[(Benchmark.TOM_IN_AMC, m.title)] for m in movies}
         ids = list(movie_work.values())
@@ -261,6 +262,7 @@ class TomInAmcImporter(BenchmarkImporter):
             key_fields=["work_id", "name"],
             scope={"work_id__in": ids},
             report=report,
+            source=path,
         )
         scene_ids = upsert(
             Scene,
@@ -283,6 +285,7 @@ class TomInAmcImporter(BenchmarkImporter):
             key_fields=["work_id", "source_id"],
             scope={"work_id__in": ids},
             report=report,
+            source=path,
         )
         # Only testing scenes become items to guess. Training scenes are the first 3/5
         # of the movie, the history a rater reads and the few-shot support set a model
@@ -304,6 +307,7 @@ class TomInAmcImporter(BenchmarkImporter):
             key_fields=["scene_id", "code"],
             scope={"scene__work_id__in": ids},
             report=report,
+            source=path,
         )
 
 

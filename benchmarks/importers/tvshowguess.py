@@ -550,6 +550,7 @@ class TVShowGuessImporter(BenchmarkImporter):
             key_fields=["benchmark", "key"],
             scope={"benchmark": Benchmark.TVSHOWGUESS, "key": key},
             report=report,
+            source=path,
         )[work_key]
         names = list(dict.fromkeys(name for s in scenes for name in s.candidates))
         # Gender is left out of the rows so a re-import keeps what annotators set.
@@ -562,6 +563,7 @@ class TVShowGuessImporter(BenchmarkImporter):
             key_fields=["work_id", "name"],
             scope={"work_id": work_id},
             report=report,
+            source=path,
         )
         scene_ids = upsert(
             Scene,
@@ -586,6 +588,7 @@ class TVShowGuessImporter(BenchmarkImporter):
             key_fields=["work_id", "source_id"],
             scope={"work_id": work_id},
             report=report,
+            source=path,
         )
         instance_ids = upsert(
             SpeakerInstance,
@@ -602,6 +605,7 @@ class TVShowGuessImporter(BenchmarkImporter):
             key_fields=["scene_id", "code"],
             scope={"scene__work_id": work_id},
             report=report,
+            source=path,
         )
         upsert(
             SpeakerAnnotation,
@@ -609,6 +613,7 @@ class TVShowGuessImporter(BenchmarkImporter):
             key_fields=["work_id", "source", "scene_source_id", "code"],
             scope={"work_id": work_id, "source": tsv_name},
             report=report,
+            source=path,
         )
 
 

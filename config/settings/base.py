@@ -131,11 +131,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # Every list endpoint: 50 a page, ?page_size= up to TOMLAB_API_MAX_PAGE_SIZE.
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.CappedPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+TOMLAB_API_MAX_PAGE_SIZE = env.int("TOMLAB_API_MAX_PAGE_SIZE", default=200)
 SPECTACULAR_SETTINGS = {
     "TITLE": "ToMLab API",
     "DESCRIPTION": "Item bank, studies, model runs and reports for Theory-of-Mind benchmarks.",

@@ -99,7 +99,9 @@ def main() -> None:
             command = [sys.executable, __file__, "--one", str(script)]
             if args.no_import:
                 command.append("--no-import")
-            out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+            out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+            if out.returncode:
+                sys.exit(f"{script.name}: the measuring process failed:\n{out.stderr}")
             r = json.loads(out.stdout.strip().splitlines()[-1])
             imported = (
                 f"{r['import_s']:>9.1f} {r['import_s'] / r['mb']:>6.2f}"

@@ -361,3 +361,51 @@ def test_docs_page_renders_for_researcher(client, researcher):
 
     assert response.status_code == 200
     assert reverse("api-schema") in response.content.decode()
+
+
+def _api_list_views() -> list[tuple[str, type]]:
+    """Every list endpoint under /api/ (the item bank, modeling, reports routers)."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+    from rest_framework.generics import GenericAPIView
+
+    found: list[tuple[str, type]] = []
+
+    def walk(patterns, prefix: str) -> None:
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern) and prefix.startswith("api/"):
+                view = getattr(p.callback, "cls", None)
+                actions = getattr(p.callback, "actions", None) or {}
+                is_list = actions.get("get") == "list" or (
+                    view is not None and not actions and hasattr(view, "list")
+                )
+                if view is not None and issubclass(view, GenericAPIView) and is_list:
+                    found.append((prefix + str(p.pattern), view))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_every_api_list_endpoint_caps_its_page_size():
+    from config.pagination import CappedPageNumberPagination
+
+    views = _api_list_views()
+
+    assert len(views) >= len(BASENAMES) + 4  # item bank, backends, templates, runs, predictions
+    for route, view in views:
+        assert issubclass(view.pagination_class, CappedPageNumberPagination), route
+
+
+def test_page_size_is_asked_for_and_capped(client, researcher, settings):
+    settings.TOMLAB_API_MAX_PAGE_SIZE = 5
+    WorkFactory.create_batch(8)
+    client.force_login(researcher)
+
+    small = client.get(_list_url("work"), {"page_size": 3}).json()
+    capped = client.get(_list_url("work"), {"page_size": 100_000}).json()
+
+    assert (small["count"], len(small["results"])) == (8, 3)
+    assert (capped["count"], len(capped["results"])) == (8, 5)
+    rest = client.get(capped["next"]).json()  # the next page is capped the same way
+    assert len(rest["results"]) == 3 and rest["next"] is None

@@ -250,3 +250,60 @@ def test_duplicate_question_is_refused(examples: Path, tmp_path: Path) -> None:
         in str(excinfo.value)
     )
     assert QAItem.objects.count() == 0
+
+
+# -- size limits ------------------------------------------------------------------------
+
+
+def test_a_record_with_an_oversized_unknown_field_is_refused_with_its_place(
+    examples: Path, tmp_path: Path
+) -> None:
+    run_import(examples)
+    before = snapshot()
+    records = source_records(examples)
+    # Over the default 2 MB per stored field (TOMLAB_IMPORT_MAX_FIELD_BYTES), as the
+    # 200 MB field of the report was: it must not reach `extra` and the API.
+    records[1]["scraped_page"] = "x" * (3 * 1024 * 1024)
+    path = write_lines(tmp_path / "big.jsonl", records)
+
+    with pytest.raises(CommandError) as error:
+        run_import(path)
+
+    assert str(error.value) == (
+        f"import failed, nothing was written: {path}: record line 2: field 'scraped_page': "
+        "value is 3,145,728 bytes, over the 2,097,152-byte limit per stored field "
+        "(settings.TOMLAB_IMPORT_MAX_FIELD_BYTES)"
+    )
+    assert snapshot() == before
+
+
+def test_an_oversized_known_field_is_refused_too(examples: Path, tmp_path: Path, settings) -> None:
+    settings.TOMLAB_IMPORT_MAX_FIELD_BYTES = 1000
+    records = source_records(examples)
+    records[0]["context_0"] = "é" * 600  # 600 characters, 1,200 bytes in UTF-8
+    path = write_lines(tmp_path / "ctx.jsonl", records)
+
+    with pytest.raises(CommandError, match=r"record line 1: field 'context_0': value is 1,200 "):
+        run_import(path)
+
+    assert snapshot() == {m.__name__: [] for m in MODELS}
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(
+    examples: Path, tmp_path: Path, settings
+) -> None:
+    run_import(examples)
+    before = snapshot()
+    settings.TOMLAB_IMPORT_MAX_BYTES = {**settings.TOMLAB_IMPORT_MAX_BYTES, "chartom-qa": 1000}
+    # Broken JSON as well: the size error comes first, so nothing was parsed.
+    path = write_lines(tmp_path / "big.jsonl", [*source_records(examples), "{not json"])
+
+    with pytest.raises(CommandError) as error:
+        run_import(path)
+
+    size = path.stat().st_size
+    assert str(error.value) == (
+        f"import failed, nothing was written: {path}: file is {size:,} bytes, over the "
+        "1,000-byte limit for chartom-qa files (settings.TOMLAB_IMPORT_MAX_BYTES['chartom-qa'])"
+    )
+    assert snapshot() == before

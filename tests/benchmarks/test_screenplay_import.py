@@ -708,3 +708,39 @@ def test_residue_only_at_the_start_is_taken_for_residue() -> None:
         line for line, _ in play.repaired["HTML/JavaScript residue before the script removed"]
     ]
     assert residue == [1, 2, 3, 4, 5, 6]
+
+
+# -- size limits ------------------------------------------------------------------------
+
+
+def test_a_script_over_the_size_limit_is_refused_before_parsing(tmp_path: Path, settings) -> None:
+    run_import(SALT_ROAD)
+    before = snapshot()
+    settings.TOMLAB_IMPORT_MAX_BYTES = {**settings.TOMLAB_IMPORT_MAX_BYTES, "screenplay": 2000}
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "a_small.txt").write_bytes(b"INT. ROOM - DAY\n\nMARA\nHi.\n")
+    big = folder / "b_big.txt"
+    big.write_bytes(SALT_ROAD.read_bytes() + b"\x00")  # binary too: never read
+
+    with pytest.raises(CommandError) as error:
+        run_import(folder)
+
+    assert str(error.value) == (
+        f"import failed, nothing was written: {big}: file is {big.stat().st_size:,} bytes, "
+        "over the 2,000-byte limit for screenplay files "
+        "(settings.TOMLAB_IMPORT_MAX_BYTES['screenplay'])"
+    )
+    assert snapshot() == before
+
+
+def test_a_scene_over_the_field_limit_is_refused_naming_it(settings) -> None:
+    settings.TOMLAB_IMPORT_MAX_FIELD_BYTES = 600
+
+    with pytest.raises(CommandError) as error:
+        run_import(SALT_ROAD)
+
+    message = str(error.value)
+    assert message.startswith("import failed, nothing was written: salt_road.txt: record Scene (")
+    assert "field 'lines'" in message and "over the 600-byte limit per stored field" in message
+    assert not Work.objects.exists()

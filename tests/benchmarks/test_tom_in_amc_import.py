@@ -481,3 +481,39 @@ def test_movie_in_two_splits_is_refused(tmp_path: Path) -> None:
         run_import(broken)
 
     assert counts() == dict.fromkeys(COUNTS, 0)
+
+
+# -- size limits ------------------------------------------------------------------------
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(
+    release: Path, tmp_path: Path, settings
+) -> None:
+    run_import(release)
+    before = snapshot()
+    settings.TOMLAB_IMPORT_MAX_BYTES = {**settings.TOMLAB_IMPORT_MAX_BYTES, "tom-in-amc": 500}
+    broken = tmp_path / "broken.json"
+    broken.write_text(release.read_text()[:-5])  # malformed too: the size comes first
+
+    with pytest.raises(CommandError) as error:
+        run_import(broken)
+
+    assert str(error.value).startswith(
+        f"import failed, nothing was written: {broken}: file is {broken.stat().st_size:,} bytes, "
+        "over the 500-byte limit for tom-in-amc files"
+    )
+    assert snapshot() == before
+
+
+def test_a_stored_value_over_the_field_limit_names_its_row(release: Path, settings) -> None:
+    # The scene lines are stored as one JSON value; no field of the release may hold
+    # more than TOMLAB_IMPORT_MAX_FIELD_BYTES, wherever it would be stored.
+    settings.TOMLAB_IMPORT_MAX_FIELD_BYTES = 200
+
+    with pytest.raises(CommandError) as error:
+        run_import(release)
+
+    message = str(error.value)
+    assert message.startswith(f"import failed, nothing was written: {release}: record ")
+    assert "field " in message and "over the 200-byte limit per stored field" in message
+    assert all(n == 0 for n in counts().values())

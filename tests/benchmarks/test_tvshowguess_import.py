@@ -369,3 +369,24 @@ def test_tbbt_shaped_sheet_exports_as_it_was_read(tmp_path):
 
     exported = tmp_path / "out" / "tbbt.tsv"
     assert exported.read_bytes() == raw.with_suffix(".tsv").read_bytes()
+
+
+@pytest.mark.parametrize("limit", ["tvshowguess-raw", "tvshowguess-sheet"])
+def test_files_over_the_size_limit_are_refused_before_parsing(raw_path, tmp_path, settings, limit):
+    _import(raw_path)
+    before = _snapshot()
+    settings.TOMLAB_IMPORT_MAX_BYTES = {**settings.TOMLAB_IMPORT_MAX_BYTES, limit: 5000}
+    copy = tmp_path / "friends.raw"
+    shutil.copy(raw_path, copy)
+    shutil.copy(raw_path.with_suffix(".tsv"), copy.with_suffix(".tsv"))
+    over = copy if limit == "tvshowguess-raw" else copy.with_suffix(".tsv")
+
+    with pytest.raises(CommandError) as error:
+        _import(copy)
+
+    assert str(error.value) == (
+        f"import failed, nothing was written: {over}: file is {over.stat().st_size:,} bytes, "
+        f"over the 5,000-byte limit for {limit} files "
+        f"(settings.TOMLAB_IMPORT_MAX_BYTES[{limit!r}])"
+    )
+    assert _snapshot() == before
