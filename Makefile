@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run setup test lint fmt bench bench-llm
+.PHONY: run setup test lint fmt bench bench-llm bench-parser
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -39,3 +39,6 @@ bench: $(VENV)/.installed
 
 bench-llm: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_llm_throughput.py
+
+bench-parser: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_screenplay_parser.py
