@@ -45,9 +45,21 @@ def build(
         return
     shares = annotation_shares(annotations)
     sources = ", ".join(sorted({a["source"] for a in annotations}))
+    # The authors print one table per sheet (per show); with several sheets imported the
+    # pooled share comes first and each sheet's own share follows in its own column.
+    by_sheet: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for a in annotations:
+        by_sheet[f"{a['work_key']}/{a['source']}"].append(a)
+    sheets = (
+        {name: annotation_shares(rows) for name, rows in sorted(by_sheet.items())}
+        if len(by_sheet) > 1
+        else {}
+    )
     for attribute, key, column, title in SHARE_TABLES:
         counts = shares.counts[attribute]
         note = f"{shares.n} annotated masked speakers ({sources}); share = count / all of them."
+        if sheets:
+            note += " Then each sheet's own share (count / that sheet's rows), as the authors."
         if attribute == "evidence":
             note += " A speaker may cite several pieces of evidence (shares need not sum to 100)."
         if attribute == "dependence":
@@ -60,9 +72,14 @@ def build(
             Table(
                 key=key,
                 title=f"{title} (share of annotated speakers)",
-                columns=[column, "Speakers", "Share %"],
+                columns=[column, "Speakers", "Share %", *(f"{name} %" for name in sheets)],
                 rows=[
-                    [label, counts[label], None if share is None else round(share, 2)]
+                    [
+                        label,
+                        counts[label],
+                        _round(share),
+                        *(_round(getattr(s, attribute)[label]) for s in sheets.values()),
+                    ]
                     for label, share in getattr(shares, attribute).items()
                 ],
                 note=note,
@@ -81,6 +98,10 @@ def build(
         )
     if data.systems:
         report.tables.append(_accuracy_by_dependence(data, annotations))
+
+
+def _round(share: float | None) -> float | None:
+    return None if share is None else round(share, 2)
 
 
 def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]) -> Table:

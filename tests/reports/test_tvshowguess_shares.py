@@ -141,3 +141,25 @@ def test_evidence_labels_follow_the_authors_kind_sub_rule() -> None:
     assert evidence_label("inside_scene(exclusion)") == "inside scene(exclusion)"
     assert evidence_label("Fact(Attribute)") == "fact(attribute)"
     assert evidence_label("telepathy") == "telepathy"
+
+
+@pytest.mark.django_db
+def test_each_sheet_keeps_its_own_shares_beside_the_pooled_ones(friends, tmp_path) -> None:
+    from tests.benchmarks.tbbt_sheet import EXPECTED_SHARES, write_tbbt
+
+    call_command(
+        "import_benchmark", "tvshowguess", str(write_tbbt(tmp_path)), "--no-progress", verbosity=0
+    )
+
+    report = build_report("tvshowguess")
+    for attribute in EXPECTED:
+        table = report.table(f"annotation-{attribute}")
+        assert table.columns[3:] == ["friends/friends.tsv %", "tbbt/tbbt.tsv %"]
+        by_label = {row[0]: row for row in table.rows}
+        # The authors' per-show figures, each over its own sheet's rows ...
+        assert {k: by_label[k][3] for k in EXPECTED[attribute]} == EXPECTED[attribute]
+        assert {k: by_label[k][4] for k in EXPECTED_SHARES[attribute]} == (
+            EXPECTED_SHARES[attribute]
+        )
+    # ... and the pooled share over all 157 rows: direct = (40 + 2) / 157.
+    assert report.table("annotation-dependence").rows[0][:3] == ["direct", 42, 26.75]
