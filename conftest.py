@@ -15,6 +15,15 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache: throttle counters (every test client comes
+    from 127.0.0.1) and cached reports must not carry over from another test."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def researcher(db):
     from accounts.services import user_create_with_role

@@ -5,7 +5,10 @@
 
 from django.urls import path
 
+from accounts.throttling import token_patterns_throttled
+
 from . import rater_views as views
+from .models import Participant
 
 app_name = "rater"
 
@@ -28,3 +31,8 @@ urlpatterns = [
     path("<str:token>/scenes/<int:assignment_id>/submit/", views.scene_submit, name="scene-submit"),
     path("<str:token>/scenes/<int:assignment_id>/result/", views.scene_result, name="scene-result"),
 ]
+
+# Unknown invite tokens count against the client's address; past the limit, 429.
+urlpatterns = token_patterns_throttled(
+    urlpatterns, known=lambda token: Participant.objects.filter(token=token).exists()
+)

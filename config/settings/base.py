@@ -28,6 +28,19 @@ if not SECRET_KEY:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (`make run` writes one into .env)."
     )
+# The key signs sessions and derives the key that encrypts stored backend API keys, so
+# outside DEBUG a guessable one is a start-up error; the rule is the one Django's
+# `check --deploy` (security.W009) warns about.
+if not DEBUG and (
+    len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure")
+):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is too weak: use at least 50 characters with at least 5 different "
+        "ones, not starting with 'django-insecure' (e.g. python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))')."
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -44,6 +57,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our static files, not a CDN
     "django_htmx",
     "template_partials",
     "benchmarks",
@@ -64,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -107,6 +122,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Django's backend, refusing user names and addresses locked out for failed passwords.
+AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -122,13 +139,45 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every start when it is missing
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
+# DJANGO_SECURE=1: production behind HTTPS. One switch for everything
+# `manage.py check --deploy` asks for. The SSL redirect trusts X-Forwarded-Proto from
+# the TLS-terminating proxy, which must set (overwrite) it.
+# https://docs.djangoproject.com/en/5.2/howto/deployment/checklist/
+SECURE = env.bool("DJANGO_SECURE", default=False)
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=SECURE)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if SECURE:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=31_536_000)  # one year
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+# Every response: our own scripts, styles, images and fonts only (htmx is in static/).
+# Inline <script>, style="" and eval are refused; the SVG charts get their own policy.
+CONTENT_SECURITY_POLICY = env.str(
+    "DJANGO_CSP",
+    default="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
+
+# Counters for the log-in and invite-token throttles (accounts.throttling). Per
+# process by default; with several web processes share them: CACHE_URL=redis://…/1
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+TOMLAB_THROTTLE_LOGIN_FAILURES_PER_USERNAME = env.int(
+    "TOMLAB_THROTTLE_LOGIN_FAILURES_PER_USERNAME", default=10
+)
+TOMLAB_THROTTLE_LOGIN_FAILURES_PER_IP = env.int("TOMLAB_THROTTLE_LOGIN_FAILURES_PER_IP", default=20)
+TOMLAB_THROTTLE_LOGIN_WINDOW_S = env.int("TOMLAB_THROTTLE_LOGIN_WINDOW_S", default=15 * 60)
+TOMLAB_THROTTLE_TOKEN_MISSES_PER_IP = env.int("TOMLAB_THROTTLE_TOKEN_MISSES_PER_IP", default=30)
+TOMLAB_THROTTLE_TOKEN_WINDOW_S = env.int("TOMLAB_THROTTLE_TOKEN_WINDOW_S", default=10 * 60)
+# Behind a proxy REMOTE_ADDR is the proxy's: name the header it sets (HTTP_X_REAL_IP).
+TOMLAB_CLIENT_IP_HEADER = env.str("TOMLAB_CLIENT_IP_HEADER", default="")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "accounts.authentication.ThrottledBasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsResearcher"],
     # Every list endpoint: 50 a page, ?page_size= up to TOMLAB_API_MAX_PAGE_SIZE.
@@ -144,6 +193,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["accounts.permissions.IsResearcher"],
+    # Swagger UI from drf-spectacular-sidecar's static files (no CDN, CSP 'self').
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
 # Celery: https://docs.celeryq.dev/en/stable/userguide/configuration.html

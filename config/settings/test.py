@@ -2,7 +2,10 @@
 
 import os
 
-os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
+# Long and varied enough for base.py's weak-key refusal (DEBUG is off in tests too).
+os.environ.setdefault(
+    "DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-0123456789-abcdefghij"
+)
 
 from .base import *  # noqa: F403
 

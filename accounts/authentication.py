@@ -1,0 +1,25 @@
+"""API authentication: HTTP basic auth that answers 429 to a locked-out user name or
+address before it checks the password (``accounts.throttling``).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.authentication import BasicScheme
+from rest_framework.authentication import BasicAuthentication
+from rest_framework.exceptions import Throttled
+
+from .throttling import login_blocked, login_blocked_message, login_retry_after_s
+
+
+class ThrottledBasicAuthentication(BasicAuthentication):
+    def authenticate_credentials(self, userid, password, request=None):
+        if login_blocked(request, userid):
+            raise Throttled(wait=login_retry_after_s(), detail=login_blocked_message())
+        # A wrong password fails in authenticate(), whose user_login_failed signal counts it.
+        return super().authenticate_credentials(userid, password, request)
+
+
+class ThrottledBasicScheme(BasicScheme):
+    """The OpenAPI schema describes it as the plain HTTP basic auth it is."""
+
+    target_class = "accounts.authentication.ThrottledBasicAuthentication"
