@@ -19,7 +19,7 @@ def home(request: HttpRequest) -> HttpResponse:
         from studies.models import Study
 
         context["open_studies"] = Study.objects.filter(
-            status=Study.Status.LIVE, imported=False
+            status=Study.Status.LIVE, imported=False, open_join=True
         ).order_by("name")
     return render(request, "home.html", context)
 

@@ -64,6 +64,11 @@ class StudyCreateForm(forms.Form):
         label="Perturb names: show gender-matched common names (paper Appendix A)",
         required=False,
     )
+    open_join = forms.BooleanField(
+        label="Open to rater accounts: raters who log in may join from their home page "
+        "(otherwise only invite links)",
+        required=False,
+    )
     tags = forms.CharField(
         label="ToM-dimension tags",
         widget=forms.Textarea(attrs={"rows": 11}),
@@ -100,7 +105,15 @@ class StudyCreateForm(forms.Form):
     def study_settings(self) -> dict[str, Any]:
         """Study fields for ``study_create``."""
         d = self.cleaned_data
-        keys = ("overlap", "min_seen", "min_unseen", "one_to_one", "reveal", "perturb_names")
+        keys = (
+            "overlap",
+            "min_seen",
+            "min_unseen",
+            "one_to_one",
+            "reveal",
+            "perturb_names",
+            "open_join",
+        )
         return {
             **{k: d[k] for k in keys},
             "seed": d["seed"],

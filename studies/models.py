@@ -65,6 +65,12 @@ class Study(models.Model):
     )
     perturb_names = models.BooleanField(default=False, help_text="show gender-matched names")
     reveal = models.CharField(max_length=12, choices=Reveal.choices, default=Reveal.AT_END)
+    # Who may join: invite links always; accounts with the rater role only when the
+    # researcher opens the study to them (the /s/join/<id>/ link on raters' home page).
+    open_join = models.BooleanField(
+        default=False,
+        help_text="raters with an account may join from their home page, without an invite",
+    )
     tags = BulkJSONField(default=default_tags, help_text="ToM-dimension tags offered")
     # How the test scenes were chosen: {"mode": "all"|"stratified", "by": ..., "per_stratum": n}
     sampling = BulkJSONField(default=dict, blank=True)

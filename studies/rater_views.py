@@ -324,9 +324,16 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
 @require_GET
 @login_required
 def join(request: HttpRequest, study_id: int) -> HttpResponse:
-    """A logged-in rater's entry: their participation, then their own invite URL."""
+    """A logged-in rater's entry: their participation, then their own invite URL.
+
+    Who may join is decided by ``services.participant_for_user``; anyone else gets a
+    403 that says why (a draft study is not found at all).
+    """
     study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), pk=study_id)
-    participant = services.participant_for_user(study=study, user=request.user)
+    try:
+        participant = services.participant_for_user(study=study, user=request.user)
+    except services.JoinRefused as exc:
+        return _message(request, "You cannot join this study", f"Sorry: {exc}.", status=403)
     return redirect("rater:start", token=participant.token)
 
 

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from accounts.roles import RATER, has_role
 from benchmarks.models import Scene, SpeakerInstance, Work
 
 from .errors import StudyError  # views, commands and tests import it from here
@@ -187,8 +188,27 @@ def participants_invite(*, study: Study, labels: list[str]) -> list[Participant]
     )
 
 
+class JoinRefused(StudyError):
+    """This account may not join this study (the message says why)."""
+
+
 def participant_for_user(*, study: Study, user) -> Participant:
-    """The logged-in rater's participation (created on first visit)."""
+    """The logged-in rater's participation (created on first visit).
+
+    Who may join: anyone holding an invite link (that is ``participants_invite``, not
+    this); an account joins only if it has the rater role and the study is open to
+    joining (``Study.open_join``), live or paused, and not imported annotations.
+    An account that already takes part always gets its participation back.
+    """
+    existing = Participant.objects.filter(study=study, user=user).first()
+    if existing is not None:
+        return existing
+    if not has_role(user, RATER):
+        raise JoinRefused("only rater accounts can join studies; ask the researcher for a link")
+    if not study.open_join or study.imported:
+        raise JoinRefused("this study is by invitation only: use the link you were sent")
+    if study.status not in (Study.Status.LIVE, Study.Status.PAUSED):
+        raise JoinRefused(f"this study is {study.get_status_display()}: it takes no new raters")
     try:
         with transaction.atomic():
             participant, _ = Participant.objects.get_or_create(

@@ -476,6 +476,7 @@ def test_withdrawn_rater_and_paused_study_get_a_clear_page(client, live_study):
 
 
 def test_a_logged_in_rater_joins_and_lands_on_their_own_link(client, live_study, rater):
+    Study.objects.filter(pk=live_study.pk).update(open_join=True)
     join = reverse("rater:join", kwargs={"study_id": live_study.pk})
     assert "/accounts/login/" in client.get(join).url
     client.force_login(rater)
@@ -568,6 +569,7 @@ def test_history_reader_uses_the_perturbed_names(client, live_study, friends):
 
 
 def test_home_lists_live_studies_for_raters_to_join(client, rater, live_study):
+    Study.objects.filter(pk=live_study.pk).update(open_join=True)  # see test_join.py
     client.force_login(rater)
     page = client.get("/").content.decode()
     assert f'href="/s/join/{live_study.pk}/"' in page

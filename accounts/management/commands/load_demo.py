@@ -96,6 +96,7 @@ class Command(BaseCommand):
                 works=works,
                 overlap=3,
                 reveal=Study.Reveal.AFTER_SCENE,
+                open_join=True,  # its join link is on the demo rater's home page
                 instructions=(
                     "Read the first scenes of the film, then guess who each masked "
                     "speaker (P0, P1, ...) is."

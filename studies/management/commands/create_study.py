@@ -34,6 +34,11 @@ class Command(BaseCommand):
         parser.add_argument("--min-seen", type=int, default=0, help="raters who saw the work")
         parser.add_argument("--min-unseen", type=int, default=0, help="raters who did not")
         parser.add_argument("--live", action="store_true", help="open it to raters now")
+        parser.add_argument(
+            "--open-join",
+            action="store_true",
+            help="rater accounts may join from their home page (default: invite links only)",
+        )
         parser.add_argument("--invite", type=int, default=0, metavar="N", help="N invite links")
         parser.add_argument(
             "--base-url", default="", help="prefix for the printed links, e.g. https://host"
@@ -87,6 +92,7 @@ class Command(BaseCommand):
             overlap=options["overlap"],
             min_seen=options["min_seen"],
             min_unseen=options["min_unseen"],
+            open_join=options["open_join"],
         )
         launched = study_launch(study=study) if options["live"] else None
         if launched is not None:
