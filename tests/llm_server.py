@@ -366,3 +366,47 @@ class LLMTestServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def dyntom_letter_responder(letter: str = "a") -> Responder:
+    """Answer every question of a DynToM prompt (its ``[type_…]`` lines) with ``letter``."""
+
+    def responder(request_json: dict[str, Any]) -> str:
+        prompt = str(request_json["messages"][-1]["content"])
+        keys = [ln[1 : ln.index("]")] for ln in prompt.splitlines() if ln.startswith("[type_")]
+        return json.dumps(dict.fromkeys(keys, letter))
+
+    return responder
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve from a process of its own (benchmarks: the server must not share our GIL).
+
+    Prints ``port N`` on stdout once listening; serves until stdin closes or SIGTERM.
+    """
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(description="loopback OpenAI-compatible test server")
+    parser.add_argument("--latency", type=float, default=0.0, help="fixed latency, s")
+    parser.add_argument(
+        "--dyntom-letter", default="", help="answer DynToM prompts with this letter"
+    )
+    args = parser.parse_args(argv)
+    server = LLMTestServer(fixed_latency=args.latency)
+    if args.dyntom_letter:
+        server.responder = dyntom_letter_responder(args.dyntom_letter)
+    server.start()
+    signal.signal(signal.SIGTERM, lambda *_: server._stopping.set())
+    print(f"port {server.port}", flush=True)
+    # Wait for the parent to close our stdin (or die), or for SIGTERM.
+    reader = threading.Thread(target=sys.stdin.read, daemon=True)
+    reader.start()
+    while reader.is_alive() and not server._stopping.is_set():
+        reader.join(0.2)
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import string
+from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import Prefetch
@@ -34,6 +36,7 @@ _REFUSAL_RE = re.compile(
     re.IGNORECASE,
 )
 _TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
+_ASCII_LETTERS = frozenset(string.ascii_letters)
 
 
 def option_letter(index: int) -> str:
@@ -96,6 +99,14 @@ def _json_candidates(text: str) -> list[str]:
     return list(reversed(spans))
 
 
+def _candidates(cleaned: str) -> Iterator[str]:
+    """The whole reply first when it is one object (the usual case: no scan needed)."""
+    stripped = cleaned.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        yield stripped
+    yield from _json_candidates(cleaned)
+
+
 def _load_object(candidate: str) -> dict[str, Any] | None:
     for attempt in (candidate, _TRAILING_COMMA_RE.sub(r"\1", candidate)):
         try:
@@ -116,6 +127,8 @@ def _letter(value: Any) -> str | None:
         value = value[0]
     if not isinstance(value, str):
         return None
+    if len(value) == 1:  # the usual answer; skips the regex (71 per reply add up)
+        return value.lower() if value in _ASCII_LETTERS else None
     match = re.match(r"^\s*\(?\s*([a-zA-Z])\s*(?:[.):]|\s|$)", value)
     return match.group(1).lower() if match else None
 
@@ -124,14 +137,18 @@ def parse_answers(text: str, keys: list[str]) -> dict[str, str | None]:
     """Question key -> letter (``None`` when given but not a letter) for the keys found."""
     wanted = set(keys)
     cleaned = _FENCE_RE.sub("", text)
-    for candidate in _json_candidates(cleaned):
+    for candidate in _candidates(cleaned):
         obj = _load_object(candidate)
         if obj is None:
             continue
         # Some models nest the answers, e.g. {"answers": {...}}.
         nested = [v for v in obj.values() if isinstance(v, dict)]
         for answers in (obj, *nested):
-            found = {str(k).strip(): v for k, v in answers.items() if str(k).strip() in wanted}
+            found = {}
+            for k, v in answers.items():
+                key = k.strip() if isinstance(k, str) else str(k).strip()
+                if key in wanted:
+                    found[key] = v
             if found:
                 return {key: _letter(value) for key, value in found.items()}
     pairs = {m["key"]: m["letter"].lower() for m in _PAIR_RE.finditer(cleaned)}
