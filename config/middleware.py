@@ -4,6 +4,8 @@ Pages get ``settings.CONTENT_SECURITY_POLICY``: scripts, styles, images and font
 from our own origin only, so an injected ``<script>``, ``style=""`` or ``onclick`` does
 nothing. SVG documents (the report charts, opened on their own) get a policy of their
 own: matplotlib writes inline ``<style>``, which they may use, and nothing may run.
+Paths in ``settings.CONTENT_SECURITY_POLICY_BY_PATH`` (the third-party API pages) get
+theirs.
 A view that sets the header itself keeps its own.
 https://developer.mozilla.org/en-US/docs/Web/HTTP/Headers/Content-Security-Policy
 """
@@ -29,6 +31,13 @@ class ContentSecurityPolicyMiddleware:
             return response
         if response.get("Content-Type", "").startswith("image/svg+xml"):
             response[HEADER] = SVG_POLICY
-        elif policy := settings.CONTENT_SECURITY_POLICY:
+        elif policy := self._policy_for(request.path):
             response[HEADER] = policy
         return response
+
+    @staticmethod
+    def _policy_for(path: str) -> str:
+        for prefix, policy in getattr(settings, "CONTENT_SECURITY_POLICY_BY_PATH", {}).items():
+            if path.startswith(prefix):
+                return policy
+        return settings.CONTENT_SECURITY_POLICY

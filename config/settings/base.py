@@ -160,6 +160,11 @@ CONTENT_SECURITY_POLICY = env.str(
     "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
     "form-action 'self'; frame-ancestors 'none'",
 )
+# Third-party pages under /api/ (DRF's browsable API, Swagger UI) carry inline styles in
+# their own templates; they may keep those, while scripts stay 'self' there too.
+CONTENT_SECURITY_POLICY_BY_PATH = {
+    "/api/": CONTENT_SECURITY_POLICY.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+}
 
 # Counters for the log-in and invite-token throttles (accounts.throttling). Per
 # process by default; with several web processes share them: CACHE_URL=redis://…/1

@@ -108,9 +108,13 @@ def test_pages_carry_a_policy_that_allows_only_our_own_origin(client, researcher
         policy = client.get(url)["Content-Security-Policy"]
         directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
         assert directives["script-src"] == "'self'", url
-        assert directives["style-src"] == "'self'", url
         assert directives["default-src"] == "'self'", url
-        assert "unsafe" not in policy and "http" not in policy, url
+        assert "http" not in policy and "eval" not in policy, url
+        if url.startswith("/api/"):  # Swagger UI's and DRF's own templates have inline styles
+            assert directives["style-src"] == "'self' 'unsafe-inline'"
+        else:
+            assert directives["style-src"] == "'self'", url
+            assert "unsafe" not in policy, url
 
 
 @pytest.mark.django_db
