@@ -41,6 +41,8 @@ if not DEBUG and (
         "ones, not starting with 'django-insecure' (e.g. python -c 'import secrets; "
         "print(secrets.token_urlsafe(50))')."
     )
+# Retired keys: sessions signed and backend API keys encrypted under them stay readable.
+SECRET_KEY_FALLBACKS = env.list("DJANGO_SECRET_KEY_FALLBACKS", default=[])
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
