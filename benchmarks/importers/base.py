@@ -112,10 +112,12 @@ def _stored_size_over(value: Any, limit: int) -> int | None:
             return None
         size = len(value) if len(value) > limit else len(value.encode("utf-8"))
     elif isinstance(value, (dict, list)):
-        dumped = json.dumps(value, ensure_ascii=False)
-        if len(dumped) * 4 <= limit:
+        # json.dumps with its defaults runs the cached C encoder, and with ASCII escapes
+        # ("\u00e9" for a 2-byte "é") its length bounds the UTF-8 size from above: the
+        # exact size is worked out only for a value that may be over.
+        if len(json.dumps(value)) <= limit:
             return None
-        size = len(dumped) if len(dumped) > limit else len(dumped.encode("utf-8"))
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
     else:
         return None
     return size if size > limit else None
