@@ -236,11 +236,13 @@ def _sheet_row(
         warn(f"{path}: {record}: need history is {cells[1]!r}; expected yes, no or Unsolvable")
     elif need != "unsolvable" and cells[2].strip().lower() not in ("yes", "no"):
         warn(f"{path}: {record}: facts from memory is {cells[2]!r}; expected yes or no")
-    # Group 1 is columns 5-8, the one the analysis reads; friends.tsv's later blocks are
-    # kept as further groups (for the export and the imported rater's notes).
+    # Group 1 is columns 5-8, the one the analysis reads. Later blocks headed as
+    # friends.tsv heads its evidence b and c are kept as further groups (the imported
+    # rater's notes show them); any other later column stays in the raw row only.
     groups = [
         {"evidence": cells[start : start + 3], "reasoning": cells[start + 3]}
         for start in range(TSV_LEAD, len(cells) - TSV_BLOCK + 1, TSV_BLOCK)
+        if start == TSV_LEAD or _headed_as_evidence(header, start)
     ]
     return SheetRow(
         row_number=number,
@@ -253,6 +255,16 @@ def _sheet_row(
         guessed_name=guessed_name,
         guess_qualifiers=qualifiers,
         evidence_groups=groups,
+    )
+
+
+def _headed_as_evidence(header: list[str], start: int) -> bool:
+    block = range(start, start + TSV_BLOCK)
+    return all(
+        p < len(header)
+        and p < len(SHEET_HEADER_WORDS)
+        and header[p].strip().lower() in SHEET_HEADER_WORDS[p]
+        for p in block
     )
 
 

@@ -339,22 +339,29 @@ def test_unexpected_header_words_warn_and_later_columns_are_ignored(tmp_path):
 
     header = [*HEADER]
     header[1] = "history needed?"
-    raw = write_tbbt(tmp_path, header=[*header, "Comment"])
+    later = ["Comment", "Annotator", "Date", "Checked"]  # four: the size of a block
+    raw = write_tbbt(tmp_path, header=[*header, *later])
     tsv = raw.with_suffix(".tsv")
     lines = tsv.read_text().splitlines()
-    tsv.write_text("\n".join([lines[0], *(f"{ln}\tlooks right" for ln in lines[1:])]) + "\n")
+    tsv.write_text(
+        "\n".join([lines[0], *(f"{ln}\tlooks right\tA\t2022\tyes" for ln in lines[1:])]) + "\n"
+    )
 
     report = benchmark_import(format_name="tvshowguess", path=raw)
 
     assert report.warnings == [
         f"{tsv}: line 1: column 2 is headed 'history needed?'; read by position as "
         "need history / need history event",
-        f"{tsv}: line 1: column 10 is headed 'Comment'; kept, but not read by the analysis "
-        "(as the authors' script)",
+        *(
+            f"{tsv}: line 1: column {10 + i} is headed {name!r}; kept, but not read by the "
+            "analysis (as the authors' script)"
+            for i, name in enumerate(later)
+        ),
     ]
     rows = list(SpeakerAnnotation.objects.order_by("row_number"))
     assert [r.need_history for r in rows] == [r[1] for r in ROWS]
-    assert all(len(r.evidence_groups) == 1 for r in rows)  # col 10 is no evidence group
+    # Columns 10-13 are no evidence group: only the raw row keeps them.
+    assert all(len(r.evidence_groups) == 1 and len(r.raw) == 13 for r in rows)
 
 
 def test_tbbt_shaped_sheet_exports_as_it_was_read(tmp_path):
