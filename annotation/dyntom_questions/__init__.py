@@ -18,9 +18,10 @@ What is random (one :class:`random.Random` per stage, see :func:`stage_rng`):
 
 - the order of every question's options, hence its ``true answer`` letter
   (the authors shuffled with the unseeded global ``random``);
-- five distractors of each ``type_d_how`` (T-3) question: the shuffled order, the
-  two scenarios swapped, the scenario removed (and so the reversed list, which is
-  taken after the swap), and for each other state the scenario replaced by it.
+- all seven distractors of each ``type_d_how`` (T-3) question: the shuffled order,
+  the two scenarios swapped, the reversed list (reversed after the swap, so it
+  varies too), the scenario removed, and for each of the three other states the
+  scenario whose text is replaced by that state's.
 
 So against the release, keys, question texts and gold option texts match; option
 order, letters and the ``type_d_how`` distractor texts differ by chance.
