@@ -277,3 +277,42 @@ def test_stage_without_release_questions_is_generated_without_comparison(
     output = _run(stages, tmp_path / "out")
     assert "nothing to compare" in output
     assert len(_load(tmp_path / "out" / "trial1165" / "question_new.json")) == 56
+
+
+def test_trajectory_keys_in_any_shape_give_the_same_questions(shared_data: Path) -> None:
+    story = _load(shared_data / "dyntom" / "trial50" / "story.json")
+    expected = generate_questions(story, rng=stage_rng(3, "trial50"))
+    reshaped = json.loads(json.dumps(story))
+    sketch = reshaped["sketch"]
+    per_scenario = sketch["mental states analysis in every scenario"]
+    # The shapes the release uses for story keys, here on the trajectory's keys,
+    # in a scrambled order; the analysis' state names in lower case.
+    new_keys = {5: "5", 4: "Scenario 4", 3: "scenario_3", 2: "scenario2", 1: "scenario 1"}
+    sketch["mental states analysis in every scenario"] = {
+        new_keys[n]: per_scenario[f"scenario {n}"] for n in (5, 4, 3, 2, 1)
+    }
+    analysis = sketch["analysis of mental states across scenarios"]
+    sketch["analysis of mental states across scenarios"] = {
+        k.lower(): v for k, v in analysis.items()
+    }
+    # Dialogues are not read: any shape, or none, gives the same questions.
+    del reshaped["story"]
+    assert generate_questions(reshaped, rng=stage_rng(3, "trial50")) == expected
+
+
+def test_unchanged_belief_makes_no_the_gold_answer_of_every_whether_question(
+    shared_data: Path,
+) -> None:
+    story = _load(shared_data / "dyntom-variants" / "trial1165" / "story.json")
+    # The authors read Belief's flag for all four states; Emotion's is ignored.
+    story["sketch"]["analysis of mental states across scenarios"]["Belief"]["Changed"] = "False"
+    questions = generate_questions(story, rng=stage_rng(0, "trial1165"))
+    whether = {k: q for k, q in questions.items() if _kind(k) == "type_d_whether"}
+    assert len(whether) == 12
+    for key, question in whether.items():
+        assert _gold(question) == "No", key
+        # Every change of the state is now a distractor, none of them "No".
+        distractors = question["option reasons"][1:]
+        assert len(distractors) == 3
+        assert {r["short"] for r in distractors} == {"type_d_whether_recognizae_if_change"}
+        assert all(r["option"].startswith("Yes, from ") for r in distractors)
