@@ -4,6 +4,10 @@ Rows imported before this migration hold the release's list of rounds
 (``[{speaker: line, ...}, ...]``); they become turns ``[{"speaker", "text"}]`` with
 ``dialogue_shape = "rounds"`` and the rounds' sizes in ``extra["round_sizes"]``, so
 the exporter still writes them back as they were. Reversing regroups the turns.
+
+On PostgreSQL, jsonb had already put each round's speakers in its own key order
+(shorter names first), so turns within a round follow that order; importing the
+source again restores the file's order (the rows then count as updated).
 """
 
 from django.db import migrations, models
