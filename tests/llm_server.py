@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -135,6 +136,13 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     owner: LLMTestServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client killed mid-request (the kill tests do it on purpose) resets its
+        # connection; that is not a server error worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     def process_request(self, request: socket.socket, client_address: Any) -> None:
         self.owner._track(request, add=True)
         super().process_request(request, client_address)
@@ -156,6 +164,7 @@ class LLMTestServer:
         self._script: deque[Reply] = deque()
         self._requests: list[dict[str, Any]] = []
         self._answered_requests: list[dict[str, Any]] = []
+        self._answered_at: list[float] = []
         self._authorizations: list[str] = []
         self._in_flight = 0
         self._max_in_flight = 0
@@ -253,6 +262,7 @@ class LLMTestServer:
             self._script.clear()
             self._requests.clear()
             self._answered_requests.clear()
+            self._answered_at.clear()
             self._authorizations.clear()
             self._max_in_flight = self._in_flight
             self.responder = default_responder
@@ -270,6 +280,25 @@ class LLMTestServer:
         """Bodies of the requests whose answer was written to the client in full."""
         with self._lock:
             return list(self._answered_requests)
+
+    @property
+    def answered_log(self) -> list[tuple[float, dict[str, Any]]]:
+        """(``time.monotonic()`` when its answer was written in full, body) per answer."""
+        with self._lock:
+            return list(zip(self._answered_at, self._answered_requests, strict=True))
+
+    @staticmethod
+    def body_key(request_json: dict[str, Any]) -> str:
+        """A request body as a comparable string (to count repeats of the same request)."""
+        return json.dumps(request_json, sort_keys=True)
+
+    def repeats(self) -> dict[str, int]:
+        """Bodies received more than once -> how many times."""
+        counts: dict[str, int] = {}
+        for body in self.requests:
+            key = self.body_key(body)
+            counts[key] = counts.get(key, 0) + 1
+        return {key: n for key, n in counts.items() if n > 1}
 
     @property
     def request_count(self) -> int:
@@ -321,6 +350,7 @@ class LLMTestServer:
     def _answered(self, request_json: dict[str, Any]) -> None:
         with self._lock:
             self._answered_requests.append(request_json)
+            self._answered_at.append(time.monotonic())
 
     def _leave(self) -> None:
         with self._lock:
@@ -386,7 +416,6 @@ def main(argv: list[str] | None = None) -> None:
     """
     import argparse
     import signal
-    import sys
 
     parser = argparse.ArgumentParser(description="loopback OpenAI-compatible test server")
     parser.add_argument("--latency", type=float, default=0.0, help="fixed latency, s")
