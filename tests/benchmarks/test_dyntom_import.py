@@ -692,6 +692,29 @@ def test_stage_files_over_the_size_limit_are_refused_before_parsing(
     assert set(Work.objects.values_list("key", flat=True)) == {"trial69"}
 
 
+@pytest.mark.parametrize("target", ["question", "dialogue"])
+def test_a_value_over_the_field_size_limit_is_refused_with_its_place(
+    dyntom_dir: Path, tmp_path: Path, settings: Any, target: str
+) -> None:
+    _import(dyntom_dir / "trial69")
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    settings.TOMLAB_IMPORT_MAX_FIELD_BYTES = 30_000
+    long_text = "word " * 7_000  # 35,000 bytes
+    if target == "question":
+        questions = _load(trial / "question_new.json")
+        questions["type_d_why_4"]["options"][2] = long_text
+        _dump(trial / "question_new.json", questions)
+        where = [str(trial / "question_new.json"), "record type_d_why_4", "field 'options'"]
+    else:
+        story = _load(trial / "story.json")
+        story["story"]["scenario 3"]["dialogue"] = [{"Angela": long_text}]
+        _dump(trial / "story.json", story)
+        where = [str(trial / "story.json"), "record scenario 3", "field 'dialogue'"]
+
+    _assert_import_fails(trial, *where, "TOMLAB_IMPORT_MAX_FIELD_BYTES")
+    assert set(Work.objects.values_list("key", flat=True)) == {"trial69"}
+
+
 def test_migration_turns_old_rounds_into_turns_and_back() -> None:
     from importlib import import_module
 
