@@ -137,9 +137,10 @@ def test_a_rater_with_a_real_token_is_never_counted(client, researcher, settings
     assert 429 not in answers
 
 
-def test_malformed_tokens_count_as_misses_without_a_server_error(client, settings):
+def test_malformed_tokens_cause_no_server_error_and_guessing_is_still_throttled(client, settings):
     settings.TOMLAB_THROTTLE_TOKEN_MISSES_PER_IP = 3
-    answers = [client.get(f"/s/{bad}/").status_code for bad in ("%00", "x" * 300, "é", "a%00b")]
+    malformed = [client.get(f"/s/{bad}/").status_code for bad in ("%00", "x" * 300, "é", "a%00b")]
+    guesses = [client.get(f"/s/{secrets.token_urlsafe(32)}/").status_code for _ in range(4)]
 
-    assert all(status < 500 for status in answers), answers
-    assert answers[-1] == 429
+    assert all(400 <= status < 500 for status in malformed), malformed
+    assert guesses[-1] == 429, guesses
