@@ -3,8 +3,14 @@ that raters, annotators and anonymous visitors get nothing."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from modeling import services
 from modeling.models import PromptTemplate, Run
@@ -221,6 +227,78 @@ def test_resume_of_imported_run_shows_error(client_researcher, openai_backend):
     assert "imported runs have nothing to resume" in response.content.decode()
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
+
+
+def _held(run: Run, *, host: str, pid: int) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING,
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+        lease_holder_host=host,
+        lease_holder_pid=pid,
+    )
+
+
+def test_resume_of_a_run_live_elsewhere_is_refused_in_the_progress_region(
+    client_researcher, openai_backend, django_capture_on_commit_callbacks
+):
+    run = make_run(openai_backend)
+    _held(run, host="gpu-node-7", pid=4242)
+    detail = client_researcher.get(reverse("modeling:run-detail", args=[run.pk])).content.decode()
+    assert "Resume run" in detail  # a running run can be taken over if its holder is gone
+
+    url = reverse("modeling:run-resume", args=[run.pk])
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_researcher.post(url, headers=HX)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<section id="run-progress"')
+    assert 'data-testid="action-error"' in content
+    assert f"run {run.pk} is held by process 4242 on host gpu-node-7" in content
+    assert "retry after" in content
+    assert callbacks == []  # nothing queued
+    run.refresh_from_db()
+    assert (run.status, run.lease_holder_pid) == (Run.Status.RUNNING, 4242)
+
+    # Without htmx: back to the page, with the same line as a message.
+    response = client_researcher.post(url, follow=True)
+    assert "is held by process 4242 on host gpu-node-7" in response.content.decode()
+
+
+def test_resume_takes_over_a_run_whose_process_here_is_gone(
+    client_researcher, openai_backend, django_capture_on_commit_callbacks
+):
+    run = make_run(openai_backend)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _held(run, host=socket.gethostname(), pid=dead.pid)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_researcher.post(reverse("modeling:run-resume", args=[run.pk]), headers=HX)
+    assert response.status_code == 200
+    assert 'data-testid="action-error"' not in response.content.decode()
+    run.refresh_from_db()
+    assert (run.status, run.lease_holder_pid, run.lease_expires_at) == (
+        Run.Status.QUEUED,
+        None,
+        None,
+    )
+    assert len(callbacks) == 1  # queued for a worker at once, not after the lease
+
+
+def test_seed_from_the_form_is_stored_with_the_run(
+    client_researcher, openai_backend, dyntom_stages, django_capture_on_commit_callbacks
+):
+    page = client_researcher.get(reverse("modeling:run-new")).content.decode()
+    assert 'name="seed"' in page
+    with django_capture_on_commit_callbacks():
+        client_researcher.post(
+            reverse("modeling:run-new"), run_form(openai_backend, "start", seed="7", samples="3")
+        )
+    run = Run.objects.get()
+    assert (run.params["seed"], run.params["samples"]) == (7, 3)
+    response = client_researcher.post(
+        reverse("modeling:run-new"), run_form(openai_backend, "preview", seed="-1")
+    )
+    assert "greater than or equal to 0" in response.content.decode()
 
 
 # --- Prompt templates ---------------------------------------------------------------------
