@@ -96,6 +96,16 @@
     }
   });
 
+  // The history panel (re)loads its body each time it is opened, through this event:
+  // htmx's own toggle[target.open] filter is compiled with eval, which the
+  // Content-Security-Policy refuses. "toggle" does not bubble, hence the capture.
+  document.addEventListener("toggle", function (event) {
+    var panel = event.target;
+    if (panel.classList && panel.classList.contains("history-panel") && panel.open) {
+      panel.dispatchEvent(new CustomEvent("history-open"));
+    }
+  }, true);
+
   // Start on the first speaker still to answer, without scrolling past the scene.
   function init() {
     var form = document.getElementById("guess-form");

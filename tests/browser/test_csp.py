@@ -52,7 +52,11 @@ def _log_in(page, base: str) -> None:
 
 
 def _settle(page) -> None:
-    page.wait_for_load_state("networkidle")
+    # Not "networkidle": pages that poll every 2 s may never be idle on a busy machine.
+    # Violations are reported as the page is parsed and styled, so "load" is enough,
+    # plus a moment for htmx to process the page.
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)
 
 
 def test_rater_pages_work_under_the_policy(live_server, page, screenshot, violations, live_study):
