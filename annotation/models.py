@@ -1,1 +1,285 @@
-"""annotation models arrive with their issue; the app is installed so migrations stay linear."""
+"""Annotation workflows: DynToM generation pools, generation jobs and generated stages.
+
+The pools (locations, names, occupations, …) are editable data loaded from the DynToM
+release with ``load_dyntom_pools``. A :class:`GenerationJob` generates stages step by
+step through the run engine (``modeling``); each :class:`GeneratedStage` holds what its
+steps produced and its lineage, and waits for validation. Only a kept stage becomes an
+item-bank work (see ``annotation.services.generated_stage_keep``).
+"""
+
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+# Paper section 3.1: 4 to 7 scenarios per stage, 5 by default.
+MIN_SCENARIOS, MAX_SCENARIOS, DEFAULT_SCENARIOS = 4, 7, 5
+
+
+class Gender(models.TextChoices):
+    # The pools' own words (occupations.json is keyed "woman"/"man").
+    WOMAN = "woman", "woman"
+    MAN = "man", "man"
+
+
+class LocationCategory(models.Model):
+    """One of the 13 categories of ``social_setting.json`` (key ``classfication``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "location categories"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Location(models.Model):
+    """A social setting; some belong to several categories, 35 of the release's to none."""
+
+    name = models.CharField(max_length=100, unique=True)
+    categories = models.ManyToManyField(LocationCategory, blank=True, related_name="locations")
+    is_active = models.BooleanField(default=True, help_text="offered to new generation jobs")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GivenName(models.Model):
+    """A first name by popularity rank (``100_given_name.csv``: rank, boy, girl)."""
+
+    name = models.CharField(max_length=100)
+    gender = models.CharField(max_length=10, choices=Gender.choices)
+    rank = models.PositiveIntegerField()
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["gender", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "gender"], name="given_name_gender_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.gender})"
+
+
+class Surname(models.Model):
+    """A surname and the census group whose list it comes from (``surname_list.json``)."""
+
+    name = models.CharField(max_length=100)
+    group = models.CharField(max_length=100, help_text="e.g. 'Hispanic or Latino'")
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["group", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "group"], name="surname_group_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Occupation(models.Model):
+    """An occupation, listed per gender as ``occupations.json`` does."""
+
+    name = models.CharField(max_length=200)
+    gender = models.CharField(max_length=10, choices=Gender.choices)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["gender", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "gender"], name="occupation_gender_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EducationLevel(models.Model):
+    """An education level (``education.json``), in the file's order."""
+
+    name = models.CharField(max_length=100, unique=True)
+    position = models.PositiveSmallIntegerField(default=0)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["position", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PersonalityType(models.Model):
+    """An MBTI type (``mbti.json``): code such as ``isfp`` and its label."""
+
+    code = models.CharField(max_length=4, unique=True)
+    label = models.CharField(max_length=100, blank=True, default="")
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["code"]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class GenerationJob(models.Model):
+    """A request to generate ``stage_count`` DynToM stages; one Celery task runs it.
+
+    Its model calls are made through a modeling :class:`~modeling.models.Run` (``run``),
+    so calls, tokens, cost and cache hits show at /runs/. Progress counts steps: four
+    per stage (relationship, trajectory, scenarios, questions).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED)
+    STEPS_PER_STAGE = 4
+
+    backend = models.ForeignKey("modeling.Backend", on_delete=models.PROTECT, related_name="+")
+    model = models.CharField(max_length=255)
+    params = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens…")
+    relationship_template = models.ForeignKey(
+        "modeling.PromptTemplate", on_delete=models.PROTECT, related_name="+"
+    )
+    trajectory_template = models.ForeignKey(
+        "modeling.PromptTemplate", on_delete=models.PROTECT, related_name="+"
+    )
+    scenarios_template = models.ForeignKey(
+        "modeling.PromptTemplate", on_delete=models.PROTECT, related_name="+"
+    )
+    retry_template = models.ForeignKey(
+        "modeling.PromptTemplate", on_delete=models.PROTECT, related_name="+"
+    )
+    stage_count = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(500)]
+    )
+    scenario_count = models.PositiveSmallIntegerField(
+        default=DEFAULT_SCENARIOS,
+        validators=[MinValueValidator(MIN_SCENARIOS), MaxValueValidator(MAX_SCENARIOS)],
+        help_text="scenarios per stage (N)",
+    )
+    seed = models.PositiveIntegerField(default=0)
+    budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    run = models.OneToOneField(
+        "modeling.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="generation_job",
+    )
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scenario_count__gte=MIN_SCENARIOS)
+                & models.Q(scenario_count__lte=MAX_SCENARIOS),
+                name="generation_job_scenario_count_4_to_7",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"generation job {self.pk}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.progress_done / self.progress_total) if self.progress_total else 0
+
+    def template_versions(self) -> dict[str, str]:
+        """Step -> "name vN" of the template versions this job used."""
+        return {
+            step: f"{template.name} v{template.version}"
+            for step, template in (
+                ("relationship", self.relationship_template),
+                ("trajectory", self.trajectory_template),
+                ("scenarios", self.scenarios_template),
+                ("retry", self.retry_template),
+            )
+        }
+
+
+class GeneratedStage(models.Model):
+    """One generated social stage: sampled context, the LLM's texts, questions, lineage.
+
+    Each step's output is saved the moment it is valid, so a job that is run again
+    continues from the step a stage reached. ``calls`` lists the modeling RunCalls
+    used, attempt by attempt, including replies that failed validation.
+    """
+
+    class Status(models.TextChoices):
+        GENERATING = "generating", "generating"
+        NEEDS_ATTENTION = "needs_attention", "needs attention"
+        AWAITING_VALIDATION = "awaiting_validation", "awaiting validation"
+        KEPT = "kept", "kept"
+        DISCARDED = "discarded", "discarded"
+
+    job = models.ForeignKey(GenerationJob, on_delete=models.CASCADE, related_name="stages")
+    index = models.PositiveSmallIntegerField(help_text="1-based, within the job")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.GENERATING)
+    status_reason = models.TextField(blank=True, default="")
+    scenario_count = models.PositiveSmallIntegerField()
+    # Step 1: sampled from the pools with the job's seed, then the LLM's relationship.
+    location = models.CharField(max_length=100, blank=True, default="")
+    location_category = models.CharField(max_length=100, blank=True, default="")
+    characters = models.JSONField(
+        default=list, blank=True, help_text="main first: name, surname, gender, occupation…"
+    )
+    characters_information = models.TextField(blank=True, default="")
+    relationship = models.TextField(blank=True, default="")
+    # Step 2: the two trajectory parts of the story's "sketch".
+    trajectory = models.JSONField(default=dict, blank=True)
+    # Step 3: {"scenario 1": {"background": …, "dialogue": [{speaker: line}, …]}, …}
+    scenarios = models.JSONField(default=dict, blank=True)
+    # Step 4: question_new.json content, from annotation.dyntom_questions.
+    questions = models.JSONField(default=dict, blank=True)
+    # Lineage.
+    model = models.CharField(max_length=255, blank=True, default="")
+    template_versions = models.JSONField(default=dict, blank=True)
+    calls = models.JSONField(default=list, blank=True)
+    work_key = models.CharField(max_length=255, blank=True, default="")
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "index"], name="generated_stage_job_index")
+        ]
+        indexes = [models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} stage {self.index} ({self.status})"
+
+    @property
+    def main_character(self) -> str:
+        return self.characters[0]["full_name"] if self.characters else ""
