@@ -1,14 +1,20 @@
-"""The log-in page, throttled: past the failure limit it answers 429 without checking
+"""The log-in pages, throttled: past the failure limit they answer 429 without checking
 the password (``accounts.throttling``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import admin
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 
-from .throttling import login_blocked, login_blocked_message, login_retry_after_s
+from .throttling import (
+    login_blocked,
+    login_blocked_message,
+    login_retry_after_s,
+    throttled_response,
+)
 
 
 class ThrottledLoginView(LoginView):
@@ -22,3 +28,13 @@ class ThrottledLoginView(LoginView):
             response["Retry-After"] = str(login_retry_after_s())
             return response
         return super().post(request, *args, **kwargs)
+
+
+def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    """The admin's own log-in page, with the same 429 once a client is locked out.
+
+    (The authentication backend refuses a locked-out user there anyway; this says why.)
+    """
+    if request.method == "POST" and login_blocked(request, request.POST.get("username", "")):
+        return throttled_response(request, login_blocked_message(), login_retry_after_s())
+    return admin.site.login(request, extra_context)

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from accounts.views import ThrottledLoginView
+from accounts.views import ThrottledLoginView, admin_login
 
 from . import views
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Before admin.site.urls, which has the same path: the admin log-in, throttled.
+    path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
     path("runs/", include("modeling.urls")),
     path("studies/", include("studies.urls")),

@@ -68,9 +68,25 @@ def test_the_admin_login_refuses_a_locked_out_user_even_with_the_right_password(
     for n in range(10):
         client.post(reverse("admin:login"), {"username": "res", "password": f"guess-{n}"})
 
-    client.post(reverse("admin:login"), {"username": "res", "password": PASSWORD})
+    locked = client.post(reverse("admin:login"), {"username": "res", "password": PASSWORD})
 
+    assert locked.status_code == 429
+    assert "Too many failed log-in attempts" in locked.content.decode()
     assert "_auth_user_id" not in client.session
+    # The backend refuses it too, whichever page asks (a script calling authenticate()).
+    from django.contrib.auth import authenticate
+
+    assert authenticate(username="res", password=PASSWORD) is None
+
+
+def test_the_admin_login_still_logs_in_below_the_limit(client, researcher):
+    client.post(reverse("admin:login"), {"username": "res", "password": "guess"})
+
+    response = client.post(reverse("admin:login"), {"username": "res", "password": PASSWORD})
+
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(researcher.pk)
+    assert client.get(reverse("admin:index")).status_code == 200
 
 
 def test_api_basic_auth_is_throttled(researcher):
