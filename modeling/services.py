@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .llm import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
@@ -38,6 +38,11 @@ from .pipelines import CallUnit, Pipeline, get_pipeline
 from .prompts import DEFAULT_TEMPLATES
 
 logger = logging.getLogger(__name__)
+
+# Run.params key marking a run whose calls its caller makes one by one with
+# run_direct_call (a DynToM generation job: each prompt depends on the last reply), so
+# the engine never executes, requeues or resumes it.
+DIRECT_CALLS = "direct_calls"
 
 # Sampling parameters sent to backends; everything else in Run.params is engine-only.
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
@@ -92,10 +97,14 @@ def _lease_seconds() -> int:
 
 
 @transaction.atomic
-def prompt_templates_ensure_defaults() -> int:
-    """Create the default templates (name + version) that do not exist yet; returns how many."""
+def prompt_templates_ensure_defaults(*, specs: list[dict[str, Any]] | None = None) -> int:
+    """Create the default templates (name + version) that do not exist yet; returns how many.
+
+    ``specs`` defaults to this app's templates; other apps pass their own (annotation's
+    generation prompts) so every default template is written the same way.
+    """
     created = 0
-    for spec in DEFAULT_TEMPLATES:
+    for spec in DEFAULT_TEMPLATES if specs is None else specs:
         _, was_created = PromptTemplate.objects.get_or_create(
             name=spec["name"], version=spec["version"], defaults=spec
         )
@@ -279,6 +288,11 @@ def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.imported:
             raise ValueError("imported runs have nothing to resume")
+        if run.params.get(DIRECT_CALLS):
+            raise ValueError(
+                f"run {run.pk} records the calls of a job that makes them itself "
+                "(e.g. a DynToM generation job); resume that job instead"
+            )
         if run.status == Run.Status.SUCCEEDED:
             return run
         if run.status == Run.Status.RUNNING and not _holder_gone(run):
@@ -313,11 +327,16 @@ def runs_requeue_orphaned() -> list[int]:
     for its visibility timeout). Queued runs and runs still marked running are sent
     again: a live holder's lease makes the duplicate wait, then skip.
     """
-    runs = list(
-        Run.objects.filter(imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    runs = [
+        run
+        for run in Run.objects.filter(
+            imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        )
         .select_related("backend")
         .order_by("pk")
-    )
+        # Direct-call runs have no units for the engine to execute (see run_direct_call).
+        if not run.params.get(DIRECT_CALLS)
+    ]
     for run in runs:
         _enqueue(run)
     return [run.pk for run in runs]
@@ -1271,3 +1290,141 @@ def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
     if not _release(run_id, holder, status=stop_status, error=message):
         return Run.objects.get(pk=run_id).status
     return stop_status
+
+
+# --- direct calls: one prompt at a time, made by the caller ------------------------------
+
+
+class RunBudgetExceeded(Exception):
+    """The next call could break the run's token or cost budget; it was not sent."""
+
+
+def run_direct_create(
+    *,
+    name: str,
+    benchmark: str,
+    method: str,
+    backend: Backend,
+    model: str = "",
+    params: dict[str, Any] | None = None,
+    budget_tokens: int | None = None,
+    created_by=None,
+) -> Run:
+    """A running run whose calls the caller makes with :func:`run_direct_call`.
+
+    It shows at /runs/ with its calls, tokens, cost and cache hits like any other run;
+    finish it with :func:`run_direct_finish`.
+    """
+    model = model or backend.default_model or backend.model_path
+    if not model:
+        raise ValueError(f"backend {backend.name} has no default model; pass a model")
+    return Run.objects.create(
+        name=name,
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        model=model,
+        params={**(params or {}), DIRECT_CALLS: True},
+        budget_tokens=budget_tokens,
+        created_by=created_by,
+        status=Run.Status.RUNNING,
+        started_at=timezone.now(),
+    )
+
+
+def run_direct_call(
+    *, run: Run, unit_key: str, messages: list[dict[str, str]], sample_index: int = 0
+) -> RunCall:
+    """Send one prompt for a direct-call run and record it; returns the done RunCall.
+
+    Goes through what the engine uses: the run's backend client (its retries), the
+    response cache (a request paid for by any run is not paid again), the run's budget
+    (checked before sending) and its counters. A call already done under ``unit_key``
+    is returned as it is, so a job that runs again repeats nothing. Raises
+    :class:`RunBudgetExceeded`, or :class:`~modeling.llm.BackendError` after marking
+    the call ``error``.
+    """
+    call, created = RunCall.objects.get_or_create(
+        run=run, unit_key=unit_key, sample_index=sample_index
+    )
+    if call.status == RunCall.Status.DONE:
+        return call
+    if created:
+        Run.objects.filter(pk=run.pk).update(total_calls=F("total_calls") + 1)
+    unit = CallUnit(key=unit_key, messages=messages, item_ids=[])
+    request = _request_for(run, unit, sample_index)
+    cache_key = request.cache_key(run.backend.name)
+    hit = CachedResponse.objects.filter(key=cache_key).first()
+    cost = Decimal(0)
+    if hit is not None:
+        result = ChatResult(
+            text=hit.text,
+            prompt_tokens=hit.prompt_tokens,
+            completion_tokens=hit.completion_tokens,
+            latency_ms=hit.latency_ms,
+            finish_reason=hit.finish_reason,
+        )
+    else:
+        run.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "cost"])
+        if _Budget(run).would_exceed(*_estimate(run, request)):
+            raise RunBudgetExceeded(f"run {run.pk}: the next call could exceed the budget")
+        backend = get_backend(run.backend)
+        try:
+            result = backend.complete(request)
+        except BackendError as exc:
+            was_error = call.status == RunCall.Status.ERROR
+            RunCall.objects.filter(pk=call.pk).update(
+                status=RunCall.Status.ERROR, error=str(exc)[:2000], finished_at=timezone.now()
+            )
+            if not was_error:
+                Run.objects.filter(pk=run.pk).update(error_calls=F("error_calls") + 1)
+            raise
+        finally:
+            backend.close()
+        cost = _cost(run.backend, result.prompt_tokens, result.completion_tokens)
+        CachedResponse.objects.bulk_create(
+            [
+                CachedResponse(
+                    key=cache_key,
+                    backend_name=run.backend.name,
+                    model=run.model,
+                    request=request.as_json(),
+                    text=result.text,
+                    finish_reason=result.finish_reason[:30],
+                    prompt_tokens=result.prompt_tokens,
+                    completion_tokens=result.completion_tokens,
+                    latency_ms=result.latency_ms,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+    with transaction.atomic():
+        RunCall.objects.filter(pk=call.pk).update(
+            status=RunCall.Status.DONE,
+            cache_key=cache_key,
+            from_cache=hit is not None,
+            raw_output=result.text,
+            finish_reason=result.finish_reason[:30],
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            cost=cost,
+            latency_ms=result.latency_ms,
+            error="",
+            finished_at=timezone.now(),
+        )
+        Run.objects.filter(pk=run.pk).update(
+            done_calls=F("done_calls") + 1,
+            error_calls=F("error_calls") - (1 if call.status == RunCall.Status.ERROR else 0),
+            prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
+            completion_tokens=F("completion_tokens") + result.completion_tokens,
+            cost=F("cost") + cost,
+        )
+    call.refresh_from_db()
+    return call
+
+
+def run_direct_finish(*, run_id: int, status: str, error: str = "") -> None:
+    """End a direct-call run (succeeded, failed, budget_exhausted, …) unless it has ended."""
+    Run.objects.filter(pk=run_id).exclude(status__in=Run.FINISHED).update(
+        status=status, error=error[:2000], finished_at=timezone.now()
+    )

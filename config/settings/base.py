@@ -50,7 +50,8 @@ DATA_DIR = Path(env.str("TOMLAB_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with malformed admin input as form errors, not 500s.
+    "config.admin_input.InputSafeAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -262,6 +263,10 @@ for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
 # Largest text or JSON value an import may store in one field (a scene's text, a QA
 # context, one unknown field kept in `extra`): bounds rows and API responses.
 TOMLAB_IMPORT_MAX_FIELD_BYTES = env.int("TOMLAB_IMPORT_MAX_FIELD_BYTES", default=2 * _MB)
+
+# DynToM generation: replies per step (the first and its retries, each carrying the
+# validation error) before a stage is marked "needs attention" (annotation/services.py).
+TOMLAB_GENERATION_MAX_ATTEMPTS = env.int("TOMLAB_GENERATION_MAX_ATTEMPTS", default=3)
 
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)
