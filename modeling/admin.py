@@ -47,7 +47,7 @@ def _changelist_link(model: type[Model], lookup: str, pk: int, label: object) ->
     return format_html('<a href="{}?{}={}">{}</a>', url, lookup, pk, label)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
     """Rows the run engine owns: viewable, never added or edited by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -205,7 +205,7 @@ class CachedResponseAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(NoSecretLookupsMixin, ReadOnlyAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = (
         "name",
         "status",

@@ -298,13 +298,17 @@ def _admin_answers(client, url: str, params: dict[str, str]) -> tuple[int, str]:
     return response.status_code, body
 
 
-@pytest.mark.parametrize("model", [Backend, Run], ids=["backend", "run"])
+@pytest.mark.parametrize(
+    "model", [Backend, Run, RunCall, Prediction], ids=["backend", "run", "call", "prediction"]
+)
 def test_admin_key_recovery_learns_nothing(client, researcher, model):
     """Swap two backends' keys: no probe may answer differently, so none tells the key."""
     alpha = _backend(name="alpha", api_key="sk-AAAA-secret")
     omega = _backend(name="omega", api_key="sk-ZZZZ-secret")
-    _run(alpha)
-    _run(omega)
+    _call(_run(alpha))
+    _call(_run(omega))
+    _prediction(_run(alpha))
+    _prediction(_run(omega))
     client.force_login(researcher)
     url = _admin_url(model, "changelist")
     probes = [
@@ -313,6 +317,7 @@ def test_admin_key_recovery_learns_nothing(client, researcher, model):
         *({"o": f"-{i}"} for i in range(12)),
         *({"o": f"{i}.1"} for i in range(12)),
         *({"backend__api_key__startswith": p} for p in ("sk-A", "sk-Z")),
+        *({"run__backend__api_key__gte": p} for p in ("sk-A", "sk-Z")),
     ]
 
     before = [_admin_answers(client, url, probe) for probe in probes]
