@@ -1,0 +1,112 @@
+"""The researcher page at /annotation/generation/: start a job, watch it, see its stages."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import GenerationJob
+from annotation.services import generation_job_run
+from modeling.models import Backend
+
+from .test_generation import GenerationResponder, backend, llm_server, llm_server_module, pools
+
+__all__ = ["backend", "llm_server", "llm_server_module", "pools"]  # fixtures used below
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HX-Request": "true"}
+URL = "/annotation/generation/"
+
+
+@pytest.fixture
+def client_researcher(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+def test_url_names():
+    assert reverse("annotation:generation") == URL
+    assert reverse("annotation:generation-job", args=[3]) == f"{URL}3/"
+
+
+def test_only_researchers(client, rater, annotator, backend):
+    assert client.get(URL).status_code == 302  # to the login page
+    for user in (rater, annotator):
+        client.force_login(user)
+        assert client.get(URL).status_code == 403
+        assert client.post(URL, {"backend": backend.pk}).status_code == 403
+    assert GenerationJob.objects.count() == 0
+
+
+def test_start_a_job_then_watch_it_finish(
+    client_researcher, backend, pools, llm_server, researcher
+):
+    page = client_researcher.get(URL)
+    assert page.status_code == 200
+    assert b'name="scenario_count"' in page.content and b'value="5"' in page.content
+
+    response = client_researcher.post(
+        URL, {"backend": backend.pk, "stage_count": 2, "scenario_count": 4, "seed": 5}
+    )
+
+    job = GenerationJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"{URL}{job.pk}/"
+    assert (job.stage_count, job.scenario_count, job.seed) == (2, 4, 5)
+    assert job.created_by == researcher and job.status == "queued"
+    detail = client_researcher.get(f"{URL}{job.pk}/")
+    assert b'hx-trigger="every 2s"' in detail.content
+    assert b"dyntom-gen-trajectory v1" in detail.content
+
+    # While it runs the partial keeps polling (200, region only).
+    partial = client_researcher.get(f"{URL}{job.pk}/", headers=HX)
+    assert partial.status_code == 200
+    assert partial.content.lstrip().startswith(b'<section id="job-progress"')
+    assert b"<html" not in partial.content
+
+    llm_server.responder = GenerationResponder(bad={"scenarios": ["{}"] * 3})
+    generation_job_run(job_id=job.pk)
+
+    done = client_researcher.get(f"{URL}{job.pk}/", headers=HX)
+    assert done.status_code == 286  # htmx stops polling
+    text = done.content.decode()
+    assert "hx-trigger" not in text
+    assert "8</strong> / 8 steps done" in text
+    # Stage 1's scenarios failed three times: its reason is shown; stage 2 waits.
+    assert "needs attention" in text and "scenarios: 3 replies failed validation" in text
+    assert "awaiting validation" in text
+    job.refresh_from_db()
+    assert (
+        f'href="/runs/{job.run_id}/"' in client_researcher.get(f"{URL}{job.pk}/").content.decode()
+    )
+
+
+def test_invalid_form_is_refused_with_the_field_named(client_researcher, backend):
+    response = client_researcher.post(
+        URL, {"backend": backend.pk, "stage_count": 1, "scenario_count": 8, "seed": 0}
+    )
+    assert response.status_code == 400
+    assert b"Scenarios per stage" in response.content
+    assert b"less than or equal to 7" in response.content
+    assert GenerationJob.objects.count() == 0
+
+
+def test_backend_without_a_model_is_a_form_error(client_researcher, llm_server):
+    bare = Backend.objects.create(name="bare", kind="openai", base_url=llm_server.base_url)
+    response = client_researcher.post(
+        URL, {"backend": bare.pk, "stage_count": 1, "scenario_count": 5, "seed": 0}
+    )
+    assert response.status_code == 400
+    assert b"backend bare has no default model" in response.content
+
+
+def test_job_list_query_count_does_not_grow(
+    client_researcher, backend, django_assert_max_num_queries
+):
+    from annotation.services import generation_job_create
+
+    for seed in range(5):
+        generation_job_create(backend=backend, seed=seed, enqueue=False)
+    with django_assert_max_num_queries(8):
+        response = client_researcher.get(URL)
+    assert response.content.count(b"badge-queued") == 5
