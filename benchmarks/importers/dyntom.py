@@ -33,6 +33,7 @@ import json
 import re
 import string
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -362,13 +363,26 @@ class DynToMImporter(BenchmarkImporter):
 
     def run(self, path: Path) -> ImportReport:
         trial_dirs = self._trial_dirs(path)
-        for start in range(0, len(trial_dirs), STAGES_PER_BATCH):
-            batch = []
-            for directory in trial_dirs[start : start + STAGES_PER_BATCH]:
-                batch.append(self._parse_trial(directory))
-                self.progress(1)
-            self._write(batch)
+        batches = [
+            trial_dirs[start : start + STAGES_PER_BATCH]
+            for start in range(0, len(trial_dirs), STAGES_PER_BATCH)
+        ]
+        # Batch n+1 is read (files and checks, no database) while batch n is written,
+        # which mostly waits on the database with the GIL released: on PostgreSQL the
+        # reading then costs next to no wall time.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dyntom-read") as reader:
+            pending = reader.submit(self._parse_batch, batches[0])
+            for index in range(len(batches)):
+                batch = pending.result()
+                if index + 1 < len(batches):
+                    pending = reader.submit(self._parse_batch, batches[index + 1])
+                for _ in batch:
+                    self.progress(1)
+                self._write(batch)
         return self.report
+
+    def _parse_batch(self, directories: list[Path]) -> list[_Stage]:
+        return [self._parse_trial(directory) for directory in directories]
 
     # Reading and validating ------------------------------------------------------
 
