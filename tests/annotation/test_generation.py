@@ -99,6 +99,7 @@ def llm_server_module() -> Iterator[LLMTestServer]:
 def llm_server(llm_server_module: LLMTestServer) -> Iterator[LLMTestServer]:
     llm_server_module.wait_idle()
     llm_server_module.reset()
+    llm_server_module.fixed_latency = 0.0
     yield llm_server_module
     llm_server_module.reset()
 
