@@ -20,6 +20,7 @@ from modeling.views import researcher_required
 
 from . import selectors, services
 from .forms import GenerationJobForm
+from .generation.prompts import generation_templates_ensure_defaults
 from .models import GenerationJob
 
 JOBS_PER_PAGE = 50
@@ -30,6 +31,8 @@ PROGRESS_PARTIAL = "annotation/generation_job_detail.html#job-progress"
 @researcher_required
 def generation_index(request: HttpRequest) -> HttpResponse:
     """GET: the new-job form and recent jobs. POST: start a job, then go to its page."""
+    # The default templates exist before the first job, so they can be edited first.
+    generation_templates_ensure_defaults()
     form = GenerationJobForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

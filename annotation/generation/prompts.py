@@ -153,6 +153,15 @@ def generation_templates_ensure_defaults() -> int:
     """Create the missing default generation templates; returns how many were created."""
     from modeling.services import prompt_templates_ensure_defaults
 
+    # One query when they all exist (every visit of the generation page asks).
+    wanted = {(spec["name"], spec["version"]) for spec in GENERATION_TEMPLATES}
+    have = set(
+        PromptTemplate.objects.filter(name__in=[name for name, _ in wanted]).values_list(
+            "name", "version"
+        )
+    )
+    if wanted <= have:
+        return 0
     return prompt_templates_ensure_defaults(specs=GENERATION_TEMPLATES)
 
 
