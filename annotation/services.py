@@ -444,7 +444,14 @@ def generated_stage_keep(*, stage: GeneratedStage, decided_by=None, reason: str 
         (trial / "question_new.json").write_text(
             json.dumps(stage.questions, indent=4, ensure_ascii=False), encoding="utf-8"
         )
-        benchmark_import(format_name=Benchmark.DYNTOM, path=trial)
+        try:
+            benchmark_import(format_name=Benchmark.DYNTOM, path=trial)
+        except ImportDataError as exc:
+            # The temporary files are gone by the time anyone reads this: name the stage.
+            raise ValueError(
+                f"generated stage {stage.pk} (job {stage.job_id}, stage {stage.index}): "
+                f"the DynToM importer refused it: {exc}"
+            ) from None
     stage.status = GeneratedStage.Status.KEPT
     stage.status_reason = "kept" + (f": {reason}" if reason else "")
     stage.decided_by = decided_by

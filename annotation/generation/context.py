@@ -104,8 +104,8 @@ def profile_text(character: dict[str, Any]) -> str:
     which is what the importer reads the name and gender from."""
     label = f" ({character['personality_label']})" if character.get("personality_label") else ""
     return (
-        f"{character['full_name']}, {character['gender']}, works as a {character['occupation']} "
-        f"and has a {character['race']} family background. Education: "
+        f"{character['full_name']}, {character['gender']}, occupation: "
+        f"{character['occupation']}. Family background: {character['race']}. Education: "
         f"{character['education']}. Personality: {character['personality'].upper()}{label}."
     )
 

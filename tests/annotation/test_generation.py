@@ -204,9 +204,11 @@ def test_generation_end_to_end_with_a_malformed_reply_retried_then_kept_and_answ
     assert dyn.scenario_count == 5 and dyn.main_character == main["full_name"]
     assert dyn.location == stage.location
     assert DynToMQuestion.objects.filter(stage=dyn).count() == 71
-    assert set(work.characters.values_list("name", flat=True)) == {
-        main["full_name"],
-        supporting["full_name"],
+    # Names and genders read back by the importer from "characters information".
+    genders = {"woman": "female", "man": "male"}
+    assert set(work.characters.values_list("name", "gender")) == {
+        (main["full_name"], genders[main["gender"]]),
+        (supporting["full_name"], genders[supporting["gender"]]),
     }
     lineage = work.extra["generation"]
     assert lineage["model"] == "test-model" and lineage["run"] == run.pk
@@ -419,3 +421,25 @@ def test_the_engine_never_executes_a_generation_run(backend, pools, llm_server):
     assert run.pk not in runs_requeue_orphaned()
     with pytest.raises(ValueError, match="resume that job instead"):
         run_resume(run_id=run.pk)
+
+
+def test_keep_refused_by_the_importer_names_the_stage_and_writes_nothing(
+    backend, pools, llm_server
+):
+    llm_server.responder = GenerationResponder()
+    job = _job(backend, stage_count=1, scenario_count=4)
+    generation_job_run(job_id=job.pk)
+    stage = job.stages.get()
+    # A question edited into something the importer refuses.
+    del stage.questions["type_a_what_1"]["options"]
+    stage.save(update_fields=["questions"])
+
+    with pytest.raises(ValueError) as info:
+        generated_stage_keep(stage=stage, reason="looks fine")
+
+    message = str(info.value)
+    assert message.startswith(f"generated stage {stage.pk} (job {job.pk}, stage 1): ")
+    assert "record type_a_what_1: field 'options'" in message
+    assert not Work.objects.filter(key=f"generated-{job.pk}-1").exists()
+    stage.refresh_from_db()
+    assert stage.status == "awaiting_validation" and stage.decided_at is None
