@@ -36,6 +36,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.roles import is_researcher
 from benchmarks.models import Benchmark
 from benchmarks.selectors import item_bank_counts
+from config.request_params import BadNumber, number_list
 from modeling.models import Run
 
 from . import charts, exports, selectors, services
@@ -85,12 +86,10 @@ def _run_ids(request: HttpRequest) -> list[int] | None:
     """``?runs=1,2`` or ``?runs=1&runs=2``; None (every run) when absent or empty."""
     ids: set[int] = set()
     for value in request.GET.getlist("runs"):
-        for part in value.split(","):
-            if part.strip():
-                try:
-                    ids.add(int(part))
-                except ValueError:
-                    raise BadRunSelection(f"{part.strip()!r} is not a run id") from None
+        try:
+            ids.update(number_list(value, name="runs"))
+        except BadNumber as exc:
+            raise BadRunSelection(f"not a list of run ids: {exc}") from None
     return sorted(ids) or None
 
 
@@ -473,9 +472,9 @@ def report_job_create(request: HttpRequest, benchmark: str) -> HttpResponse:
 
 def _run_ids_from(text: str) -> list[int] | None:
     try:
-        ids = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise BadRunSelection(f"{text!r} is not a list of run ids") from None
+        ids = sorted(set(number_list(text, name="runs")))
+    except BadNumber as exc:
+        raise BadRunSelection(f"not a list of run ids: {exc}") from None
     return ids or None
 
 

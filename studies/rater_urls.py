@@ -3,7 +3,7 @@
 ``<token>/`` is the only address a rater needs: it renders the step they are at.
 """
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from accounts.throttling import token_patterns_throttled
 
@@ -12,24 +12,51 @@ from .models import Participant
 
 app_name = "rater"
 
+
+class TokenConverter:
+    """An invite token as ``secrets.token_urlsafe`` writes them: URL-safe base64, at most
+    the column's 64 characters. Anything else (a NUL byte, which PostgreSQL refuses in
+    a query, or a 5,000-character string) matches no page: a plain 404, no query."""
+
+    regex = r"[A-Za-z0-9_-]{1,64}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(TokenConverter, "invite_token")
+
 urlpatterns = [
     path("join/<int:study_id>/", views.join, name="join"),
-    path("<str:token>/", views.start, name="start"),
-    path("<str:token>/consent/", views.consent, name="consent"),
+    path("<invite_token:token>/", views.start, name="start"),
+    path("<invite_token:token>/consent/", views.consent, name="consent"),
     path(
-        "<str:token>/works/<int:study_work_id>/familiarity/",
+        "<invite_token:token>/works/<int:study_work_id>/familiarity/",
         views.familiarity,
         name="familiarity",
     ),
-    path("<str:token>/history/<int:session_id>/", views.history, name="history"),
+    path("<invite_token:token>/history/<int:session_id>/", views.history, name="history"),
     path(
-        "<str:token>/history/<int:session_id>/confirm/",
+        "<invite_token:token>/history/<int:session_id>/confirm/",
         views.history_confirm,
         name="history-confirm",
     ),
-    path("<str:token>/scenes/<int:assignment_id>/save/", views.scene_save, name="scene-save"),
-    path("<str:token>/scenes/<int:assignment_id>/submit/", views.scene_submit, name="scene-submit"),
-    path("<str:token>/scenes/<int:assignment_id>/result/", views.scene_result, name="scene-result"),
+    path(
+        "<invite_token:token>/scenes/<int:assignment_id>/save/", views.scene_save, name="scene-save"
+    ),
+    path(
+        "<invite_token:token>/scenes/<int:assignment_id>/submit/",
+        views.scene_submit,
+        name="scene-submit",
+    ),
+    path(
+        "<invite_token:token>/scenes/<int:assignment_id>/result/",
+        views.scene_result,
+        name="scene-result",
+    ),
 ]
 
 # Unknown invite tokens count against the client's address; past the limit, 429.

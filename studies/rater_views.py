@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.models import Scene, SpeakerInstance
+from config.request_params import BadNumber, optional_number, parse_number
 
 from . import services
 from .models import (
@@ -43,8 +46,12 @@ HISTORY_PAGE = "studies/rater_history.html"
 HISTORY_PANEL = "studies/rater_history.html#history-scenes"
 MESSAGE_PAGE = "studies/rater_message.html"
 # Answer fields as the scene form names them: choice-<instance id>, tags-<id>, …
-ANSWER_FIELD = re.compile(r"^(choice|tags|evidence)-(\d+)$")
+# The id part is matched loosely and then parsed strictly, so a malformed one is an
+# error the rater sees, not a field silently dropped or a 500.
+ANSWER_FIELD = re.compile(r"^(choice|tags|evidence)-(.*)$", re.DOTALL)
+TAGS_SENT_FIELD = re.compile(r"^tags-(.*)-sent$", re.DOTALL)
 MASK_CODE = re.compile(r"^P\d+$")
+_no_nul = ProhibitNullCharactersValidator()
 
 
 # -- lookups ------------------------------------------------------------------------------
@@ -446,10 +453,14 @@ def history(request: HttpRequest, token: str, session_id: int) -> HttpResponse:
     """The history again while answering: the side panel (htmx) or a page of its own."""
     participant = _participant(token)
     session = _own_session(participant, session_id)
+    try:
+        assignment_id = optional_number(request.GET.get("assignment"), name="assignment")
+    except BadNumber as exc:
+        return _message(request, "Bad request", str(exc), status=400, participant=participant)
     assignment = None
-    if raw := request.GET.get("assignment", ""):
+    if assignment_id is not None:
         assignment = SceneAssignment.objects.filter(
-            pk=int(raw) if raw.isdigit() else 0, participant=participant, session=session
+            pk=assignment_id, participant=participant, session=session
         ).first()
     services.history_view_log(session=session, where="panel", assignment=assignment)
     context = _history_context(participant, session)
@@ -470,30 +481,55 @@ def history_confirm(request: HttpRequest, token: str, session_id: int) -> HttpRe
     )
 
 
+def _text(key: str, value: str) -> str:
+    """Refuse a NUL byte (PostgreSQL cannot store one) with Django's own form validator."""
+    try:
+        _no_nul(value)
+    except ValidationError:
+        raise StudyError(f"{_field_name(key)}: null characters are not allowed") from None
+    return value
+
+
+def _field_name(key: str) -> str:
+    return ascii(key) if len(key) <= 40 else ascii(key[:40] + "…")
+
+
+def _instance_id(key: str, raw: str) -> int:
+    try:
+        return parse_number(raw, name=f"field {_field_name(key)}")
+    except BadNumber as exc:
+        raise StudyError(str(exc)) from None
+
+
 def _answers(post: QueryDict) -> tuple[dict[int, dict[str, Any]], bool | None]:
     """The answer fields of a POST, per instance id, and the history flag if it was sent.
 
     Tags are multi-valued checkboxes, so an empty selection only counts when the
-    form says the tag group was sent (``tags-<id>-sent``).
+    form says the tag group was sent (``tags-<id>-sent``). Malformed ids or choices and
+    NUL bytes raise StudyError before anything is stored.
     """
     per_instance: dict[int, dict[str, Any]] = {}
     for key in post:
+        if match := TAGS_SENT_FIELD.match(key):
+            per_instance.setdefault(_instance_id(key, match[1]), {}).setdefault("tags", [])
+            continue
         match = ANSWER_FIELD.match(key)
         if not match:
             continue
-        kind, instance_id = match[1], int(match[2])
+        kind, instance_id = match[1], _instance_id(key, match[2])
         values = per_instance.setdefault(instance_id, {})
         if kind == "choice":
-            raw = post.get(key, "")
-            values["choice"] = int(raw) if raw.lstrip("-").isdigit() else -1
+            try:
+                values["choice"] = parse_number(post.get(key), name=_field_name(key))
+            except BadNumber:
+                # Not an index at all: the service refuses it like any index out of
+                # range, with the number of candidates in the message.
+                values["choice"] = -1
         elif kind == "evidence":
             # Browsers post textarea line breaks as CRLF; store them as "\n".
-            values["evidence"] = post.get(key, "").replace("\r\n", "\n")
+            values["evidence"] = _text(key, post.get(key, "")).replace("\r\n", "\n")
         else:
-            values["tags"] = post.getlist(key)
-    for key in post:
-        if match := re.match(r"^tags-(\d+)-sent$", key):
-            per_instance.setdefault(int(match[1]), {}).setdefault("tags", [])
+            values["tags"] = [_text(key, tag) for tag in post.getlist(key)]
     flag = None
     if "history_needed-sent" in post:
         flag = post.get("history_needed") in ("1", "on", "true")

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -24,6 +24,7 @@ from django_htmx.http import HttpResponseStopPolling
 from benchmarks.models import Character, Scene
 from benchmarks.services import character_aliases_set, character_gender_set
 from config.csv_safe import csv_writer
+from config.request_params import BadNumber, optional_number
 from modeling.views import researcher_required
 
 from . import selectors, services
@@ -42,6 +43,10 @@ from .sampling import ALL, sample_scenes
 
 PROGRESS_PARTIAL = "studies/study_detail.html#progress"
 RESPONSES_PER_PAGE = 100
+
+
+def _bad_request(exc: BadNumber) -> HttpResponse:
+    return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
 
 
 def _study(study_id: int) -> Study:
@@ -280,9 +285,11 @@ LEAK_SCENES_PER_PAGE = 20
 @researcher_required
 def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
-    page = Paginator(selectors.leaking_scenes(study), LEAK_SCENES_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    try:
+        number = optional_number(request.GET.get("page"), name="page")
+    except BadNumber as exc:
+        return _bad_request(exc)
+    page = Paginator(selectors.leaking_scenes(study), LEAK_SCENES_PER_PAGE).get_page(number)
     scenes = []
     for s in page:
         by_line: dict[int, list[dict]] = {}
@@ -336,8 +343,8 @@ def _line_title(study_scene: StudyScene, index: int) -> str:
     return line.get("title") if line.get("type") == "dialog" else "narration"
 
 
-def _leaks_back(study: Study, anchor: str = "", page: str | None = None) -> HttpResponse:
-    query = f"?page={int(page)}" if page and page.isdigit() else ""
+def _leaks_back(study: Study, anchor: str = "", page: int | None = None) -> HttpResponse:
+    query = f"?page={page}" if page else ""
     return redirect(reverse("studies:leaks", args=[study.pk]) + query + anchor)
 
 
@@ -365,13 +372,19 @@ def scene_hold_view(request: HttpRequest, study_id: int, scene_id: int) -> HttpR
     study_scene = get_object_or_404(StudyScene, pk=scene_id, study=study)
     held = request.POST.get("held_back") == "1"
     try:
+        # Read before acting: a malformed page must refuse the request, not follow a
+        # hold that was already applied with a 500.
+        page = optional_number(request.POST.get("page"), name="page")
+    except BadNumber as exc:
+        return _bad_request(exc)
+    try:
         scene_hold(study_scene=study_scene, held_back=held)
     except services.StudyError as exc:
         messages.error(request, str(exc))
     else:
         verb = "held back" if held else "released"
         messages.success(request, f"Scene {study_scene.scene.source_id} {verb}.")
-    return _leaks_back(study, f"#scene-{study_scene.pk}", request.POST.get("page"))
+    return _leaks_back(study, f"#scene-{study_scene.pk}", page)
 
 
 @require_POST
@@ -459,9 +472,11 @@ def names_build(request: HttpRequest, study_id: int) -> HttpResponse:
 @researcher_required
 def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
-    page = Paginator(selectors.study_responses(study), RESPONSES_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    try:
+        number = optional_number(request.GET.get("page"), name="page")
+    except BadNumber as exc:
+        return _bad_request(exc)
+    page = Paginator(selectors.study_responses(study), RESPONSES_PER_PAGE).get_page(number)
     return render(request, "studies/study_responses.html", {"study": study, "page": page})
 
 

@@ -50,7 +50,8 @@ DATA_DIR = Path(env.str("TOMLAB_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with malformed admin input as form errors, not 500s.
+    "config.admin_input.InputSafeAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

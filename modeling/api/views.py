@@ -63,7 +63,8 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         responses={201: serializers.RunSerializer},
         summary="Create a run and queue it for a worker",
     )
-    def create(self, request: Request) -> Response:
+    # **kwargs: the router's format-suffix routes (runs.json) pass format=.
+    def create(self, request: Request, **kwargs: object) -> Response:
         data = serializers.RunCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -76,7 +77,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str) -> Response:
+    def cancel(self, request: Request, pk: str, **kwargs: object) -> Response:
         """Stop the run after the calls in flight; a finished run is left as it is."""
         run = self.get_object()
         services.run_cancel(run_id=run.pk)
@@ -84,7 +85,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
-    def resume(self, request: Request, pk: str) -> Response:
+    def resume(self, request: Request, pk: str, **kwargs: object) -> Response:
         """Queue a stopped or failed run again; done calls are not repeated."""
         run = self.get_object()
         try:

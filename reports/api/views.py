@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from config.request_params import BadNumber, number_list
 from reports.report_types import Report
 from reports.tables import BUILDERS, build_report, report_json
 
@@ -44,8 +45,8 @@ def _study_ids(request: Request) -> list[int] | None:
     if value.lower() == "none":
         return []
     try:
-        return [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
+        return number_list(value, name="studies")
+    except BadNumber:
         raise ValidationError(
             {"studies": ["a comma-separated list of study ids, e.g. 3,5, or 'none'"]}
         ) from None
