@@ -443,3 +443,21 @@ def test_keep_refused_by_the_importer_names_the_stage_and_writes_nothing(
     assert not Work.objects.filter(key=f"generated-{job.pk}-1").exists()
     stage.refresh_from_db()
     assert stage.status == "awaiting_validation" and stage.decided_at is None
+
+
+def test_a_backend_error_marks_that_stage_only_and_counts_on_the_run(backend, pools, llm_server):
+    llm_server.responder = GenerationResponder()
+    llm_server.enqueue(status=400, text="bad request")  # not retryable: fails that call
+    job = _job(backend, stage_count=2, scenario_count=4)
+
+    generation_job_run(job_id=job.pk)
+
+    job.refresh_from_db()
+    first, second = job.stages.order_by("index")
+    assert first.status == "needs_attention"
+    assert first.status_reason.startswith("relationship: the backend failed: gen-test: HTTP 400")
+    assert first.calls[0]["call_id"] is None and "HTTP 400" in first.calls[0]["error"]
+    assert second.status == "awaiting_validation"
+    run = Run.objects.get(pk=job.run_id)
+    assert (run.total_calls, run.done_calls, run.error_calls) == (4, 3, 1)
+    assert RunCall.objects.get(run=run, status="error").unit_key.endswith("stage1:relationship:1")
