@@ -29,6 +29,10 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         if HEADER in response:
             return response
+        if settings.DEBUG and response.status_code >= 400:
+            # Django's debug error pages are all inline styles and scripts; they only
+            # exist with DEBUG on, where readable tracebacks matter more.
+            return response
         if response.get("Content-Type", "").startswith("image/svg+xml"):
             response[HEADER] = SVG_POLICY
         elif policy := self._policy_for(request.path):

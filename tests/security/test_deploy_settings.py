@@ -126,3 +126,14 @@ def test_api_docs_load_swagger_from_our_static_files_with_no_inline_script(clien
     assert "cdn" not in html.lower() and "https://" not in html
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assert "<script>" not in html  # the start-up script comes from ?script as a file
+
+
+@pytest.mark.django_db
+def test_debug_error_pages_stay_readable_and_ordinary_errors_keep_the_policy(client, settings):
+    missing = client.get("/no-such-page/")
+    settings.DEBUG = True
+    debug_missing = client.get("/no-such-page/")
+
+    assert missing.status_code == debug_missing.status_code == 404
+    assert "script-src 'self'" in missing["Content-Security-Policy"]
+    assert "Content-Security-Policy" not in debug_missing
