@@ -91,6 +91,26 @@ def _rounds(turns: list[dict[str, str]], size: int) -> list[dict[str, str]]:
     return rounds
 
 
+def server_cpu_seconds(connection: Any) -> float | None:
+    """CPU time of this connection's PostgreSQL backend so far, when it runs here.
+
+    Read from /proc (utime + stime): with the machine shared, client CPU plus server
+    CPU is the figure that does not depend on the neighbours. None on SQLite or when
+    the server is elsewhere.
+    """
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # Fields 14 and 15 of proc(5) (utime, stime), counted after "pid (comm)".
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=1161, help="synthetic stages (1161)")
@@ -124,10 +144,17 @@ def main() -> None:
         print("scenarios: " + ", ".join(f"{n} {label}" for label, n in sorted(mix.items())))
 
         for label in ("first import", "re-import"):
+            server_started = server_cpu_seconds(connection)
             started, cpu_started = time.perf_counter(), time.process_time()
             report = benchmark_import(format_name="dyntom", path=trials)
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
+            server = server_cpu_seconds(connection)
+            server_note = (
+                f", database server CPU {server - server_started:.2f} s"
+                if server is not None and server_started is not None
+                else ""
+            )
             counts = (report.created, report.updated, report.unchanged)
             rows = sum(sum(c.values()) for c in counts)
             questions = sum(c["DynToMQuestion"] for c in counts)
@@ -135,8 +162,8 @@ def main() -> None:
             # average tell how much of it other work on the machine took.
             print(
                 f"{label}: {args.stages} stages, {questions} questions, {seconds:.2f} s, "
-                f"{rows / seconds:,.0f} rows/s ({rows} rows); importer CPU {cpu:.2f} s, "
-                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+                f"{rows / seconds:,.0f} rows/s ({rows} rows); importer CPU {cpu:.2f} s"
+                f"{server_note}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
             )
             for line in report.summary_lines():
                 print(f"    {line}")
