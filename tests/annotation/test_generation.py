@@ -461,3 +461,28 @@ def test_a_backend_error_marks_that_stage_only_and_counts_on_the_run(backend, po
     run = Run.objects.get(pk=job.run_id)
     assert (run.total_calls, run.done_calls, run.error_calls) == (4, 3, 1)
     assert RunCall.objects.get(run=run, status="error").unit_key.endswith("stage1:relationship:1")
+
+
+def test_a_job_taken_up_again_continues_where_it_stopped_and_asks_nothing_twice(
+    backend, pools, llm_server
+):
+    llm_server.responder = GenerationResponder()
+    job = _job(backend, stage_count=2, scenario_count=4, seed=5)
+    generation_job_run(job_id=job.pk)
+    stage = job.stages.get(index=2)
+    scenarios, questions = stage.scenarios, stage.questions
+    # As if the worker had died after stage 2's trajectory: its task is delivered again.
+    GenerationJob.objects.filter(pk=job.pk).update(status="running", finished_at=None)
+    GeneratedStage.objects.filter(pk=stage.pk).update(
+        status="generating", scenarios={}, questions={}
+    )
+    asked = llm_server.request_count
+
+    assert generation_job_run(job_id=job.pk) == "succeeded"
+
+    stage.refresh_from_db()
+    assert stage.status == "awaiting_validation"
+    assert (stage.scenarios, stage.questions) == (scenarios, questions)
+    # The scenarios call was answered before: its RunCall holds the reply.
+    assert llm_server.request_count == asked
+    assert len([c for c in stage.calls if c["step"] == "scenarios"]) == 1

@@ -141,3 +141,33 @@ def test_invalid_json_and_missing_category_key(pools_copy: Path) -> None:
     with pytest.raises(CommandError, match=r"social_setting\.json: field 'classfication'"):
         _load(pools_copy)
     assert LocationCategory.objects.count() == 0
+
+
+def test_pools_are_editable_in_the_admin(pools_dir: Path, admin_client) -> None:
+    _load(pools_dir)
+    location = Location.objects.get(name="bakery")
+    page = admin_client.get(f"/admin/annotation/location/{location.pk}/change/")
+    assert page.status_code == 200
+    response = admin_client.post(
+        f"/admin/annotation/location/{location.pk}/change/",
+        {
+            "name": "village bakery",
+            "categories": [LocationCategory.objects.get(name="Food and Beverage").pk],
+            "is_active": "",
+        },
+    )
+    assert response.status_code == 302
+    location.refresh_from_db()
+    assert (location.name, location.is_active) == ("village bakery", False)
+    assert list(location.categories.values_list("name", flat=True)) == ["Food and Beverage"]
+    for model in (
+        "locationcategory",
+        "givenname",
+        "surname",
+        "occupation",
+        "educationlevel",
+        "personalitytype",
+        "generationjob",
+        "generatedstage",
+    ):
+        assert admin_client.get(f"/admin/annotation/{model}/").status_code == 200
