@@ -244,7 +244,12 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
     # httpx2 (inside openai) logs every request at INFO: one line per paid call.
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        # runserver's request lines: through our console handler, so tokens are redacted.
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }
 
 TOMLAB_SHARED_DATA = Path(

@@ -39,3 +39,9 @@ def test_redaction_keeps_join_links_and_other_paths():
     assert redact_tokens('"GET /s/Ab-_9xYz12345678/ HTTP/1.1" 200') == (
         '"GET /s/[token]/ HTTP/1.1" 200'
     )
+
+
+def test_the_development_servers_request_lines_go_through_the_redacting_handler():
+    handlers = logging.getLogger("django.server").handlers
+    assert handlers, "django.server has no handler of its own"
+    assert all(any(isinstance(f, RedactInviteTokens) for f in h.filters) for h in handlers)
