@@ -560,6 +560,20 @@ def test_prompt_shows_turns_of_every_shape(variants_dir: Path) -> None:
         assert f"\n{line}" in render_story(scenarios), trial
 
 
+def test_api_serves_turns_and_shape(variants_dir: Path, client: Any, researcher: Any) -> None:
+    from django.urls import reverse
+
+    _import(variants_dir / "trial1011")
+    stage = DynToMStage.objects.get(work__key="trial1011")
+    client.force_login(researcher)
+
+    body = client.get(reverse("dyntom-stage-detail", args=[stage.pk])).json()
+
+    first = body["scenarios"][0]
+    assert (first["key"], first["dialogue_shape"]) == ("1", "text")
+    assert [turn["speaker"] for turn in first["dialogue"]] == ["Gerald", "Natalie"]
+
+
 @pytest.mark.parametrize(
     ("key", "number"),
     [
