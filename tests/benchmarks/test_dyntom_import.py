@@ -729,6 +729,23 @@ def test_a_value_over_the_field_size_limit_is_refused_with_its_place(
     assert set(Work.objects.values_list("key", flat=True)) == {"trial69"}
 
 
+def test_turns_bigger_than_their_source_are_measured(
+    dyntom_dir: Path, tmp_path: Path, settings: Any
+) -> None:
+    # 132 kB of "A:" lines (as JSON) become ~1 MB of turns: over the limit, though the story file
+    # is under a sixth of it (the bound that spares measuring verbatim values).
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    story = _load(trial / "story.json")
+    story["story"]["scenario 2"]["dialogue"] = "A:\n" * 33_000
+    _dump(trial / "story.json", story)
+    settings.TOMLAB_IMPORT_MAX_FIELD_BYTES = 900_000
+    assert (trial / "story.json").stat().st_size * 6 <= 900_000
+
+    _assert_import_fails(
+        trial, "record scenario 2", "field 'dialogue'", "TOMLAB_IMPORT_MAX_FIELD_BYTES"
+    )
+
+
 def test_migration_turns_old_rounds_into_turns_and_back() -> None:
     from importlib import import_module
 
