@@ -7,12 +7,29 @@ from typing import Any
 from django import forms
 
 from benchmarks.models import Character, Work
+from config.request_params import BadNumber, parse_number
 
 from .models import DEFAULT_TOM_TAGS, Study
 from .sampling import ALL, BY_GENRE, BY_SPEAKERS
 from .selectors import works_for_studies
 
 MAX_INVITES = 200
+
+
+class NumberField(forms.IntegerField):
+    """An IntegerField that reads its value with the request-number helper.
+
+    Django's IntegerField goes through ``int()``, which takes any Unicode digit ("٣"),
+    signs and spaces; every number from a request goes through one helper instead.
+    """
+
+    def to_python(self, value: Any) -> int | None:
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_number(str(value).strip(), name=self.label or "number")
+        except BadNumber as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
 
 
 def _lines(text: str) -> list[str]:
@@ -40,19 +57,17 @@ class StudyCreateForm(forms.Form):
         ],
         initial=ALL,
     )
-    per_stratum = forms.IntegerField(
+    per_stratum = NumberField(
         label="Scenes per stratum", min_value=1, required=False, help_text="for a sample"
     )
-    seed = forms.IntegerField(
+    seed = NumberField(
         min_value=0, max_value=2**31 - 1, initial=0, help_text="sampling and name seed"
     )
-    overlap = forms.IntegerField(label="Raters per scene", min_value=1, max_value=50, initial=2)
-    min_seen = forms.IntegerField(
+    overlap = NumberField(label="Raters per scene", min_value=1, max_value=50, initial=2)
+    min_seen = NumberField(
         label="At least … who have seen the work", min_value=0, max_value=50, initial=0
     )
-    min_unseen = forms.IntegerField(
-        label="At least … who have not", min_value=0, max_value=50, initial=0
-    )
+    min_unseen = NumberField(label="At least … who have not", min_value=0, max_value=50, initial=0)
     one_to_one = forms.BooleanField(
         label="One-to-one: two masked speakers of a scene cannot be the same character",
         required=False,
@@ -129,7 +144,7 @@ class StudyTextsForm(forms.Form):
 
 
 class InviteForm(forms.Form):
-    count = forms.IntegerField(
+    count = NumberField(
         label="Number of links", min_value=1, max_value=MAX_INVITES, required=False, initial=1
     )
     labels = forms.CharField(

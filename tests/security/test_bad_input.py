@@ -132,3 +132,12 @@ def test_report_run_lists_are_parsed_strictly(client, researcher):
         assert response.status_code == 400 and b"runs: expected a whole number" in response.content
     response = client.get("/api/reports/dyntom/", {"studies": "²"})
     assert response.status_code == 400
+
+
+def test_study_form_numbers_take_only_ascii_digits():
+    from studies.forms import InviteForm
+
+    for count in ("٣", "²", HUGE, "-1"):
+        form = InviteForm({"count": count})
+        assert not form.is_valid() and "expected a whole number" in str(form.errors)
+    assert InviteForm({"count": "3"}).is_valid()
