@@ -9,9 +9,11 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import DynToMQuestion
+from modeling.llm import ChatRequest
 from modeling.models import CachedResponse, Prediction, Run, RunCall
 from modeling.selectors import run_prediction_summary
 from modeling.services import (
+    RequestCodec,
     prompt_template_revise,
     run_cancel,
     run_create,
@@ -120,6 +122,29 @@ def test_three_samples_are_three_cached_calls(openai_backend, llm_server, dyntom
     again = _run(openai_backend, selection={"limit": 2}, params={"samples": 3, "seed": 7})
     run_execute(run_id=again.pk)
     assert llm_server.request_count == 6
+    # The cache rows hold each request as sent (written by the engine as JSON text).
+    stored = CachedResponse.objects.order_by("request__sample_index").first().request
+    assert stored["params"]["seed"] in (7, 8, 9) and stored["sample_index"] == 0
+    sent = {json.dumps(r["messages"]) for r in llm_server.requests}
+    assert json.dumps(stored["messages"]) in sent
+
+
+def test_request_codec_keys_equal_chat_request_cache_keys():
+    """The engine's fast cache keys must stay the keys ChatRequest computes."""
+    requests = [
+        ChatRequest.build(
+            [{"role": "system", "content": 'é {x}\n "q"'}, {"role": "user", "content": "hi"}],
+            model="org/model-1",
+            params={"seed": 3 + i, "temperature": 0.7, "top_p": 0.9, "stop": ["\n\n"]},
+            sample_index=i,
+        )
+        for i in range(3)
+    ] + [ChatRequest.build([{"role": "user", "content": "x"}], model="m", params={})]
+    codec = RequestCodec('local "ü"')
+    for request in requests:
+        assert codec.cache_key(request) == request.cache_key('local "ü"')
+        assert json.loads(codec.request_json(request)) == request.as_json()
+    assert len({codec.cache_key(r) for r in requests}) == 4
 
 
 def test_token_budget_stops_cleanly_and_resume_finishes(openai_backend, llm_server, dyntom_stages):
