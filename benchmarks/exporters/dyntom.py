@@ -95,6 +95,8 @@ def questions_document(stage: DynToMStage) -> dict[str, Any]:
             item["option reasons"] = question.option_reasons
         item.update(question.extra.get("unknown", {}))
         document[question.key] = item
+    if stage.extra.get("questions_wrapped"):
+        return {"questions": document}
     return document
 
 

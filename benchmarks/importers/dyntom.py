@@ -20,11 +20,13 @@ the common one), all accepted here:
   speaker -> line, or as one string of ``Name: 'line'`` lines. It is stored as
   ordered turns ``[{"speaker", "text"}]`` with its shape in
   ``DynToMScenario.dialogue_shape``; ``extra["round_sizes"]`` keeps the rounds'
-  sizes, and ``extra["dialogue_text"]`` a string the turns do not re-render exactly.
+  sizes, and ``extra["dialogue_text"]`` a string the turns do not re-render exactly;
+- a question file wrapped as ``{"questions": {...}}``, which the authors' own reader
+  accepts (``extra["questions_wrapped"]`` on the stage).
 
 Stages are read, validated and written in batches of :data:`STAGES_PER_BATCH` with a
-constant number of queries per batch; the caller's transaction makes the whole
-import atomic.
+constant number of queries per batch (the next batch is read while one is written);
+the caller's transaction makes the whole import atomic.
 """
 
 from __future__ import annotations
@@ -474,7 +476,11 @@ class DynToMImporter(BenchmarkImporter):
         # so the bound of _check_sizes does not hold for them: always measured.
         for row in scenarios:
             field_size_check(row["dialogue"], path=story_path, record=row["key"], field="dialogue")
-        questions = self._parse_questions(directory / QUESTIONS_FILE, main_character, count)
+        questions, wrapped = self._parse_questions(
+            directory / QUESTIONS_FILE, main_character, count
+        )
+        if wrapped:
+            extra["questions_wrapped"] = True
         return _Stage(
             key=key,
             directory=directory,
@@ -577,10 +583,15 @@ class DynToMImporter(BenchmarkImporter):
 
     def _parse_questions(
         self, path: Path, main_character: str, scenario_count: int
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The question rows, and whether the file wrapped them in ``{"questions": …}``."""
         data = read_json(path, limit="dyntom-questions")
         if not isinstance(data, dict):
             raise ImportDataError("expected a JSON object of questions by key", path=path)
+        # The authors' reader (llm_api/prompt.py) also takes {"questions": {...}}.
+        wrapped = list(data) == ["questions"] and isinstance(data["questions"], dict)
+        if wrapped:
+            data = data["questions"]
         rows = []
         for position, (key, question) in enumerate(data.items()):
             if not isinstance(question, dict):
@@ -700,7 +711,7 @@ class DynToMImporter(BenchmarkImporter):
                 )
             ),
         )
-        return rows
+        return rows, wrapped
 
     def _characters(
         self, main_character: str, profiles: list[dict[str, Any]], path: Path

@@ -620,6 +620,19 @@ def test_dialogue_string_in_another_layout_is_kept_verbatim(
     assert _load(out / "trial50" / "story.json") == story
 
 
+def test_question_file_wrapped_in_questions_round_trips(dyntom_dir: Path, tmp_path: Path) -> None:
+    trial = _copy_trial(dyntom_dir / "trial50", tmp_path / "trial50")
+    wrapped = {"questions": _load(trial / "question_new.json")}
+    _dump(trial / "question_new.json", wrapped)
+
+    _import(trial)
+    out = tmp_path / "export"
+    call_command("export_benchmark", "dyntom", str(out), stdout=StringIO())
+
+    assert DynToMQuestion.objects.filter(stage__work__key="trial50").count() == 71
+    assert _load(out / "trial50" / "question_new.json") == wrapped
+
+
 @pytest.mark.parametrize(
     ("scenario_key", "dialogue", "fragments"),
     [
