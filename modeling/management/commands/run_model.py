@@ -1,5 +1,6 @@
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -223,6 +224,9 @@ class Command(BaseCommand):
                 else f"\n{name}: abandoning the calls in flight\n"
             )
 
+        if threading.current_thread() is not threading.main_thread():
+            yield interrupt  # only the main thread may set signal handlers
+            return
         previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield interrupt
