@@ -283,3 +283,252 @@ class GeneratedStage(models.Model):
     @property
     def main_character(self) -> str:
         return self.characters[0]["full_name"] if self.characters else ""
+
+
+# --- DynToM validation scoring --------------------------------------------------------
+# Rubrics and decision rules are versioned records: a new version is a new row, and
+# every assignment keeps the rubric version it was scored on, every decision the rule
+# version it was computed with. See annotation/rubrics.py and annotation/rules.py.
+
+
+class ValidationKind(models.TextChoices):
+    CONTEXT = "context", "profiles and relationship"
+    TRAJECTORY = "trajectory", "mental-state trajectory"
+    SCENARIO = "scenario", "scenario"
+    QUESTION = "question", "question"
+
+
+class Rubric(models.Model):
+    """What annotators score one kind of object on: criteria with scale and labels."""
+
+    kind = models.CharField(max_length=20, choices=ValidationKind.choices)
+    version = models.PositiveIntegerField()
+    # [{"key", "label", "help", "scale": "yes_no"|"likert5", "labels": {"1": …}}]
+    criteria = models.JSONField()
+    notes = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "version"], name="rubric_kind_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} rubric v{self.version}"
+
+
+class DecisionRule(models.Model):
+    """The keep/discard rule set of one kind, in the JSON language of annotation.rules."""
+
+    kind = models.CharField(max_length=20, choices=ValidationKind.choices)
+    version = models.PositiveIntegerField()
+    spec = models.JSONField()
+    notes = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "version"], name="decision_rule_kind_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} rule v{self.version}"
+
+
+class ValidationBatch(models.Model):
+    """A set of stages to validate, each object by ``k`` different annotators."""
+
+    name = models.CharField(max_length=200)
+    k = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(20)]
+    )
+    kinds = models.JSONField(default=list, help_text="object kinds scored in this batch")
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "validation batches"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ValidationStage(models.Model):
+    """One stage of a batch: an imported item-bank stage or a generated one."""
+
+    batch = models.ForeignKey(ValidationBatch, on_delete=models.CASCADE, related_name="stages")
+    position = models.PositiveIntegerField()
+    stage = models.ForeignKey(
+        "benchmarks.DynToMStage",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    generated = models.ForeignKey(
+        GeneratedStage, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    label = models.CharField(max_length=255)
+    outcome = models.CharField(max_length=20, default="pending")
+    outcome_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["batch", "position"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(stage__isnull=True, generated__isnull=False)
+                | models.Q(stage__isnull=False, generated__isnull=True),
+                name="validation_stage_one_source",
+            ),
+            models.UniqueConstraint(fields=["batch", "stage"], name="validation_stage_unique"),
+            models.UniqueConstraint(
+                fields=["batch", "generated"], name="validation_generated_unique"
+            ),
+            models.UniqueConstraint(fields=["batch", "position"], name="validation_stage_pos"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class ValidationObject(models.Model):
+    """One thing to score: a stage's profiles+relationship, trajectory, a scenario or a
+    question. ``k`` starts at the batch's and grows when a rule says "undecided"."""
+
+    batch = models.ForeignKey(
+        ValidationBatch, on_delete=models.CASCADE, related_name="validation_objects"
+    )
+    vstage = models.ForeignKey(
+        ValidationStage, on_delete=models.CASCADE, related_name="validation_objects"
+    )
+    kind = models.CharField(max_length=20, choices=ValidationKind.choices)
+    ref = models.CharField(max_length=100, blank=True, default="", help_text="scenario/question")
+    position = models.PositiveIntegerField()
+    label = models.CharField(max_length=255)
+    k = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["vstage", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["vstage", "kind", "ref"], name="validation_object_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.vstage.label}: {self.label}"
+
+
+class ValidationAssignment(models.Model):
+    """One annotator's slot on one object, scored on the rubric version in force when
+    it was assigned. Submitted once every criterion is scored; then frozen."""
+
+    object = models.ForeignKey(
+        ValidationObject, on_delete=models.CASCADE, related_name="assignments"
+    )
+    vstage = models.ForeignKey(ValidationStage, on_delete=models.CASCADE, related_name="+")
+    annotator = models.ForeignKey(
+        "auth.User", on_delete=models.CASCADE, related_name="validation_assignments"
+    )
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="+")
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["vstage", "object__position"]
+        constraints = [
+            # The database itself refuses a second slot for the same annotator.
+            models.UniqueConstraint(
+                fields=["object", "annotator"], name="validation_assignment_once"
+            )
+        ]
+        indexes = [models.Index(fields=["annotator", "vstage"])]
+
+    def __str__(self) -> str:
+        return f"{self.annotator_id} on object {self.object_id}"
+
+
+class ValidationScore(models.Model):
+    assignment = models.ForeignKey(
+        ValidationAssignment, on_delete=models.CASCADE, related_name="scores"
+    )
+    criterion = models.CharField(max_length=50)
+    value = models.SmallIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "criterion"], name="validation_score_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.criterion}={self.value}"
+
+
+class ValidationDecision(models.Model):
+    """The rules' outcome for one object, recomputed from scores, never edited by hand.
+
+    A researcher's override lives beside it (``override_*``) with its reason; the
+    recomputation leaves the override alone, and the effective outcome is the override
+    when there is one.
+    """
+
+    object = models.OneToOneField(
+        ValidationObject, on_delete=models.CASCADE, related_name="decision"
+    )
+    outcome = models.CharField(max_length=20)
+    reason = models.TextField()
+    rule = models.ForeignKey(
+        DecisionRule, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    submitted = models.PositiveSmallIntegerField(default=0)
+    computed_at = models.DateTimeField(auto_now=True)
+    override_outcome = models.CharField(max_length=20, blank=True, default="")
+    override_reason = models.TextField(blank=True, default="")
+    overridden_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    overridden_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.object_id}: {self.effective_outcome}"
+
+    @property
+    def effective_outcome(self) -> str:
+        return self.override_outcome or self.outcome
+
+
+class AcceptedSet(models.Model):
+    """A numbered snapshot of what a batch accepted, and under which rule versions."""
+
+    batch = models.ForeignKey(
+        ValidationBatch, on_delete=models.CASCADE, related_name="accepted_sets"
+    )
+    version = models.PositiveIntegerField()
+    object_ids = models.JSONField(default=list)
+    stage_ids = models.JSONField(default=list, help_text="ValidationStage ids kept")
+    rule_versions = models.JSONField(default=dict, help_text="kind -> rule version")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["batch", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "version"], name="accepted_set_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch} accepted set v{self.version}"

@@ -25,6 +25,7 @@ from django.utils import timezone
 from accounts.roles import RATER, has_role
 from benchmarks.models import Scene, SpeakerInstance, Work
 
+from .assignment import items_assign_with_room
 from .errors import StudyError  # views, commands and tests import it from here
 from .leaks import LeakReport, leaks_check
 from .models import (
@@ -375,31 +376,24 @@ def familiarity_declare(
         Familiarity.objects.update_or_create(
             participant=participant, work=study_work.work, defaults={"seen": seen}
         )
-        scenes = list(
-            StudyScene.objects.select_for_update()
-            .filter(study_work=study_work, held_back=False)
-            .order_by("pk")
-        )
-        counts: dict[int, dict[bool, int]] = defaultdict(lambda: {True: 0, False: 0})
-        for row in (
-            SceneAssignment.objects.filter(
-                study_scene__in=scenes, participant__withdrawn_at__isnull=True
-            )
-            .values("study_scene", "seen")
-            .annotate(n=Count("pk"))
-        ):
-            counts[row["study_scene"]][row["seen"]] = row["n"]
-        given = [s for s in scenes if _has_room(study, counts[s.pk], seen)]
-        given.sort(key=lambda s: s.position)
-        SceneAssignment.objects.bulk_create(
-            SceneAssignment(
-                participant=participant,
-                session=session,
-                study_scene=scene,
-                position=position,
-                seen=seen,
-            )
-            for position, scene in enumerate(given)
+        # Lock, count per familiarity group, keep scenes with room, create: the shared
+        # routine of studies.assignment (DynToM validation uses it too).
+        given = items_assign_with_room(
+            items=StudyScene.objects.filter(study_work=study_work, held_back=False),
+            assignments=SceneAssignment.objects.filter(participant__withdrawn_at__isnull=True),
+            item_field="study_scene",
+            group_field="seen",
+            has_room=lambda scene, counts: _has_room(study, counts, seen),
+            build=lambda scenes: (
+                SceneAssignment(
+                    participant=participant,
+                    session=session,
+                    study_scene=scene,
+                    position=position,
+                    seen=seen,
+                )
+                for position, scene in enumerate(sorted(scenes, key=lambda s: s.position))
+            ),
         )
         if not given:
             WorkSession.objects.filter(pk=session.pk).update(finished_at=timezone.now())

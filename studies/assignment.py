@@ -1,0 +1,68 @@
+"""Hand out slots on shared items without ever overfilling one: one function, two users.
+
+The scene study (``studies.services.familiarity_declare``) and DynToM validation
+(``annotation.validation.validation_stage_take``) both give a person every item of a
+group that still has room for them. Doing that safely under concurrency takes the same
+four steps, kept here so there is one copy:
+
+1. lock the candidate item rows in primary-key order (every caller locks in the same
+   order, so two transactions cannot deadlock);
+2. count the live assignments per item, optionally split by one assignment field
+   (the rater's familiarity, the annotator), *after* the locks are held: on
+   PostgreSQL's READ COMMITTED each statement sees what committed before it, so a
+   transaction that waited for the locks counts the slots the first one took;
+3. keep the items the caller's ``has_room`` accepts;
+4. ``bulk_create`` the caller's assignment rows. Unique constraints on the assignment
+   tables stay the last line of defence.
+
+On SQLite write transactions are ``BEGIN IMMEDIATE`` (settings), which serialises them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
+
+from django.db import models, transaction
+from django.db.models import Count, QuerySet
+
+ItemT = TypeVar("ItemT", bound=models.Model)
+
+
+def items_assign_with_room(
+    *,
+    items: QuerySet[ItemT],
+    assignments: QuerySet,
+    item_field: str,
+    group_field: str | None = None,
+    has_room: Callable[[ItemT, Counter[Hashable]], bool],
+    build: Callable[[list[ItemT]], Iterable[models.Model]],
+) -> list[ItemT]:
+    """Lock ``items``, count ``assignments`` per item, create slots on those with room.
+
+    ``assignments`` is the queryset of live assignment rows (e.g. excluding withdrawn
+    raters); ``item_field`` is its foreign key to the item. ``has_room(item, counts)``
+    gets the item's counts keyed by ``group_field``'s value (``None`` when not split).
+    ``build(given)`` returns the unsaved assignment rows for the items with room, which
+    are created in one query. Returns the items given, in primary-key order. Must run
+    inside a transaction (the locks last until it ends).
+    """
+    if not transaction.get_connection(items.db).in_atomic_block:
+        raise RuntimeError("items_assign_with_room must run inside transaction.atomic()")
+    locked = list(items.select_for_update().order_by("pk"))
+    counts: dict[int, Counter[Hashable]] = defaultdict(Counter)
+    fields = [item_field] + ([group_field] if group_field else [])
+    rows = (
+        assignments.filter(**{f"{item_field}__in": locked})
+        .order_by()
+        .values(*fields)
+        .annotate(n=Count("pk"))
+    )
+    for row in rows:
+        counts[row[item_field]][row[group_field] if group_field else None] = row["n"]
+    given = [item for item in locked if has_room(item, counts[item.pk])]
+    new = list(build(given))
+    if new:
+        assignments.model.objects.bulk_create(new)
+    return given
