@@ -225,7 +225,9 @@ def validation_stage_take(
     when nothing in the batch has room for them.
     """
     rubrics = active_rubrics()
-    for _ in range(3):  # another annotator may fill the chosen stage first: try the next
+    # Others (or this annotator's other tab) may fill the chosen stage first; then the
+    # next query no longer finds it, so one try per stage is enough.
+    for _ in range(batch.stages.count()):
         open_object = (
             ValidationObject.objects.filter(batch=batch)
             .exclude(assignments__annotator=annotator)
