@@ -125,8 +125,8 @@ def test_three_samples_are_three_cached_calls(openai_backend, llm_server, dyntom
     # The cache rows hold each request as sent (written by the engine as JSON text).
     stored = CachedResponse.objects.order_by("request__sample_index").first().request
     assert stored["params"]["seed"] in (7, 8, 9) and stored["sample_index"] == 0
-    sent = {json.dumps(r["messages"]) for r in llm_server.requests}
-    assert json.dumps(stored["messages"]) in sent
+    sent = {json.dumps(r["messages"], sort_keys=True) for r in llm_server.requests}
+    assert json.dumps(stored["messages"], sort_keys=True) in sent
 
 
 def test_request_codec_keys_equal_chat_request_cache_keys():
