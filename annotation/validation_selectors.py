@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from benchmarks.importers.dyntom import parse_dialogue, parse_profiles, scenario_number
 
@@ -184,3 +184,63 @@ def batch_progress(batch: ValidationBatch) -> dict[str, int]:
 
 def accepted_sets(batch: ValidationBatch) -> QuerySet[AcceptedSet]:
     return AcceptedSet.objects.filter(batch=batch).order_by("-version")
+
+
+def annotator_assignment(
+    *, annotator: AbstractBaseUser, assignment_id: int
+) -> ValidationAssignment | None:
+    """The annotator's own slot, or ``None`` (another annotator's id is not found)."""
+    return ValidationAssignment.objects.filter(pk=assignment_id, annotator=annotator).first()
+
+
+def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Plain rows for the validation report (``reports.tables.validation``).
+
+    ``objects``: id, batch, kind, effective outcome ("" before any decision);
+    ``ratings``: every submitted score (object, kind, criterion, annotator, value);
+    ``accepted_sets``: the newest version of each batch's accepted set.
+    """
+    objects = ValidationObject.objects.all()
+    ratings = ValidationScore.objects.filter(assignment__submitted_at__isnull=False)
+    sets = AcceptedSet.objects.all()
+    if batch_ids is not None:
+        objects = objects.filter(batch_id__in=batch_ids)
+        ratings = ratings.filter(assignment__object__batch_id__in=batch_ids)
+        sets = sets.filter(batch_id__in=batch_ids)
+    latest: dict[int, dict[str, Any]] = {}
+    for s in sets.select_related("batch").order_by("batch_id", "-version"):
+        latest.setdefault(
+            s.batch_id,
+            {
+                "batch": s.batch.name,
+                "batch_id": s.batch_id,
+                "version": s.version,
+                "objects": len(s.object_ids),
+                "stages": len(s.stage_ids),
+                "rule_versions": s.rule_versions,
+                "created_at": s.created_at,
+            },
+        )
+    return {
+        "objects": [
+            {
+                "id": r["pk"],
+                "batch": r["batch_id"],
+                "kind": r["kind"],
+                "outcome": r["decision__override_outcome"] or r["decision__outcome"] or "",
+            }
+            for r in objects.order_by("pk").values(
+                "pk", "batch_id", "kind", "decision__outcome", "decision__override_outcome"
+            )
+        ],
+        "ratings": list(
+            ratings.order_by("assignment__object_id", "assignment_id").values(
+                "criterion",
+                "value",
+                object_id=F("assignment__object_id"),
+                kind=F("assignment__object__kind"),
+                annotator_id=F("assignment__annotator_id"),
+            )
+        ),
+        "accepted_sets": list(latest.values()),
+    }

@@ -2,7 +2,7 @@
 
 from django.urls import path, register_converter
 
-from . import views
+from . import validation_views, views
 
 
 class ImageFormat:
@@ -41,6 +41,23 @@ urlpatterns = [
         "jobs/<int:job_id>/tables/<slug:key>.csv",
         views.report_job_table_csv,
         name="job-table-csv",
+    ),
+    # Before the benchmark routes: "validation" would otherwise read as a benchmark.
+    path("validation/", validation_views.validation_report, name="validation"),
+    path(
+        "validation/export.<report_export:fmt>",
+        validation_views.validation_export,
+        name="validation-export",
+    ),
+    path(
+        "validation/tables/<slug:key>.csv",
+        validation_views.validation_table_csv,
+        name="validation-table-csv",
+    ),
+    path(
+        "validation/charts/<slug:key>.<report_image:fmt>",
+        validation_views.validation_chart,
+        name="validation-chart",
     ),
     path("<slug:benchmark>/", views.report_detail, name="report"),
     path("<slug:benchmark>/jobs/", views.report_job_create, name="job-create"),
