@@ -1,8 +1,12 @@
 """Admin: the generation pools are edited here; jobs and stages can be inspected."""
 
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from .models import (
+    AcceptedSet,
+    DecisionRule,
     EducationLevel,
     GeneratedStage,
     GenerationJob,
@@ -11,7 +15,18 @@ from .models import (
     LocationCategory,
     Occupation,
     PersonalityType,
+    Rubric,
     Surname,
+    ValidationBatch,
+    ValidationDecision,
+)
+from .rubrics import RubricError, criteria_validate, criterion_keys
+from .rules import RuleError, rule_spec_validate
+from .validation_services import (
+    active_rubrics,
+    active_rules,
+    decision_rule_revise,
+    rubric_revise,
 )
 
 
@@ -87,3 +102,103 @@ class GeneratedStageAdmin(admin.ModelAdmin):
     list_display = ("__str__", "location", "status", "work_key", "updated_at")
     list_filter = ("status",)
     readonly_fields = ("job", "index", "calls", "template_versions", "model", "work_key")
+
+
+# --- validation: rubrics and rules are versioned, so "save" writes a new version -------
+
+
+class RubricForm(forms.ModelForm):
+    class Meta:
+        model = Rubric
+        fields = ("kind", "criteria", "notes")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") and "criteria" in data:
+            try:
+                criteria_validate(data["criteria"])
+                # The kind's active rule must still name only criteria that exist.
+                rule_spec_validate(
+                    active_rules()[data["kind"]].spec, criterion_keys(data["criteria"])
+                )
+            except (RubricError, RuleError) as exc:
+                self.add_error("criteria", str(exc))
+        return data
+
+
+@admin.register(Rubric)
+class RubricAdmin(admin.ModelAdmin):
+    """Saving (a new one or an edit) creates the kind's next version; scores already
+    given keep the version they were given on."""
+
+    form = RubricForm
+    list_display = ("kind", "version", "notes", "created_by", "created_at")
+    list_filter = ("kind",)
+
+    def save_model(self, request: HttpRequest, obj: Rubric, form, change: bool) -> None:
+        new = rubric_revise(
+            kind=obj.kind, criteria=obj.criteria, notes=obj.notes, created_by=request.user
+        )
+        obj.pk, obj.version = new.pk, new.version
+
+
+class DecisionRuleForm(forms.ModelForm):
+    class Meta:
+        model = DecisionRule
+        fields = ("kind", "spec", "notes")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") and "spec" in data:
+            keys = criterion_keys(active_rubrics()[data["kind"]].criteria)
+            try:
+                rule_spec_validate(data["spec"], keys)
+            except RuleError as exc:
+                self.add_error("spec", str(exc))
+        return data
+
+
+@admin.register(DecisionRule)
+class DecisionRuleAdmin(admin.ModelAdmin):
+    """Saving creates the kind's next version and recomputes that kind's decisions."""
+
+    form = DecisionRuleForm
+    list_display = ("kind", "version", "notes", "created_by", "created_at")
+    list_filter = ("kind",)
+
+    def save_model(self, request: HttpRequest, obj: DecisionRule, form, change: bool) -> None:
+        new = decision_rule_revise(
+            kind=obj.kind, spec=obj.spec, notes=obj.notes, created_by=request.user
+        )
+        obj.pk, obj.version = new.pk, new.version
+
+
+@admin.register(ValidationBatch)
+class ValidationBatchAdmin(admin.ModelAdmin):
+    list_display = ("name", "k", "created_by", "created_at")
+    readonly_fields = ("kinds", "created_by")
+
+
+@admin.register(ValidationDecision)
+class ValidationDecisionAdmin(admin.ModelAdmin):
+    """Read-only: decisions are recomputed from scores; override on the batch page."""
+
+    list_display = ("object", "outcome", "override_outcome", "reason", "computed_at")
+    list_filter = ("outcome", "override_outcome")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(AcceptedSet)
+class AcceptedSetAdmin(admin.ModelAdmin):
+    list_display = ("batch", "version", "rule_versions", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from annotation.generation.prompts import active_generation_templates
 from annotation.models import (
     AcceptedSet,
+    DecisionRule,
     GeneratedStage,
     GenerationJob,
     Rubric,
@@ -285,3 +286,53 @@ def test_generated_stage_with_a_no_is_discarded(shared_data):
     assert gen.status == GeneratedStage.Status.DISCARDED
     assert gen.decision_reason == f"validation batch {batch.pk}: discarded: context"
     assert not Work.objects.filter(key__startswith="generated-").exists()
+
+
+def test_admin_edit_saves_a_new_rule_version_and_refuses_a_bad_one(client):
+    researcher = UserFactory(username="boss", role="researcher")
+    client.force_login(researcher)
+    validation_defaults_ensure()
+    v1 = DecisionRule.objects.get(kind="scenario", version=1)
+    url = f"/admin/annotation/decisionrule/{v1.pk}/change/"
+    spec = paper_rule("scenario")
+    spec["rules"][0]["when"]["stat"] = "median"
+    response = client.post(url, {"kind": "scenario", "spec": json.dumps(spec), "notes": "median"})
+    assert response.status_code == 302
+    v1.refresh_from_db()
+    assert v1.spec == paper_rule("scenario")  # the old version is untouched
+    v2 = DecisionRule.objects.get(kind="scenario", version=2)
+    assert v2.spec == spec and v2.created_by == researcher
+    spec["rules"][0]["when"]["criterion"] = "nonsense"
+    bad = client.post(url, {"kind": "scenario", "spec": json.dumps(spec), "notes": ""})
+    assert bad.status_code == 200 and b"&#x27;nonsense&#x27; is not a criterion" in bad.content
+    assert DecisionRule.objects.filter(kind="scenario").count() == 2
+    # A rubric edit through the admin is a new version as well.
+    r1 = Rubric.objects.get(kind="question", version=1)
+    criteria = DEFAULT_RUBRICS["question"]
+    response = client.post(
+        f"/admin/annotation/rubric/{r1.pk}/change/",
+        {"kind": "question", "criteria": json.dumps(criteria), "notes": "same, again"},
+    )
+    assert response.status_code == 302
+    assert list(Rubric.objects.filter(kind="question").values_list("version", flat=True)) == [2, 1]
+
+
+def test_questions_below_threshold_are_regenerated_not_the_stage(real_stages):
+    from reports.tables.validation import build_validation_report
+
+    batch = validation_batch_create(name="q", stages=real_stages[:1], kinds=["question"], k=1)
+    assert batch.validation_objects.count() == 71  # the stage's real question count
+    (ann,) = _annotators(1)
+    validation_stage_take(batch=batch, annotator=ann)
+    for slot in ValidationAssignment.objects.filter(annotator=ann).select_related("object"):
+        low = slot.object.ref == "type_d_why_3"
+        _score_all(slot, {"answerability": 3} if low else {})
+    decision = ValidationDecision.objects.get(object__ref="type_d_why_3")
+    assert (decision.outcome, decision.reason) == (
+        "regenerate",
+        "question type_d_why_3: mean answerability 3.0 < 4.0",
+    )
+    vstage = batch.stages.get()
+    assert (vstage.outcome, vstage.outcome_reason) == ("regenerate", "1 question(s) to regenerate")
+    rows = {r[0]: r[1:] for r in build_validation_report(n_resamples=10).table("retention").rows}
+    assert rows["question"] == [71, 71, 70, 98.59, None]
