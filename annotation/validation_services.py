@@ -62,22 +62,26 @@ class ValidationError(ValueError):
 # --- rubrics and rules (versioned) ----------------------------------------------------
 
 
+def _newest(model: type[Rubric] | type[DecisionRule]) -> dict[str, Any]:
+    # One query in the common case: the defaults are only written when a kind is missing.
+    for _ in range(2):
+        newest: dict[str, Any] = {}
+        for row in model.objects.order_by("kind", "-version"):
+            newest.setdefault(row.kind, row)
+        if set(KINDS) <= set(newest):
+            return newest
+        validation_defaults_ensure()
+    return newest
+
+
 def active_rubrics() -> dict[str, Rubric]:
     """Kind -> newest rubric version (defaults created if missing)."""
-    validation_defaults_ensure()
-    newest: dict[str, Rubric] = {}
-    for rubric in Rubric.objects.order_by("kind", "-version"):
-        newest.setdefault(rubric.kind, rubric)
-    return newest
+    return _newest(Rubric)
 
 
 def active_rules() -> dict[str, DecisionRule]:
     """Kind -> newest decision rule version (defaults created if missing)."""
-    validation_defaults_ensure()
-    newest: dict[str, DecisionRule] = {}
-    for rule in DecisionRule.objects.order_by("kind", "-version"):
-        newest.setdefault(rule.kind, rule)
-    return newest
+    return _newest(DecisionRule)
 
 
 @transaction.atomic
@@ -124,6 +128,16 @@ def decision_rule_revise(
         created_by=created_by,
     )
     validation_decisions_recompute(objects=ValidationObject.objects.filter(kind=kind))
+    # The accepted sets now rest on the new rule version, changed outcomes or not.
+    versions = {k: r.version for k, r in active_rules().items()}
+    for batch_id in (
+        ValidationObject.objects.filter(kind=kind)
+        .order_by()
+        .values_list("batch_id", flat=True)
+        .distinct()
+    ):
+        if AcceptedSet.objects.filter(batch_id=batch_id).exists():
+            accepted_set_snapshot(batch_id=batch_id, rule_versions=versions)
     return rule
 
 
@@ -393,6 +407,7 @@ def validation_decisions_recompute(*, objects: Iterable[ValidationObject] | None
     )
     scores = submitted_scores(o.pk for o in objs)
     existing = {d.object_id: d for d in ValidationDecision.objects.filter(object__in=objs)}
+    moved: set[int] = set()  # stages with an object whose outcome changed
     for obj in objs:
         rule = rules[obj.kind]
         n = submitted.get(obj.pk, 0)
@@ -410,6 +425,8 @@ def validation_decisions_recompute(*, objects: Iterable[ValidationObject] | None
             obj.k = n + decision.add_annotators
             ValidationObject.objects.filter(pk=obj.pk).update(k=obj.k)
         row = existing.get(obj.pk)
+        if (row.outcome if row else rules_lang.PENDING) != decision.outcome:
+            moved.add(obj.vstage_id)
         if row is None:
             ValidationDecision.objects.create(
                 object=obj, outcome=decision.outcome, reason=decision.reason, rule=rule, submitted=n
@@ -427,11 +444,14 @@ def validation_decisions_recompute(*, objects: Iterable[ValidationObject] | None
                 n,
             )
             row.save(update_fields=["outcome", "reason", "rule", "submitted", "computed_at"])
-    _stages_settle({o.vstage_id for o in objs})
+    # A stage's outcome depends only on its objects' outcomes: while they stay as they
+    # were (most submissions before the k-th), the stage and accepted set stay too.
+    if moved:
+        _stages_settle(moved, rules=rules)
     return len(objs)
 
 
-def _stages_settle(vstage_ids: set[int]) -> None:
+def _stages_settle(vstage_ids: set[int], *, rules: dict[str, DecisionRule] | None = None) -> None:
     """Each stage's outcome from its objects; generated stages handed on; new snapshots."""
     outcomes: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for vstage_id, kind, outcome, override in ValidationObject.objects.filter(
@@ -453,12 +473,15 @@ def _stages_settle(vstage_ids: set[int]) -> None:
             generated_stage_keep(stage=gen, reason=why)
         elif outcome == rules_lang.DISCARD:
             generated_stage_discard(stage=gen, reason=why)
+    rule_versions = {kind: rule.version for kind, rule in (rules or active_rules()).items()}
     for batch_id in sorted(batches):
-        accepted_set_snapshot(batch_id=batch_id)
+        accepted_set_snapshot(batch_id=batch_id, rule_versions=rule_versions)
 
 
 @transaction.atomic
-def accepted_set_snapshot(*, batch_id: int) -> AcceptedSet | None:
+def accepted_set_snapshot(
+    *, batch_id: int, rule_versions: dict[str, int] | None = None
+) -> AcceptedSet | None:
     """Record the batch's accepted objects and stages as a new version when they (or
     the rule versions) changed since the last one. The batch row is locked, so two
     submissions at once cannot both take the next number."""
@@ -475,7 +498,9 @@ def accepted_set_snapshot(*, batch_id: int) -> AcceptedSet | None:
             "pk", flat=True
         )
     )
-    rule_versions = {kind: rule.version for kind, rule in sorted(active_rules().items())}
+    if rule_versions is None:
+        rule_versions = {kind: rule.version for kind, rule in active_rules().items()}
+    rule_versions = dict(sorted(rule_versions.items()))
     last = AcceptedSet.objects.filter(batch_id=batch_id).order_by("-version").first()
     if last is None and not object_ids:
         return None

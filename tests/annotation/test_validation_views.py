@@ -317,3 +317,42 @@ def test_index_lists_progress(client, imported, annotator, researcher):
     assert page.status_code == 200 and b"0 of 2 objects scored" in page.content
     bad = client.post(reverse("annotation:validation"), {"name": "x", "k": 4, "kinds": ["context"]})
     assert bad.status_code == 403  # annotators do not create batches
+
+
+def test_query_counts_stay_flat(client, imported, researcher, django_assert_max_num_queries):
+    """The per-score path is one short transaction; the pages do not grow with objects."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(url: str) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return len(queries)
+
+    client.force_login(researcher)
+    batches = []
+    for keys in ("trial149", "trial149 trial210"):
+        client.post(
+            reverse("annotation:validation"),
+            {"name": keys, "k": 4, "kinds": ["context", "scenario", "question"], "work_keys": keys},
+        )
+        batches.append(ValidationBatch.objects.order_by("-pk").first())
+    ann = UserFactory(username="a", role="annotator")
+    client.force_login(ann)
+    for batch in batches:
+        client.post(reverse("annotation:validation-take", args=[batch.pk]))
+    slot = ValidationAssignment.objects.filter(annotator=ann, object__kind="context").first()
+    # session, user, roles; then lock the slot, upsert the score (savepoints included)
+    with django_assert_max_num_queries(12):
+        client.post(
+            reverse("annotation:validation-save", args=[slot.pk]),
+            {"score-profiles_realistic": "1"},
+            headers={"HX-Request": "true"},
+        )
+    small, big = (
+        count(reverse("annotation:validation-stage", args=[b.stages.first().pk])) for b in batches
+    )
+    assert small == big <= 9
+    client.force_login(researcher)
+    small, big = (count(reverse("annotation:validation-batch", args=[b.pk])) for b in batches)
+    assert small == big <= 10  # 77 vs 154 objects
