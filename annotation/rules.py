@@ -163,6 +163,11 @@ def _fmt(x: float) -> str:
     return text + "0" if text.endswith(".") else text
 
 
+def _count(x: float) -> str:
+    """Counts and yes/no scores read as whole numbers: 'scores <= 0', '>= 2'."""
+    return str(int(x)) if float(x).is_integer() else _fmt(x)
+
+
 def _check(
     cond: Mapping[str, Any], scores: Mapping[str, Sequence[float]], keys: Sequence[str]
 ) -> str | None:
@@ -185,12 +190,13 @@ def _check(
         if cond["stat"] == "count":
             passes = OPS[cond["score_op"]]
             stat = sum(1 for v in values if passes(v, cond["score"]))
-            label = f"{stat} score(s) {cond['score_op']} {_fmt(cond['score'])} on {key}"
+            label = f"{stat} score(s) {cond['score_op']} {_count(cond['score'])} on {key}"
         else:
             stat = STATS[cond["stat"]](values)
             label = f"{cond['stat']} {key} {_fmt(stat)}"
         if compare(stat, cond["value"]):
-            return f"{label} {cond['op']} {_fmt(cond['value'])}"
+            shown = _count(cond["value"]) if cond["stat"] == "count" else _fmt(cond["value"])
+            return f"{label} {cond['op']} {shown}"
     return None
 
 

@@ -64,7 +64,7 @@ def test_any_no_discards_profiles():
     one_no = {**yes, "relationship_realistic": [1, 1, 0, 1]}
     d = decide(paper_rule("context"), one_no, criterion_keys=keys, submitted=4, k=4)
     assert d.outcome == DISCARD
-    assert d.reason == "1 score(s) <= 0.0 on relationship_realistic >= 1.0"
+    assert d.reason == "1 score(s) <= 0 on relationship_realistic >= 1"
 
 
 def test_pending_until_k_have_submitted():
@@ -121,7 +121,7 @@ def test_median_count_and_undecided_with_a_fifth_annotator():
         submitted=4,
         k=4,
     )
-    assert d.outcome == REGENERATE and d.reason.startswith("2 score(s) <= 2.0 on answerability")
+    assert d.outcome == REGENERATE and d.reason.startswith("2 score(s) <= 2 on answerability")
     # mean 3.75: undecided, one more annotator; with the fifth score the next rule decides
     near = {"clarity": [5] * 4, "answerability": [4, 4, 3, 4]}
     d = decide(spec, near, criterion_keys=keys, submitted=4, k=4)

@@ -150,7 +150,7 @@ def test_four_annotators_decisions_retention_alpha_rule_change_and_override(clie
     ctx = _decision(batch, "trial149", "context")
     assert (ctx.outcome, ctx.reason) == (
         "discard",
-        "profiles and relationship: 1 score(s) <= 0.0 on relationship_realistic >= 1.0",
+        "profiles and relationship: 1 score(s) <= 0 on relationship_realistic >= 1",
     )
     traj = _decision(batch, "trial149", "trajectory")
     assert (traj.outcome, traj.reason) == (
