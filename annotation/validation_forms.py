@@ -10,9 +10,9 @@ from django import forms
 from benchmarks.models import Benchmark, DynToMStage
 from config.request_params import BadNumber, parse_number
 
-from .models import GeneratedStage
 from .rubrics import KIND_LABELS, KINDS
 from .rules import OUTCOMES
+from .validation_selectors import waiting_generated_stages
 from .validation_services import ValidationError
 
 # Radio buttons are named "score-<criterion key>", apart from the comment and CSRF token.
@@ -47,7 +47,9 @@ class BatchCreateForm(forms.Form):
         help_text="Work keys (e.g. trial149), separated by spaces, commas or new lines.",
     )
     include_generated = forms.BooleanField(
-        required=False, initial=True, label="Every generated stage awaiting validation"
+        required=False,
+        initial=True,
+        label="Every generated stage awaiting validation that is in no batch yet",
     )
 
     def clean_work_keys(self) -> list[str]:
@@ -64,11 +66,7 @@ class BatchCreateForm(forms.Form):
 
     def service_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
-        generated = (
-            list(GeneratedStage.objects.filter(status=GeneratedStage.Status.AWAITING_VALIDATION))
-            if data["include_generated"]
-            else []
-        )
+        generated = list(waiting_generated_stages()) if data["include_generated"] else []
         return {
             "name": data["name"],
             "k": data["k"],

@@ -16,6 +16,7 @@ from benchmarks.importers.dyntom import parse_dialogue, parse_profiles, scenario
 
 from .models import (
     AcceptedSet,
+    GeneratedStage,
     ValidationAssignment,
     ValidationBatch,
     ValidationObject,
@@ -244,3 +245,10 @@ def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[dict[st
         ),
         "accepted_sets": list(latest.values()),
     }
+
+
+def waiting_generated_stages() -> QuerySet[GeneratedStage]:
+    """Generated stages awaiting validation that no batch holds yet."""
+    return GeneratedStage.objects.filter(status=GeneratedStage.Status.AWAITING_VALIDATION).exclude(
+        pk__in=ValidationStage.objects.filter(generated__isnull=False).values("generated")
+    )

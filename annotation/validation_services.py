@@ -220,6 +220,8 @@ def validation_batch_create(
             label=f"generated job {gen.job_id} stage {gen.index}",
         )
         add(vstage, list(range(1, gen.scenario_count + 1)), list(gen.questions))
+    if not position:
+        raise ValidationError("no stage to validate: name imported stages or generated ones")
     ValidationObject.objects.bulk_create(objects)
     return batch
 

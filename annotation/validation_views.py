@@ -78,6 +78,7 @@ def validation_index(request: HttpRequest) -> HttpResponse:
         "total": sum(r["total"] for r in queue),
         "researcher": researcher,
         "form": form,
+        "waiting_generated": selectors.waiting_generated_stages().count() if researcher else 0,
     }
     status = 400 if request.method == "POST" else 200
     return render(request, "annotation/validation_index.html", context, status=status)

@@ -17,6 +17,7 @@ from annotation.models import (
     GenerationJob,
     Rubric,
     ValidationAssignment,
+    ValidationBatch,
     ValidationDecision,
     ValidationScore,
 )
@@ -336,3 +337,21 @@ def test_questions_below_threshold_are_regenerated_not_the_stage(real_stages):
     assert (vstage.outcome, vstage.outcome_reason) == ("regenerate", "1 question(s) to regenerate")
     rows = {r[0]: r[1:] for r in build_validation_report(n_resamples=10).table("retention").rows}
     assert rows["question"] == [71, 71, 70, 98.59, None]
+
+
+def test_generated_stages_awaiting_are_offered_once_on_the_page(client, shared_data):
+    from django.urls import reverse
+
+    gen = _generated_from(shared_data, "trial263")
+    client.force_login(UserFactory(username="boss", role="researcher"))
+    page = client.get(reverse("annotation:validation"))
+    assert b"1 generated stage awaits validation in no batch yet" in page.content
+    form = {"name": "gen", "k": 4, "kinds": ["context"], "include_generated": "on"}
+    assert client.post(reverse("annotation:validation"), form).status_code == 302
+    batch = ValidationBatch.objects.get()
+    assert list(batch.stages.values_list("generated_id", flat=True)) == [gen.pk]
+    assert b"waiting-generated" not in client.get(reverse("annotation:validation")).content
+    # A second batch does not take the same stage again: nothing is left to validate.
+    empty = client.post(reverse("annotation:validation"), {**form, "name": "again"})
+    assert empty.status_code == 400 and b"no stage to validate" in empty.content
+    assert not ValidationBatch.objects.filter(name="again").exists()
