@@ -111,3 +111,33 @@ def test_annotator_scores_a_stage_with_the_keyboard(
     decision = ValidationDecision.objects.get(object=trajectory_slot.object)
     assert decision.outcome == "keep"  # k = 1, every mean >= 4.0
     assert not violations, violations
+
+
+def test_researcher_sees_decisions_overrides_and_the_report(
+    live_server, page, screenshot, researcher, annotator, batch
+):
+    from annotation.validation_services import validation_stage_take, validation_submit
+
+    validation_stage_take(batch=batch, annotator=annotator)
+    for slot in ValidationAssignment.objects.filter(annotator=annotator).select_related("rubric"):
+        values = {c["key"]: (1 if c["scale"] == "yes_no" else 3) for c in slot.rubric.criteria}
+        validation_submit(assignment_id=slot.pk, annotator=annotator, values=values)
+    base = live_server.url
+    page.goto(f"{base}/accounts/login/")
+    page.get_by_label("Username").fill("res")
+    page.get_by_label("Password").fill("pw-res-123!")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/")
+    page.goto(f"{base}/annotation/validation/{batch.pk}/")
+    row = page.locator("tr", has_text="mental-state trajectory").last
+    expect(row).to_contain_text("mean coherence 3.0 < 4.0")
+    row.get_by_label("Outcome").select_option("keep")
+    row.get_by_label("Reason").fill("a single annotator was too strict")
+    row.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("overridden from discard by res: a single annotator")).to_be_visible()
+    screenshot("validation-batch-researcher")
+    page.goto(f"{base}/reports/validation/")
+    expect(page.get_by_role("heading", name="Retention per step")).to_be_visible()
+    expect(page.locator("#table-retention")).to_contain_text("85.4")
+    expect(page.locator("#table-retention img")).to_be_visible()
+    screenshot("validation-report")
