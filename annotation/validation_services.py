@@ -240,6 +240,8 @@ def validation_stage_take(
     concurrent annotators never overfill an object and nobody gets one twice. ``None``
     when nothing in the batch has room for them.
     """
+    # Not one atomic block: each try takes its own locks and commits, so a try that
+    # found its stage filled retries on the next with fresh counts.
     rubrics = active_rubrics()
     # Others (or this annotator's other tab) may fill the chosen stage first; then the
     # next query no longer finds it, so one try per stage is enough.
