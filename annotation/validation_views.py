@@ -18,7 +18,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -173,7 +173,7 @@ def score_save(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except services.ValidationError as exc:
         if request.htmx:
             return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
-        raise Http404(str(exc)) from None
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     if request.htmx:
         return render(request, SAVE_STATUS, {"saved": True})
     return redirect("annotation:validation")

@@ -277,6 +277,9 @@ def test_annotators_see_only_their_own_scores_and_slots(client, imported, resear
     assert ValidationScore.objects.get(assignment=slot_a).value == 2
     bad = client.post(save, {"score-coherence": "7"}, headers={"HX-Request": "true"})
     assert bad.status_code == 422 and b"not on its scale" in bad.content
+    # Without htmx (no JavaScript) a malformed value is a plain 400 naming the field.
+    plain = client.post(save, {"score-coherence": "x"})
+    assert plain.status_code == 400 and b"score-coherence" in plain.content
     # Resumable: the page after a reload shows the saved score checked.
     page = client.get(vstage_url)
     assert page.context["criteria"][0]["value"] == 2
