@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, F, Q
@@ -32,6 +33,7 @@ from .models import (
     AcceptedSet,
     DecisionRule,
     GeneratedStage,
+    GenerationJob,
     Rubric,
     ValidationAssignment,
     ValidationBatch,
@@ -53,6 +55,7 @@ from .rubrics import (
     validation_defaults_ensure,
 )
 from .services import generated_stage_discard, generated_stage_keep
+from .validation_selectors import waiting_generated_stages
 
 
 class ValidationError(ValueError):
@@ -224,6 +227,24 @@ def validation_batch_create(
         raise ValidationError("no stage to validate: name imported stages or generated ones")
     ValidationObject.objects.bulk_create(objects)
     return batch
+
+
+def validation_batch_for_job(*, job_id: int) -> ValidationBatch | None:
+    """Put a generation job's finished stages into validation: one batch per job.
+
+    Called when a job's task ends, so generated stages reach annotators by themselves
+    (paper section 3.1: every generated stage is validated before it is kept). Stages a
+    batch already holds are left where they are; ``None`` when nothing is waiting.
+    """
+    waiting = list(waiting_generated_stages().filter(job_id=job_id).order_by("index"))
+    if not waiting:
+        return None
+    return validation_batch_create(
+        name=f"Generation job {job_id}",
+        generated=waiting,
+        k=settings.TOMLAB_VALIDATION_K,
+        created_by=GenerationJob.objects.get(pk=job_id).created_by,
+    )
 
 
 # --- assignment -----------------------------------------------------------------------

@@ -279,6 +279,8 @@ TOMLAB_IMPORT_MAX_FIELD_BYTES = env.int("TOMLAB_IMPORT_MAX_FIELD_BYTES", default
 # DynToM generation: replies per step (the first and its retries, each carrying the
 # validation error) before a stage is marked "needs attention" (annotation/services.py).
 TOMLAB_GENERATION_MAX_ATTEMPTS = env.int("TOMLAB_GENERATION_MAX_ATTEMPTS", default=3)
+# Annotators per object in the validation batch a generation job queues by itself.
+TOMLAB_VALIDATION_K = env.int("TOMLAB_VALIDATION_K", default=4)
 
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from annotation.models import GenerationJob
+from annotation.models import GenerationJob, ValidationBatch
 from annotation.services import generated_stage_keep, generation_job_create
+from annotation.validation_selectors import waiting_generated_stages
 from benchmarks.models import DynToMQuestion
 from modeling.models import Run
 from tests.celery_worker import purge_queues, start_worker, stop_worker
@@ -65,6 +66,12 @@ def test_worker_generates_with_live_progress_and_a_retried_reply(
     assert [c["valid"] for c in stages[0].calls if c["step"] == "trajectory"] == [False, True]
     run = Run.objects.get(pk=job.run_id)
     assert (run.status, run.done_calls, run.error_calls) == ("succeeded", 7, 0)
+
+    # The task queued both finished stages for validation by itself, k = 4 per object.
+    batch = ValidationBatch.objects.get(name=f"Generation job {job.pk}")
+    assert batch.k == 4
+    assert sorted(batch.stages.values_list("generated__index", flat=True)) == [1, 2]
+    assert not waiting_generated_stages().exists()
 
     work = generated_stage_keep(stage=stages[1], reason="kept in the worker test")
     assert DynToMQuestion.objects.filter(stage__work=work).count() == 56
