@@ -96,6 +96,7 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
+                "accounts.context_processors.roles",
                 "django.contrib.messages.context_processors.messages",
             ],
         },

@@ -310,3 +310,21 @@ def test_no_fixture_copies_a_long_run_of_the_real_data(shared_data):
     }
 
     assert not copied, f"{len(copied)} shared {WINDOW}-word run(s), e.g. {sorted(copied)[:3]}"
+
+
+def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client):
+    from annotation.models import Location, ValidationBatch
+
+    out = run_demo()
+
+    batch = ValidationBatch.objects.get(name=load_demo.DEMO_VALIDATION_BATCH)
+    assert list(batch.stages.values_list("stage__work__key", flat=True)) == ["trial_demo1"]
+    assert batch.k == 4
+    assert "Demo validation batch" in out
+    # The generator's pools come from ../shared/data beside the checkout (261 + 2).
+    assert Location.objects.count() == 263
+    assert client.login(username="annotator", password=LOGINS["annotator"])
+    response = client.post(f"/annotation/validation/{batch.pk}/take/")
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert "Hana Okafor" in page  # the whole stage is on the scoring screen

@@ -112,3 +112,21 @@ def test_home_shows_researchers_the_item_bank_counts(client):
     assert rows["DynToM"]["works"] == 3
     assert rows["DynToM"]["questions"] == 3
     assert "<td>DynToM</td><td>3</td><td>0</td><td>0</td><td>0</td><td>3</td>" in html
+
+
+@pytest.mark.parametrize(
+    ("role", "sees_validation"), [(ANNOTATOR, True), (RESEARCHER, True), (RATER, False)]
+)
+def test_the_validation_queue_is_linked_for_annotators_and_researchers_only(
+    client, role, sees_validation
+):
+    roles_ensure()
+    user = UserFactory()
+    user.groups.add(Group.objects.get(name=role))
+    client.force_login(user)
+
+    page = client.get(reverse("home")).content.decode()
+
+    link = f'href="{reverse("annotation:validation")}"'
+    assert (page.count(link) >= 2) is sees_validation  # navigation and home page
+    assert (link in page) is sees_validation

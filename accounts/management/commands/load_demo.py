@@ -42,6 +42,7 @@ DEMO_SOURCES = (
 )
 
 DEMO_STUDY = "Demo: who is speaking?"
+DEMO_VALIDATION_BATCH = "Demo: validate the DynToM stage"
 
 # scripts/run_embedded.py prints these logins; change both together.
 DEMO_USERS = (
@@ -67,6 +68,7 @@ class Command(BaseCommand):
             reports = [self._import(source) for source in DEMO_SOURCES]
             user_lines = self._ensure_users(reset=options["reset_passwords"])
             study_lines = self._ensure_study()
+            annotation_lines = self._ensure_annotation()
         created = sum(sum(r.created.values()) for r in reports)
         unchanged = sum(sum(r.unchanged.values()) for r in reports)
         updated = sum(sum(r.updated.values()) for r in reports)
@@ -75,6 +77,8 @@ class Command(BaseCommand):
         for line in user_lines:
             self.stdout.write(f"  {line}")
         for line in study_lines:
+            self.stdout.write(line)
+        for line in annotation_lines:
             self.stdout.write(line)
 
     def _ensure_study(self) -> list[str]:
@@ -109,6 +113,35 @@ class Command(BaseCommand):
         if participant is not None:
             lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
         lines.append(f"  logged-in raters: {reverse('rater:join', args=[study.pk])}")
+        return lines
+
+    def _ensure_annotation(self) -> list[str]:
+        """A validation batch over the demo DynToM stage, and the generator's pools.
+
+        The pools are read from the shared data beside the checkout when it is there
+        (they are the DynToM authors' files, never copied into the repo).
+        """
+        from annotation.models import ValidationBatch
+        from annotation.pools import pools_load
+        from annotation.validation_services import validation_batch_create
+        from benchmarks.models import DynToMStage
+
+        lines = []
+        batch = ValidationBatch.objects.filter(name=DEMO_VALIDATION_BATCH).first()
+        stages = list(DynToMStage.objects.filter(work__key__startswith="trial_demo"))
+        if batch is None and stages:
+            batch = validation_batch_create(name=DEMO_VALIDATION_BATCH, stages=stages, k=4)
+        if batch is not None:
+            lines.append(f"Demo validation batch: {batch.name} (/annotation/validation/)")
+        pools = Path(settings.TOMLAB_SHARED_DATA) / "dyntom-pools"
+        if pools.is_dir():
+            report = pools_load(directory=pools)
+            lines.append(f"DynToM generation pools: {pools} ({report.created_count} created)")
+        else:
+            lines.append(
+                f"DynToM generation pools not found at {pools}: "
+                "run manage.py load_dyntom_pools DIR before generating stages"
+            )
         return lines
 
     def _import(self, source: DemoSource) -> ImportReport:
