@@ -789,3 +789,18 @@ def test_migration_turns_old_rounds_into_turns_and_back() -> None:
     old.refresh_from_db()
     assert old.dialogue == [{"Al": "Hi!", "Beth": "Hello."}, {"Al": "Tea?"}]
     assert old.extra == {"unknown": {"t": 1}}
+
+
+def test_several_paths_import_all_or_nothing(shared_data, tmp_path):
+    good = tmp_path / "good" / "trial50"
+    broken = tmp_path / "broken" / "trial149"
+    shutil.copytree(shared_data / "dyntom" / "trial50", good)
+    shutil.copytree(shared_data / "dyntom" / "trial149", broken)
+    (broken / "story.json").write_text("{not json", encoding="utf-8")
+    out = StringIO()
+
+    with pytest.raises(CommandError, match="nothing was written.*trial149"):
+        call_command("import_benchmark", "dyntom", str(good), str(broken), stdout=out)
+
+    assert Work.objects.count() == 0  # the first, valid path was rolled back too
+    assert "imported" not in out.getvalue()

@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from tqdm import tqdm
 
 from benchmarks.importers import ImportDataError, importer_formats
@@ -45,21 +46,27 @@ class Command(BaseCommand):
                 job = import_job_create(format_name=fmt, path=path, split=options["split"])
                 self.stdout.write(f"queued import job {job.pk}: {fmt} {path}")
             return
-        for path in options["paths"]:
-            bar = tqdm(desc=f"{fmt} {path}", unit="rec", disable=not show_bar, file=self.stderr)
-            try:
-                if screenplay:
-                    report = screenplay_import(
-                        path=path, split=options["split"], progress=bar.update, **screenplay
-                    )
-                else:
-                    report = benchmark_import(
-                        format_name=fmt, path=path, split=options["split"], progress=bar.update
-                    )
-            except ImportDataError as exc:
-                bar.close()
-                raise CommandError(f"import failed, nothing was written: {exc}") from None
-            bar.close()
+        reports = []
+        # Several PATHs import all or nothing, as the files of one PATH do: a broken
+        # second path must not leave the first one imported.
+        with transaction.atomic():
+            for path in options["paths"]:
+                bar = tqdm(desc=f"{fmt} {path}", unit="rec", disable=not show_bar, file=self.stderr)
+                try:
+                    if screenplay:
+                        report = screenplay_import(
+                            path=path, split=options["split"], progress=bar.update, **screenplay
+                        )
+                    else:
+                        report = benchmark_import(
+                            format_name=fmt, path=path, split=options["split"], progress=bar.update
+                        )
+                except ImportDataError as exc:
+                    raise CommandError(f"import failed, nothing was written: {exc}") from None
+                finally:
+                    bar.close()
+                reports.append((path, report))
+        for path, report in reports:
             for warning in report.warnings:
                 self.stderr.write(self.style.WARNING(f"warning: {warning}"))
             self.stdout.write(f"imported {fmt} from {path}")
