@@ -799,7 +799,7 @@ def test_several_paths_import_all_or_nothing(shared_data, tmp_path):
     (broken / "story.json").write_text("{not json", encoding="utf-8")
     out = StringIO()
 
-    with pytest.raises(CommandError, match="nothing was written.*trial149"):
+    with pytest.raises(CommandError, match=r"nothing was written.*trial149"):
         call_command("import_benchmark", "dyntom", str(good), str(broken), stdout=out)
 
     assert Work.objects.count() == 0  # the first, valid path was rolled back too
