@@ -298,13 +298,11 @@ class ValidationKind(models.TextChoices):
     QUESTION = "question", "question"
 
 
-class Rubric(models.Model):
-    """What annotators score one kind of object on: criteria with scale and labels."""
+class KindVersioned(models.Model):
+    """A record edited by saving a new version per kind; old versions stay for old work."""
 
     kind = models.CharField(max_length=20, choices=ValidationKind.choices)
     version = models.PositiveIntegerField()
-    # [{"key", "label", "help", "scale": "yes_no"|"likert5", "labels": {"1": …}}]
-    criteria = models.JSONField()
     notes = models.TextField(blank=True, default="")
     created_by = models.ForeignKey(
         "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -312,7 +310,17 @@ class Rubric(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        abstract = True
         ordering = ["kind", "-version"]
+
+
+class Rubric(KindVersioned):
+    """What annotators score one kind of object on: criteria with scale and labels."""
+
+    # [{"key", "label", "help", "scale": "yes_no"|"likert5", "labels": {"1": …}}]
+    criteria = models.JSONField()
+
+    class Meta(KindVersioned.Meta):
         constraints = [
             models.UniqueConstraint(fields=["kind", "version"], name="rubric_kind_version")
         ]
@@ -321,20 +329,12 @@ class Rubric(models.Model):
         return f"{self.kind} rubric v{self.version}"
 
 
-class DecisionRule(models.Model):
+class DecisionRule(KindVersioned):
     """The keep/discard rule set of one kind, in the JSON language of annotation.rules."""
 
-    kind = models.CharField(max_length=20, choices=ValidationKind.choices)
-    version = models.PositiveIntegerField()
     spec = models.JSONField()
-    notes = models.TextField(blank=True, default="")
-    created_by = models.ForeignKey(
-        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
-        ordering = ["kind", "-version"]
+    class Meta(KindVersioned.Meta):
         constraints = [
             models.UniqueConstraint(fields=["kind", "version"], name="decision_rule_kind_version")
         ]
