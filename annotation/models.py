@@ -532,3 +532,25 @@ class AcceptedSet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.batch} accepted set v{self.version}"
+
+
+# CharToM-QA construction and expert judgement live in their own module.
+from .chartom_models import (  # noqa: E402, F401
+    AnnotationTask,
+    BookText,
+    Construction,
+    FieldChange,
+    JudgementSample,
+    NoteBatch,
+    NoteCheckLabel,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationItem,
+    QualificationSet,
+    QuestionCandidate,
+    QuestionChoice,
+    ReaderNote,
+    Stage,
+    TaskAssignment,
+    TaskKind,
+)

@@ -1,12 +1,14 @@
 """Annotation pages, mounted at /annotation/ by config/urls.py."""
 
-from django.urls import path
+from django.urls import include, path
 
 from . import validation_views, views
 
 app_name = "annotation"
 
 urlpatterns = [
+    path("chartom/", include("annotation.chartom.urls_review")),
+    path("chartom/", include("annotation.chartom.urls_checks")),
     path("generation/", views.generation_index, name="generation"),
     path("generation/<int:job_id>/", views.generation_job, name="generation-job"),
     path("validation/", validation_views.validation_index, name="validation"),

@@ -283,5 +283,16 @@ TOMLAB_GENERATION_MAX_ATTEMPTS = env.int("TOMLAB_GENERATION_MAX_ATTEMPTS", defau
 # Annotators per object in the validation batch a generation job queues by itself.
 TOMLAB_VALIDATION_K = env.int("TOMLAB_VALIDATION_K", default=4)
 
+# CharToM-QA construction (annotation/chartom): a human task not submitted within this
+# many seconds goes back to its queue.
+TOMLAB_ANNOTATION_TASK_TIMEOUT_S = env.int("TOMLAB_ANNOTATION_TASK_TIMEOUT_S", default=1800)
+# Tokenizer the 1k/2k plot windows are counted in: "words" (the default: words and
+# punctuation marks, no download) or the path of a local tokenizer.json / tokenizer
+# directory (e.g. GPT-2's) read with the `tokenizers` library.
+TOMLAB_PLOT_TOKENIZER = env.str("TOMLAB_PLOT_TOKENIZER", default="words")
+# Local model directory for BERTScore (nothing is downloaded); empty = not computed.
+TOMLAB_BERTSCORE_MODEL = env.str("TOMLAB_BERTSCORE_MODEL", default="")
+TOMLAB_BERTSCORE_LAYERS = env.int("TOMLAB_BERTSCORE_LAYERS", default=0)  # 0 = last layer
+
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

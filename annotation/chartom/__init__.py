@@ -1,0 +1,1 @@
+"""CharToM-QA construction (paper section 4, Appendices E-J): see ``workflow`` first."""
