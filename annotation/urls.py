@@ -9,6 +9,7 @@ app_name = "annotation"
 urlpatterns = [
     path("chartom/", include("annotation.chartom.urls_review")),
     path("chartom/", include("annotation.chartom.urls_checks")),
+    path("chartom/", include("annotation.chartom.urls_board")),
     path("generation/", views.generation_index, name="generation"),
     path("generation/<int:job_id>/", views.generation_job, name="generation-job"),
     path("validation/", validation_views.validation_index, name="validation"),
