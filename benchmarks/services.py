@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -10,7 +11,8 @@ from django.utils import timezone
 from .exporters import get_exporter
 from .importers import ImportDataError, ImportReport, get_importer
 from .importers.base import ProgressCallback
-from .models import ImportJob, Work
+from .importers.chartom_qa import record_parse
+from .models import Benchmark, Character, ImportJob, QAItem, Work
 
 
 def benchmark_import(
@@ -93,6 +95,70 @@ def import_job_run(*, job_id: int) -> str:
         finished_at=timezone.now(),
     )
     return "succeeded"
+
+
+# -- publishing from the construction workflow ------------------------------------------
+
+
+PUBLISH_SOURCE = "published"
+
+
+@transaction.atomic
+def qa_item_publish(record: dict[str, Any]) -> QAItem:
+    """Add one CharToM-QA record (the JSONL format's fields) to the item bank.
+
+    The record is checked by the importer's own rules
+    (:func:`benchmarks.importers.chartom_qa.record_parse`), so what is published
+    exports and imports back unchanged. The book's work and the target character are
+    made when missing (a work made here has no split; an existing one is left as it
+    is); the item goes after the book's last one. Publishing a record again returns the
+    stored item; a different record with the same book, character and question is
+    refused, naming ``question``. Raises :class:`ImportDataError` on bad input.
+    """
+    label = f"{record.get('book_name')!r} / {record.get('target_character')!r}"
+    report = ImportReport()
+    item = record_parse(record, path=PUBLISH_SOURCE, record=label, report=report)
+    work, _ = Work.objects.get_or_create(
+        benchmark=Benchmark.CHARTOM_QA,
+        key=item.book_name,
+        defaults={"title": item.book_name, "kind": Work.Kind.BOOK, "source": PUBLISH_SOURCE},
+    )
+    # The work row is the lock that orders concurrent publishes into one book, so two
+    # items never take the same position.
+    work = Work.objects.select_for_update().get(pk=work.pk)
+    character = None
+    if item.target_character:
+        character = Character.objects.filter(work=work, name=item.target_character).first()
+        if character is None:
+            character = Character.objects.create(
+                work=work,
+                name=item.target_character,
+                position=Character.objects.filter(work=work).count(),
+                is_main=True,
+            )
+    row = dict(item.row)
+    existing = QAItem.objects.filter(natural_key=row["natural_key"]).first()
+    if existing is not None:
+        same = existing.work_id == work.pk and existing.character_id == (
+            character.pk if character else None
+        )
+        same = same and all(getattr(existing, name) == value for name, value in row.items())
+        if not same:
+            raise ImportDataError(
+                f"the item bank already has a different item (#{existing.pk}) with this "
+                "book, character and question",
+                path=PUBLISH_SOURCE,
+                record=label,
+                field="question",
+            )
+        return existing
+    last = QAItem.objects.filter(work=work).order_by("-position").first()
+    return QAItem.objects.create(
+        work=work,
+        character=character,
+        position=last.position + 1 if last else 0,
+        **row,
+    )
 
 
 # -- character aliases and gender, edited by researchers (studies' leak check, names) ---

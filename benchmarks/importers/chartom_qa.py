@@ -61,6 +61,86 @@ class ParsedItem:
     row: dict[str, Any]
 
 
+def record_parse(data: Any, *, path: Path | str, record: str, report: ImportReport) -> ParsedItem:
+    """Validate one CharToM-QA record (a parsed JSON line, or a record being published).
+
+    The one copy of the format's rules: the JSONL importer and
+    :func:`benchmarks.services.qa_item_publish` both call it. Raises
+    :class:`ImportDataError` naming ``path``, ``record`` and the field. The returned
+    row has no ``position``: that depends on where the record lands.
+    """
+
+    def fail(message: str, field: str | None = None) -> NoReturn:
+        raise ImportDataError(message, path=path, record=record, field=field)
+
+    def text(name: str, *, nullable: bool = False, max_length: int | None = None) -> Any:
+        value = data.get(name)
+        if value is None and nullable:
+            return None
+        if name not in data:
+            fail("missing", name)
+        if not isinstance(value, str) or not value.strip():
+            fail("expected a non-empty string", name)
+        if max_length and len(value) > max_length:
+            fail(f"longer than {max_length} characters", name)
+        return value
+
+    def strings(name: str) -> list[str]:
+        value = data.get(name)
+        if name not in data:
+            fail("missing", name)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            fail("expected a list of strings", name)
+        return value
+
+    if not isinstance(data, dict):
+        fail(f"expected a JSON object, got {type(data).__name__}")
+    # Every field, known or not, before any is used: the error names this record.
+    for name, value in data.items():
+        field_size_check(value, path=path, record=record, field=name)
+    book = text("book_name", max_length=KEY_MAX)
+    dimension = text("tom_dimension").strip().lower()
+    if dimension not in ToMDimension.values:
+        fail(
+            f"{data['tom_dimension']!r} is not one of {', '.join(ToMDimension.values)}",
+            "tom_dimension",
+        )
+    # Present means named: a null target would not survive the export unchanged.
+    target = text("target_character", max_length=NAME_MAX) if "target_character" in data else None
+    contexts = {}
+    for name in CONTEXT_FIELDS:
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            fail("expected a string or null", name)
+        contexts[name] = value
+    choices = strings("misleading_choices")
+    if len(choices) != MISLEADING_CHOICES:
+        fail(f"expected {MISLEADING_CHOICES} choices, got {len(choices)}", "misleading_choices")
+    directness = data.get("directness")
+    if directness is not None:
+        if not isinstance(directness, str) or (
+            directness.strip().lower() not in QAItem.Directness.values
+        ):
+            fail(f"{directness!r} is not one of direct, indirect", "directness")
+        directness = directness.strip().lower()
+    question = text("question")
+    return ParsedItem(
+        book_name=book,
+        target_character=target,
+        row={
+            "natural_key": natural_key(book, target, question),
+            "dimension": dimension,
+            **contexts,
+            "question": question,
+            "answer": text("answer"),
+            "bonus_points": strings("bonus_points"),
+            "misleading_choices": choices,
+            "directness": directness,
+            "extra": report_unknown_fields(report, data, KNOWN_FIELDS, path=path, record=record),
+        },
+    )
+
+
 class CharToMQAImporter(BenchmarkImporter):
     """Import a CharToM-QA JSONL file; ``split`` is recorded on the books' works."""
 
@@ -106,87 +186,17 @@ class CharToMQAImporter(BenchmarkImporter):
         self, path: Path, number: int, raw: str, positions: dict[str, int]
     ) -> ParsedItem:
         record = f"line {number}"
-
-        def fail(message: str, field: str | None = None) -> NoReturn:
-            raise ImportDataError(message, path=path, record=record, field=field)
-
-        def text(name: str, *, nullable: bool = False, max_length: int | None = None) -> Any:
-            value = data.get(name)
-            if value is None and nullable:
-                return None
-            if name not in data:
-                fail("missing", name)
-            if not isinstance(value, str) or not value.strip():
-                fail("expected a non-empty string", name)
-            if max_length and len(value) > max_length:
-                fail(f"longer than {max_length} characters", name)
-            return value
-
-        def strings(name: str) -> list[str]:
-            value = data.get(name)
-            if name not in data:
-                fail("missing", name)
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                fail("expected a list of strings", name)
-            return value
-
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
-            fail(f"malformed JSON: {exc.msg} (column {exc.colno})")
-        if not isinstance(data, dict):
-            fail(f"expected a JSON object, got {type(data).__name__}")
-        # Every field, known or not, before any is used: the error names this line.
-        for name, value in data.items():
-            field_size_check(value, path=path, record=record, field=name)
-        book = text("book_name", max_length=KEY_MAX)
-        dimension = text("tom_dimension").strip().lower()
-        if dimension not in ToMDimension.values:
-            fail(
-                f"{data['tom_dimension']!r} is not one of {', '.join(ToMDimension.values)}",
-                "tom_dimension",
-            )
-        # Present means named: a null target would not survive the export unchanged.
-        target = (
-            text("target_character", max_length=NAME_MAX) if "target_character" in data else None
-        )
-        contexts = {}
-        for name in CONTEXT_FIELDS:
-            value = data.get(name)
-            if value is not None and not isinstance(value, str):
-                fail("expected a string or null", name)
-            contexts[name] = value
-        choices = strings("misleading_choices")
-        if len(choices) != MISLEADING_CHOICES:
-            fail(f"expected {MISLEADING_CHOICES} choices, got {len(choices)}", "misleading_choices")
-        directness = data.get("directness")
-        if directness is not None:
-            if not isinstance(directness, str) or (
-                directness.strip().lower() not in QAItem.Directness.values
-            ):
-                fail(f"{directness!r} is not one of direct, indirect", "directness")
-            directness = directness.strip().lower()
-        question = text("question")
-        position = positions.get(book, 0)
-        positions[book] = position + 1
-        return ParsedItem(
-            book_name=book,
-            target_character=target,
-            row={
-                "natural_key": natural_key(book, target, question),
-                "position": position,
-                "dimension": dimension,
-                **contexts,
-                "question": question,
-                "answer": text("answer"),
-                "bonus_points": strings("bonus_points"),
-                "misleading_choices": choices,
-                "directness": directness,
-                "extra": report_unknown_fields(
-                    self.report, data, KNOWN_FIELDS, path=path, record=record
-                ),
-            },
-        )
+            raise ImportDataError(
+                f"malformed JSON: {exc.msg} (column {exc.colno})", path=path, record=record
+            ) from None
+        item = record_parse(data, path=path, record=record, report=self.report)
+        position = positions.get(item.book_name, 0)
+        positions[item.book_name] = position + 1
+        item.row["position"] = position
+        return item
 
     def _write(self, items: list[ParsedItem], *, source: str, path: Path) -> None:
         books = list(dict.fromkeys(item.book_name for item in items))
