@@ -290,6 +290,8 @@ TOMLAB_ANNOTATION_TASK_TIMEOUT_S = env.int("TOMLAB_ANNOTATION_TASK_TIMEOUT_S", d
 # punctuation marks, no download) or the path of a local tokenizer.json / tokenizer
 # directory (e.g. GPT-2's) read with the `tokenizers` library.
 TOMLAB_PLOT_TOKENIZER = env.str("TOMLAB_PLOT_TOKENIZER", default="words")
+# CharToM-QA question generation: candidates sampled per construction (Appendix H).
+TOMLAB_CHARTOM_QUESTION_CANDIDATES = env.int("TOMLAB_CHARTOM_QUESTION_CANDIDATES", default=6)
 # Local model directory for BERTScore (nothing is downloaded); empty = not computed.
 TOMLAB_BERTSCORE_MODEL = env.str("TOMLAB_BERTSCORE_MODEL", default="")
 TOMLAB_BERTSCORE_LAYERS = env.int("TOMLAB_BERTSCORE_LAYERS", default=0)  # 0 = last layer
