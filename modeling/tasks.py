@@ -23,3 +23,13 @@ def requeue_orphaned_runs(**kwargs) -> None:
     ids = runs_requeue_orphaned()
     if ids:
         logger.info("requeued unfinished model run(s) %s", ", ".join(map(str, ids)))
+
+
+# Sent to the "gpu" queue (see modeling.text_similarity.text_similarity_enqueue):
+# scoring embeds every answer with a local model, work for the GPU workers.
+@shared_task(name="modeling.score_text_similarity", acks_late=True)
+def score_text_similarity_task(run_ids: list[int]) -> int:
+    """RougeL and BERTScore of the generative CharToM-QA predictions of ``run_ids``."""
+    from .text_similarity import predictions_text_similarity
+
+    return predictions_text_similarity(run_ids=run_ids)
