@@ -3,6 +3,41 @@
 Batches, progress, provenance, bonus point and distractor review.
 """
 
-from django.urls import path  # noqa: F401
+from django.urls import path, re_path
 
-urlpatterns: list = []
+from . import views_board as views
+
+urlpatterns = [
+    path("", views.board_index, name="chartom"),
+    path("batches/<int:batch_id>/", views.batch_detail, name="chartom-batch"),
+    re_path(
+        r"^batches/(?P<batch_id>[0-9]+)/(?P<table>constructions|provenance)\.(?P<fmt>json|csv)$",
+        views.batch_export,
+        name="chartom-batch-export",
+    ),
+    path(
+        "constructions/<int:construction_id>/",
+        views.construction_detail,
+        name="chartom-construction",
+    ),
+    path(
+        "constructions/<int:construction_id>/retry/",
+        views.construction_retry_view,
+        name="chartom-retry",
+    ),
+    path("bonus/take/", views.bonus_take, name="chartom-bonus-take"),
+    path("bonus/<int:assignment_id>/", views.bonus_review, name="chartom-bonus"),
+    path("bonus/<int:assignment_id>/submit/", views.bonus_submit, name="chartom-bonus-submit"),
+    path("distractors/take/", views.distractor_take, name="chartom-distractor-take"),
+    path("distractors/<int:assignment_id>/", views.distractor_review, name="chartom-distractor"),
+    path(
+        "distractors/<int:assignment_id>/submit/",
+        views.distractor_submit,
+        name="chartom-distractor-submit",
+    ),
+    path(
+        "distractors/<int:assignment_id>/done/",
+        views.distractor_done,
+        name="chartom-distractor-done",
+    ),
+]
