@@ -45,30 +45,33 @@ def question_clean(text: str) -> str:
     return text
 
 
-def template_versions(
-    construction: Construction, candidates: list[QuestionCandidate]
-) -> dict[str, Any]:
-    """Which template versions generated and verified the candidates, from their calls.
+def candidates_change(construction: Construction) -> FieldChange | None:
+    """The history entry the question step wrote with its candidates (latest round)."""
+    return (
+        FieldChange.objects.filter(construction=construction, field="candidates")
+        .order_by("-changed_at", "-pk")
+        .first()
+    )
 
-    The LLM step records ``template`` ("name vN") with the call on the construction's
-    history; the candidates point at the same calls.
+
+def template_versions(
+    change: FieldChange | None, candidates: list[QuestionCandidate]
+) -> dict[str, Any]:
+    """Which template versions generated and verified the candidates, and by which calls.
+
+    The question step records both templates on its ``candidates`` history entry as
+    "generate vN, verify vM" (see ``llm_steps``); the candidates point at their calls.
     """
-    generation = {c.generation_call_id for c in candidates if c.generation_call_id}
-    verification = {c.verification_call_id for c in candidates if c.verification_call_id}
-    found: dict[str, set[str]] = {"generation": set(), "verification": set()}
-    changes = FieldChange.objects.filter(
-        construction=construction, call_id__in=generation | verification
-    ).exclude(template="")
-    for call_id, template in changes.values_list("call_id", "template"):
-        if call_id in generation:
-            found["generation"].add(template)
-        if call_id in verification:
-            found["verification"].add(template)
+    generation, _, verification = (change.template if change else "").partition(", ")
     return {
-        "generation": sorted(found["generation"]),
-        "verification": sorted(found["verification"]),
-        "generation_calls": sorted(generation),
-        "verification_calls": sorted(verification),
+        "generation": generation,
+        "verification": verification,
+        "generation_calls": sorted(
+            {c.generation_call_id for c in candidates if c.generation_call_id}
+        ),
+        "verification_calls": sorted(
+            {c.verification_call_id for c in candidates if c.verification_call_id}
+        ),
     }
 
 
@@ -99,6 +102,7 @@ def question_choose(
     final = question_clean(chosen.text if text is None else text)
     seconds = (timezone.now() - assignment.taken_at).total_seconds()
     batch = construction.note.batch
+    change = candidates_change(construction)
     choice = QuestionChoice.objects.create(
         construction=construction,
         chosen=chosen,
@@ -107,8 +111,8 @@ def question_choose(
         edit_distance=edit_distance(chosen.text, final),
         seconds=seconds,
         annotator=annotator,
-        model=batch.model or (batch.backend.default_model if batch.backend else ""),
-        template_versions=template_versions(construction, candidates),
+        model=(change.model if change and change.model else batch.model),
+        template_versions=template_versions(change, candidates),
     )
     choice.rejected.set([c for c in candidates if c.pk != chosen.pk])
     action = "chosen" if final == chosen.text else "edited"
