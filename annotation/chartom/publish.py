@@ -17,6 +17,7 @@ from benchmarks.models import QAItem
 from benchmarks.services import qa_item_publish
 
 from ..chartom_models import Construction, Stage
+from .llm_steps import batch_run_settle
 from .workflow import WorkflowError, construction_advance, field_set
 
 
@@ -64,4 +65,6 @@ def construction_publish(construction: Construction, *, user: AbstractBaseUser |
     # Provenance holds JSON values: the item's id, not the row.
     field_set(construction, "qa_item_id", item.pk, user=user, action="published")
     construction_advance(construction, Stage.PUBLISHED, user=user)
+    # The batch's LLM run ends with its last construction.
+    batch_run_settle(batch_id=construction.note.batch_id)
     return item

@@ -1,0 +1,560 @@
+"""The LLM steps of CharToM-QA construction (stages 2, 5, 6, 7 and 8), run as Celery jobs.
+
+:func:`construction_step_run` runs the step of a construction's current LLM stage:
+
+* ``filter``: does the note state this dimension of the character? "No" drops the
+  construction, "Yes" sends it to key-note extraction;
+* ``paraphrase``: the key note becomes a complete ToM description;
+* ``questions``: ``TOMLAB_CHARTOM_QUESTION_CANDIDATES`` candidate questions (samples
+  of one prompt), then one plot-free verification per distinct candidate; at most 4
+  appropriate ones are kept for the annotator;
+* ``bonus``: bonus points of the reference answer (the description);
+* ``distractors``: three misleading choices, given the construction's misleadings.
+
+Every call of a note batch goes through one direct-call run of the run engine
+(:attr:`NoteBatch.run`), under a unit key made of the construction, the step and a
+hash of the prompt: a call answered before comes back from its RunCall, so a retry or
+a redelivered job never pays twice. An unreadable reply or a refusal is kept as it is
+and the next try asks again under the next sample index. Any failure leaves the
+construction ``needs_retry`` with the reason in ``error``
+(:func:`annotation.chartom.workflow.construction_retry` queues it again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from modeling.llm.base import BackendError
+from modeling.models import PromptTemplate, Run, RunCall
+from modeling.services import (
+    RunBudgetExceeded,
+    run_direct_call,
+    run_direct_create,
+    run_direct_finish,
+)
+
+from ..chartom_models import (
+    LLM_STAGES,
+    Construction,
+    FieldChange,
+    NoteBatch,
+    QuestionCandidate,
+    Stage,
+)
+from . import prompts, replies
+from .replies import ReplyInvalid
+from .workflow import construction_advance, construction_lock, field_set
+
+logger = logging.getLogger(__name__)
+
+RUN_BENCHMARK = "chartom-qa-build"  # not a Benchmark value: reports never list these runs
+RUN_METHOD = "construct"
+MAX_KEPT_CANDIDATES = 4  # section 4.2: at most 4 candidates per description
+# A step that has not shown progress for this long is taken to be a dead worker's:
+# a redelivered job may claim it again. Every answered call pushes it forward.
+STEP_LEASE = timedelta(minutes=5)
+ERROR_MAX = 2000
+
+T = TypeVar("T")
+
+
+class StepFailed(Exception):
+    """The step cannot finish now; the message is shown on the construction."""
+
+
+# --- the batch's run -------------------------------------------------------------------
+
+
+def batch_run(batch_id: int) -> Run:
+    """The note batch's direct-call run, created on first use (row-locked: one per batch)."""
+    with transaction.atomic():
+        batch = (
+            NoteBatch.objects.select_for_update(of=("self",))
+            .select_related("backend", "run")
+            .get(pk=batch_id)
+        )
+        if batch.run is not None:
+            return batch.run
+        if batch.backend is None:
+            raise StepFailed(f"note batch {batch.name!r} has no LLM backend; set one and retry")
+        try:
+            batch.run = run_direct_create(
+                name=f"CharToM-QA construction: {batch.name}",
+                benchmark=RUN_BENCHMARK,
+                method=RUN_METHOD,
+                backend=batch.backend,
+                model=batch.model,
+                params=batch.params,
+                budget_tokens=batch.budget_tokens,
+                created_by=batch.created_by,
+            )
+        except ValueError as exc:
+            raise StepFailed(str(exc)) from None
+        batch.save(update_fields=["run"])
+        return batch.run
+
+
+def batch_run_settle(*, batch_id: int) -> bool:
+    """Finish the batch's run once every construction is published or dropped."""
+    batch = NoteBatch.objects.filter(pk=batch_id).only("run_id").first()
+    if batch is None or batch.run_id is None:
+        return False
+    open_ = Construction.objects.filter(note__batch_id=batch_id).exclude(
+        stage__in=[Stage.PUBLISHED, Stage.DROPPED]
+    )
+    if open_.exists():
+        return False
+    run_direct_finish(run_id=batch.run_id, status=Run.Status.SUCCEEDED)
+    return True
+
+
+# --- asking ----------------------------------------------------------------------------
+
+
+def _prompt_hash(messages: list[dict[str, str]]) -> str:
+    raw = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha1(raw.encode("utf-8")).hexdigest()[:12]
+
+
+def _reply_text(call: RunCall) -> str:
+    """The reply, or :class:`ReplyInvalid` for a refusal (filtered or empty)."""
+    if call.finish_reason == "content_filter":
+        raise ReplyInvalid("the model refused to answer (finish_reason content_filter)")
+    if not call.raw_output.strip():
+        raise ReplyInvalid("the model sent an empty reply")
+    return call.raw_output
+
+
+@dataclass
+class Step:
+    """One claimed construction and what its calls need."""
+
+    construction: Construction
+    run: Run
+
+    @property
+    def model(self) -> str:
+        return self.run.model
+
+    def touch(self) -> None:
+        Construction.objects.filter(
+            pk=self.construction.pk, state=Construction.State.RUNNING
+        ).update(updated_at=timezone.now())
+
+    def unit_key(self, step: str, messages: list[dict[str, str]]) -> str:
+        return f"chartom:c{self.construction.pk}:{step}:{_prompt_hash(messages)}"
+
+    def call(self, unit_key: str, messages: list[dict[str, str]], sample_index: int) -> RunCall:
+        try:
+            call = run_direct_call(
+                run=self.run, unit_key=unit_key, messages=messages, sample_index=sample_index
+            )
+        except RunBudgetExceeded as exc:
+            raise StepFailed(f"budget: {exc}; raise the run's budget and retry") from None
+        except BackendError as exc:
+            raise StepFailed(f"the LLM backend failed: {exc}") from None
+        self.touch()
+        return call
+
+    def ask(
+        self,
+        step: str,
+        template: PromptTemplate,
+        fields: dict[str, Any],
+        read: Callable[[str], T],
+    ) -> tuple[T, RunCall]:
+        """Send the prompt (once: answered calls come back) and read the reply.
+
+        Replies already received that could not be read are skipped: this try asks
+        under the next sample index, so a retry after a bad reply asks anew but never
+        pays again for a call it has.
+        """
+        messages = _render(template, fields)
+        unit_key = self.unit_key(step, messages)
+        done = {
+            call.sample_index: call
+            for call in RunCall.objects.filter(
+                run=self.run, unit_key=unit_key, status=RunCall.Status.DONE
+            )
+        }
+        index = 0
+        while index in done:
+            try:
+                return read(_reply_text(done[index])), done[index]
+            except ReplyInvalid:
+                index += 1
+        call = self.call(unit_key, messages, index)
+        try:
+            return read(_reply_text(call)), call
+        except ReplyInvalid as exc:
+            raise StepFailed(
+                f"{step}: the reply could not be read ({exc}); a retry asks again"
+            ) from None
+
+
+def _render(template: PromptTemplate, fields: dict[str, Any]) -> list[dict[str, str]]:
+    try:
+        return prompts.template_render(template, fields)
+    except ValueError as exc:
+        raise StepFailed(str(exc)) from None
+
+
+def _story_plot(construction: Construction) -> str:
+    note = construction.note
+    return note.context_0 or note.context_1000 or note.underlined_text
+
+
+def _misleadings(construction: Construction) -> str:
+    """The judge's defects as a list for the prompt; "None" when there are none."""
+    lines = []
+    for item in construction.misleadings or []:
+        if isinstance(item, dict):
+            item = item.get("text") or item.get("defect") or json.dumps(item, ensure_ascii=False)
+        if str(item).strip():
+            lines.append(f"- {str(item).strip()}")
+    return "\n".join(lines) or "None"
+
+
+# --- the steps -------------------------------------------------------------------------
+
+
+def _finish(
+    step: Step,
+    stage: str,
+    values: dict[str, Any],
+    *,
+    to_stage: str,
+    template: PromptTemplate,
+    call: RunCall,
+) -> str:
+    """Write the step's fields with their provenance and move on, in one transaction."""
+    with transaction.atomic():
+        construction = construction_lock(step.construction.pk)
+        if construction.stage != stage or construction.state != Construction.State.RUNNING:
+            return "skipped"
+        for name, value in values.items():
+            field_set(
+                construction,
+                name,
+                value,
+                model=step.model,
+                template=prompts.template_label(template),
+                call_id=call.pk,
+                action="generated",
+            )
+        construction_advance(construction, to_stage)
+    return f"advanced:{to_stage}"
+
+
+def _filter(step: Step) -> str:
+    construction = step.construction
+    note = construction.note
+    template = prompts.chartom_template(prompts.FILTER)
+    (verdict, reason), call = step.ask(
+        "filter",
+        template,
+        {
+            "dimension": construction.dimension,
+            "definition": prompts.DEFINITIONS[construction.dimension],
+            "user_note": note.note_text,
+            "target_character": note.target_character,
+        },
+        replies.filter_reply,
+    )
+    outcome = _finish(
+        step,
+        Stage.FILTER,
+        {"filter_verdict": verdict, "filter_reason": reason},
+        to_stage=Stage.EXTRACT if verdict == "yes" else Stage.DROPPED,
+        template=template,
+        call=call,
+    )
+    if verdict == "no":
+        batch_run_settle(batch_id=note.batch_id)
+    return outcome
+
+
+def _paraphrase(step: Step) -> str:
+    construction = step.construction
+    note = construction.note
+    if not construction.key_note.strip():
+        raise StepFailed("paraphrase: the construction has no key note")
+    template = prompts.chartom_template(prompts.PARAPHRASE)
+    description, call = step.ask(
+        "paraphrase",
+        template,
+        {
+            "dimension": construction.dimension,
+            "underlined_text": note.underlined_text,
+            "user_note": note.note_text,
+            "key_note": construction.key_note,
+            "target_character": note.target_character,
+        },
+        replies.description_reply,
+    )
+    return _finish(
+        step,
+        Stage.PARAPHRASE,
+        {"description": description},
+        to_stage=Stage.PARAPHRASE_REVIEW,
+        template=template,
+        call=call,
+    )
+
+
+def _bonus(step: Step) -> str:
+    construction = step.construction
+    note = construction.note
+    template = prompts.chartom_template(prompts.BONUS)
+    points, call = step.ask(
+        "bonus",
+        template,
+        {
+            "book_name": note.book.title,
+            "target_character": note.target_character,
+            "story_plot": _story_plot(construction),
+            "question": construction.question,
+            "reference_answer": construction.description,
+        },
+        replies.bonus_points_reply,
+    )
+    return _finish(
+        step,
+        Stage.BONUS,
+        {"bonus_points": points},
+        to_stage=Stage.BONUS_REVIEW,
+        template=template,
+        call=call,
+    )
+
+
+def _distractors(step: Step) -> str:
+    construction = step.construction
+    note = construction.note
+    template = prompts.chartom_template(prompts.DISTRACTORS)
+    choices, call = step.ask(
+        "distractors",
+        template,
+        {
+            "book_name": note.book.title,
+            "story_plot": _story_plot(construction),
+            "question": construction.question,
+            "reference_answer": construction.description,
+            "misleadings": _misleadings(construction),
+        },
+        replies.distractors_reply,
+    )
+    return _finish(
+        step,
+        Stage.DISTRACTORS,
+        {"distractors": choices},
+        to_stage=Stage.DISTRACTOR_REVIEW,
+        template=template,
+        call=call,
+    )
+
+
+def candidate_count() -> int:
+    return max(1, int(getattr(settings, "TOMLAB_CHARTOM_QUESTION_CANDIDATES", 6)))
+
+
+def _same_question(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip("?. ")
+
+
+def _questions(step: Step) -> str:
+    """Generate a round of candidates, verify each distinct one without the plot, keep ≤ 4.
+
+    Candidate rows are written as their calls land, so a redelivered job continues the
+    round. A round whose candidates all failed leaves the construction for a retry; the
+    retry samples a new round (the next sample indices).
+    """
+    construction = step.construction
+    note = construction.note
+    n = candidate_count()
+    generate = prompts.chartom_template(prompts.QUESTION)
+    verify = prompts.chartom_template(prompts.VERIFY)
+    base = {
+        "book_name": note.book.title,
+        "dimension": construction.dimension,
+        "target_character": note.target_character,
+        "tom_description": construction.description,
+    }
+    messages = _render(
+        generate,
+        {**base, "story_plot": _story_plot(construction), "underlined_text": note.underlined_text},
+    )
+    unit_key = step.unit_key("question", messages)
+    existing = {c.position: c for c in QuestionCandidate.objects.filter(construction=construction)}
+    first = 0
+    if existing:
+        last_round = max(existing) // n
+        round_positions = range(last_round * n, (last_round + 1) * n)
+        finished = all(
+            p in existing and existing[p].verdict != QuestionCandidate.Verdict.PENDING
+            for p in round_positions
+        )
+        first = (last_round + 1) * n if finished else last_round * n
+    candidates: list[QuestionCandidate] = []
+    for position in range(first, first + n):
+        candidate = existing.get(position)
+        if candidate is None:
+            call = step.call(unit_key, messages, position)
+            try:
+                text, verdict, reason = replies.question_reply(_reply_text(call)), "", ""
+            except ReplyInvalid as exc:
+                text = call.raw_output.strip()[:2000] or "(empty reply)"
+                verdict, reason = QuestionCandidate.Verdict.UNPARSEABLE, f"question: {exc}"
+            candidate = QuestionCandidate.objects.create(
+                construction=construction,
+                position=position,
+                text=text,
+                generation_call=call,
+                verdict=verdict,
+                verdict_reason=reason,
+            )
+        candidates.append(candidate)
+    seen: dict[str, QuestionCandidate] = {}
+    for candidate in candidates:
+        if (
+            candidate.verdict == QuestionCandidate.Verdict.UNPARSEABLE
+            and not candidate.verification_call_id
+        ):
+            continue
+        key = _same_question(candidate.text)
+        if key in seen:
+            if candidate.verdict == QuestionCandidate.Verdict.PENDING:
+                # One verification per distinct question: a repeat shares the first's.
+                original = seen[key]
+                candidate.verdict = original.verdict
+                candidate.verdict_reason = f"same question as candidate {original.position + 1}"
+                candidate.verification_call_id = original.verification_call_id
+                candidate.save(update_fields=["verdict", "verdict_reason", "verification_call"])
+            continue
+        seen[key] = candidate
+        if candidate.verdict != QuestionCandidate.Verdict.PENDING:
+            continue
+        verify_messages = _render(verify, {**base, "candidate_question": candidate.text})
+        call = step.call(step.unit_key("verify", verify_messages), verify_messages, 0)
+        try:
+            appropriate, reason = replies.verification_reply(_reply_text(call))
+            candidate.verdict = (
+                QuestionCandidate.Verdict.APPROPRIATE
+                if appropriate
+                else QuestionCandidate.Verdict.INAPPROPRIATE
+            )
+        except ReplyInvalid as exc:
+            candidate.verdict, reason = (
+                QuestionCandidate.Verdict.UNPARSEABLE,
+                f"verification: {exc}",
+            )
+        candidate.verdict_reason = reason
+        candidate.verification_call = call
+        candidate.save(update_fields=["verdict", "verdict_reason", "verification_call"])
+    keep = [
+        c
+        for c in candidates
+        if c.verdict == QuestionCandidate.Verdict.APPROPRIATE
+        and seen.get(_same_question(c.text)) is c
+    ][:MAX_KEPT_CANDIDATES]
+    if not keep:
+        raise StepFailed(
+            f"questions: no candidate passed verification ({len(candidates)} generated); "
+            "a retry samples new ones"
+        )
+    with transaction.atomic():
+        locked = construction_lock(construction.pk)
+        if locked.stage != Stage.QUESTIONS or locked.state != Construction.State.RUNNING:
+            return "skipped"
+        QuestionCandidate.objects.filter(pk__in=[c.pk for c in keep]).update(kept=True)
+        FieldChange.objects.create(
+            construction=locked,
+            field="candidates",
+            old_value=None,
+            new_value=[
+                {"position": c.position, "text": c.text, "verdict": c.verdict, "kept": c in keep}
+                for c in candidates
+            ],
+            model=step.model,
+            template=f"{prompts.template_label(generate)}, {prompts.template_label(verify)}",
+            call_id=keep[0].generation_call_id,
+            action="generated",
+        )
+        construction_advance(locked, Stage.QUESTION_CHOICE)
+    return f"advanced:{Stage.QUESTION_CHOICE}"
+
+
+STEPS: dict[str, Callable[[Step], str]] = {
+    Stage.FILTER: _filter,
+    Stage.PARAPHRASE: _paraphrase,
+    Stage.QUESTIONS: _questions,
+    Stage.BONUS: _bonus,
+    Stage.DISTRACTORS: _distractors,
+}
+
+
+def step_templates(stage: str) -> list[str]:
+    """Names of the templates an LLM stage uses (``questions`` uses two)."""
+    return {
+        Stage.FILTER: [prompts.FILTER],
+        Stage.PARAPHRASE: [prompts.PARAPHRASE],
+        Stage.QUESTIONS: [prompts.QUESTION, prompts.VERIFY],
+        Stage.BONUS: [prompts.BONUS],
+        Stage.DISTRACTORS: [prompts.DISTRACTORS],
+    }[stage]
+
+
+# --- running a step --------------------------------------------------------------------
+
+
+def construction_claim(construction_id: int) -> bool:
+    """Take a queued (or failed, or abandoned) LLM step with one conditional UPDATE."""
+    now = timezone.now()
+    return bool(
+        Construction.objects.filter(pk=construction_id, stage__in=LLM_STAGES)
+        .filter(
+            Q(state__in=[Construction.State.QUEUED, Construction.State.NEEDS_RETRY])
+            | Q(state=Construction.State.RUNNING, updated_at__lt=now - STEP_LEASE)
+        )
+        .update(state=Construction.State.RUNNING, error="", updated_at=now)
+    )
+
+
+def _fail(construction_id: int, error: str) -> str:
+    Construction.objects.filter(pk=construction_id, state=Construction.State.RUNNING).update(
+        state=Construction.State.NEEDS_RETRY, error=error[:ERROR_MAX], updated_at=timezone.now()
+    )
+    return "needs_retry"
+
+
+def construction_step_run(*, construction_id: int) -> str:
+    """Run the step of the construction's current LLM stage; returns what happened.
+
+    ``"skipped"`` when the construction is not waiting for an LLM step (another worker
+    has it, or it moved on), ``"advanced:<stage>"`` on success, ``"needs_retry"`` on a
+    failure, whose reason is kept in ``Construction.error``.
+    """
+    if not construction_claim(construction_id):
+        return "skipped"
+    construction = Construction.objects.select_related("note", "note__book", "note__batch").get(
+        pk=construction_id
+    )
+    try:
+        step = Step(construction=construction, run=batch_run(construction.note.batch_id))
+        return STEPS[construction.stage](step)
+    except StepFailed as exc:
+        return _fail(construction_id, str(exc))
+    except Exception as exc:  # a bug must not leave the construction "running" for good
+        logger.exception("CharToM-QA step of construction %s crashed", construction_id)
+        return _fail(construction_id, f"{construction.stage}: {type(exc).__name__}: {exc}")
