@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
@@ -162,7 +163,7 @@ def attempt_start(*, annotator: AbstractBaseUser) -> QualificationAttempt:
     if not qset.items.exists():
         raise WorkflowError(f"The trial {qset.name!r} has no items yet.")
     # The user's row serialises two "start" clicks from two tabs into one attempt.
-    type(annotator).objects.select_for_update().filter(pk=annotator.pk).first()
+    get_user_model().objects.select_for_update().filter(pk=annotator.pk).first()
     attempt = QualificationAttempt.objects.filter(
         qset=qset, annotator=annotator, finished_at__isnull=True
     ).first()
