@@ -69,8 +69,6 @@ def note_batch_upload(
     Gutenberg header's title is used). Raises :class:`BatchUploadError` with the field
     ("books" or "notes") and the importer's message naming the file.
     """
-    from .notes_import import note_batch_import  # TODO top level once engineer A's module lands
-
     if book_title and len(books) != 1:
         raise BatchUploadError("book_title", "give a title only when uploading one book")
     with tempfile.TemporaryDirectory(prefix="chartom-upload-") as tmp:
@@ -83,6 +81,8 @@ def note_batch_upload(
                     book_text_import(path=path, title=book_title or None)
                 except ValueError as exc:
                     raise BatchUploadError("books", _message(exc, path, shown)) from None
+            from .notes_import import note_batch_import  # TODO: top level once it lands
+
             try:
                 return note_batch_import(
                     path=notes_path,

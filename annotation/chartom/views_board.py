@@ -40,26 +40,26 @@ PROGRESS_PARTIAL = f"{BATCH_PAGE}#batch-progress"
 BONUS_PAGE = "annotation/chartom/board/bonus_review.html"
 DISTRACTOR_PAGE = "annotation/chartom/board/distractor_review.html"
 
-# Where each card's Start button posts. The board's own kinds take a task here; the
-# other screens are other modules' (URL name, HTTP method); a name not (yet) routed
-# shows the card without a button.
-START_URLS: dict[str, tuple[str, str]] = {
-    TaskKind.NOTE_CHECK: ("annotation:chartom-note-check-take", "post"),
-    TaskKind.EXTRACT: ("annotation:chartom-extract-take", "post"),
-    TaskKind.PARAPHRASE_REVIEW: ("annotation:chartom-paraphrase-take", "post"),
-    TaskKind.QUESTION_CHOICE: ("annotation:chartom-question-take", "post"),
-    TaskKind.BONUS_REVIEW: ("annotation:chartom-bonus-take", "post"),
-    TaskKind.DISTRACTOR_REVIEW: ("annotation:chartom-distractor-take", "post"),
-    TaskKind.JUDGEMENT: ("annotation:chartom-judgement-take", "post"),
+# Where each card's Start button posts: (URL name, its arguments). The board's own
+# kinds take a task here; the others are the construction screens' generic take and
+# the checks' screens. A name not (yet) routed shows the card without a button.
+START_URLS: dict[str, tuple[str, dict[str, str]]] = {
+    TaskKind.NOTE_CHECK: ("annotation:chartom-note-check-take", {}),
+    TaskKind.EXTRACT: ("annotation:chartom-take", {"kind": TaskKind.EXTRACT}),
+    TaskKind.PARAPHRASE_REVIEW: ("annotation:chartom-take", {"kind": TaskKind.PARAPHRASE_REVIEW}),
+    TaskKind.QUESTION_CHOICE: ("annotation:chartom-take", {"kind": TaskKind.QUESTION_CHOICE}),
+    TaskKind.BONUS_REVIEW: ("annotation:chartom-bonus-take", {}),
+    TaskKind.DISTRACTOR_REVIEW: ("annotation:chartom-distractor-take", {}),
+    TaskKind.JUDGEMENT: ("annotation:chartom-judgement-take", {}),
 }
 
 
-def _start_url(kind: str) -> tuple[str, str] | None:
-    name, method = START_URLS[kind]
+def _start_url(kind: str) -> str:
+    name, kwargs = START_URLS[kind]
     try:
-        return reverse(name), method
+        return reverse(name, kwargs={k: str(v) for k, v in kwargs.items()})
     except NoReverseMatch:
-        return None
+        return ""
 
 
 # --- the board ---------------------------------------------------------------------
@@ -85,10 +85,7 @@ def board_index(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Note batch {batch.name!r} imported.")
                 return redirect("annotation:chartom-batch", batch_id=batch.pk)
-    cards = []
-    for card in board.annotator_cards(request.user):
-        start = _start_url(card.kind)
-        cards.append({"card": card, "url": start[0] if start else "", "method": start and start[1]})
+    cards = [{"card": c, "url": _start_url(c.kind)} for c in board.annotator_cards(request.user)]
     context = {
         "cards": cards,
         "researcher": researcher,
