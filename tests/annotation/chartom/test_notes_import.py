@@ -297,3 +297,17 @@ def test_import_notes_command(novels, backend) -> None:
     with pytest.raises(CommandError, match=r"nothing was written: .*none\.csv: file not found"):
         call_command("chartom_import_notes", "none.csv", "--no-enqueue")
     assert NoteBatch.objects.count() == 1
+
+
+def test_demo_loads_once_without_queueing(shared_data, django_capture_on_commit_callbacks) -> None:
+    from annotation.chartom.demo import DEMO_BATCH, chartom_demo_load
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        batch = chartom_demo_load(shared_data)
+    assert batch.name == DEMO_BATCH and batch.backend is None
+    assert batch.import_warnings == []
+    assert batch.notes.filter(book_offset__isnull=False).count() == 3
+    assert Construction.objects.filter(note__batch=batch).count() == 12
+    assert callbacks == []
+    assert chartom_demo_load(shared_data).pk == batch.pk
+    assert NoteBatch.objects.count() == 1
