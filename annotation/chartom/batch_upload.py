@@ -21,6 +21,7 @@ from modeling.models import Backend
 
 from ..chartom_models import NoteBatch
 from .books import book_text_import
+from .notes_import import note_batch_import
 
 _UNSAFE = re.compile(r"[^\w.\- ]+")
 
@@ -81,8 +82,6 @@ def note_batch_upload(
                     book_text_import(path=path, title=book_title or None)
                 except ValueError as exc:
                     raise BatchUploadError("books", _message(exc, path, shown)) from None
-            from .notes_import import note_batch_import  # TODO: top level once it lands
-
             try:
                 return note_batch_import(
                     path=notes_path,

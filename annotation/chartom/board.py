@@ -35,6 +35,14 @@ from .workflow import STAGE_ORDER, live_assignments, task_timeout
 # The board's rows, in the order a construction walks them; dropped ones last.
 BOARD_STAGES: tuple[str, ...] = (*STAGE_ORDER, Stage.DROPPED)
 STATES: tuple[str, ...] = tuple(Construction.State.values)
+# Column heads of the progress table: the states' labels are too long for seven columns.
+STATE_HEADS: dict[str, str] = {
+    Construction.State.QUEUED: "queued",
+    Construction.State.RUNNING: "running",
+    Construction.State.NEEDS_RETRY: "needs retry",
+    Construction.State.WAITING_HUMAN: "waiting",
+    Construction.State.DONE: "done",
+}
 BUSY_STATES = (Construction.State.QUEUED, Construction.State.RUNNING)
 
 # Construction fields shown with their history, in stage order.
@@ -289,6 +297,12 @@ def _as_text(value: Any) -> str | None:
     return None
 
 
+def _text_items(value: Any) -> list[str] | None:
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
 def value_display(value: Any) -> str:
     if value is None:
         return "—"
@@ -311,6 +325,7 @@ class FieldHistory:
     name: str
     current: str
     changes: list[ChangeRow]
+    items: list[str] | None = None  # a list of texts, shown as a list
 
 
 def construction_history(construction: Construction) -> list[FieldHistory]:
@@ -338,6 +353,7 @@ def construction_history(construction: Construction) -> list[FieldHistory]:
             name=name,
             current=value_display(getattr(construction, name, None)),
             changes=by_field.get(name, []),
+            items=_text_items(getattr(construction, name, None)),
         )
         for name in names
     ]

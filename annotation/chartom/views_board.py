@@ -40,26 +40,36 @@ PROGRESS_PARTIAL = f"{BATCH_PAGE}#batch-progress"
 BONUS_PAGE = "annotation/chartom/board/bonus_review.html"
 DISTRACTOR_PAGE = "annotation/chartom/board/distractor_review.html"
 
-# Where each card's Start button posts: (URL name, its arguments). The board's own
-# kinds take a task here; the others are the construction screens' generic take and
-# the checks' screens. A name not (yet) routed shows the card without a button.
-START_URLS: dict[str, tuple[str, dict[str, str]]] = {
-    TaskKind.NOTE_CHECK: ("annotation:chartom-note-check-take", {}),
-    TaskKind.EXTRACT: ("annotation:chartom-take", {"kind": TaskKind.EXTRACT}),
-    TaskKind.PARAPHRASE_REVIEW: ("annotation:chartom-take", {"kind": TaskKind.PARAPHRASE_REVIEW}),
-    TaskKind.QUESTION_CHOICE: ("annotation:chartom-take", {"kind": TaskKind.QUESTION_CHOICE}),
-    TaskKind.BONUS_REVIEW: ("annotation:chartom-bonus-take", {}),
-    TaskKind.DISTRACTOR_REVIEW: ("annotation:chartom-distractor-take", {}),
-    TaskKind.JUDGEMENT: ("annotation:chartom-judgement-take", {}),
+# Where each card's Start button goes: (URL name, its arguments, method). The board's
+# own kinds take a task here; the construction screens have one generic take; expert
+# judgement is taken per sample, from the checks page. A name not routed shows the
+# card without a button.
+START_URLS: dict[str, tuple[str, dict[str, str], str]] = {
+    TaskKind.NOTE_CHECK: ("annotation:chartom-note-check-take", {}, "post"),
+    TaskKind.EXTRACT: ("annotation:chartom-take", {"kind": TaskKind.EXTRACT}, "post"),
+    TaskKind.PARAPHRASE_REVIEW: (
+        "annotation:chartom-take",
+        {"kind": TaskKind.PARAPHRASE_REVIEW},
+        "post",
+    ),
+    TaskKind.QUESTION_CHOICE: (
+        "annotation:chartom-take",
+        {"kind": TaskKind.QUESTION_CHOICE},
+        "post",
+    ),
+    TaskKind.BONUS_REVIEW: ("annotation:chartom-bonus-take", {}, "post"),
+    TaskKind.DISTRACTOR_REVIEW: ("annotation:chartom-distractor-take", {}, "post"),
+    TaskKind.JUDGEMENT: ("annotation:chartom-checks", {}, "get"),
 }
 
 
-def _start_url(kind: str) -> str:
-    name, kwargs = START_URLS[kind]
+def _start(kind: str) -> dict[str, str]:
+    name, kwargs, method = START_URLS[kind]
     try:
-        return reverse(name, kwargs={k: str(v) for k, v in kwargs.items()})
+        url = reverse(name, kwargs={k: str(v) for k, v in kwargs.items()})
     except NoReverseMatch:
-        return ""
+        url = ""
+    return {"url": url, "method": method}
 
 
 # --- the board ---------------------------------------------------------------------
@@ -85,7 +95,7 @@ def board_index(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Note batch {batch.name!r} imported.")
                 return redirect("annotation:chartom-batch", batch_id=batch.pk)
-    cards = [{"card": c, "url": _start_url(c.kind)} for c in board.annotator_cards(request.user)]
+    cards = [{"card": c, **_start(c.kind)} for c in board.annotator_cards(request.user)]
     context = {
         "cards": cards,
         "researcher": researcher,
@@ -108,7 +118,7 @@ def _progress_context(batch: NoteBatch) -> dict[str, Any]:
         "batch": batch,
         "busy": board.batch_is_busy(batch),
         "stage_rows": board.batch_stage_progress(batch),
-        "states": [(s, Construction.State(s).label) for s in board.STATES],
+        "states": [(s, board.STATE_HEADS.get(s, s)) for s in board.STATES],
         "needs_retry": list(board.batch_needs_retry(batch)),
         "annotators": board.batch_annotator_progress(batch),
     }

@@ -146,6 +146,7 @@
       var index = editing.index;
       if (points[index] !== editing.before) {
         ops.push({ op: "edit", index: index, before: editing.before, after: points[index] });
+        say("Edited point " + (index + 1) + ".");
       }
       editing = null;
     }

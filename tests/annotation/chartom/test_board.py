@@ -390,7 +390,6 @@ def test_upload_with_a_bad_book_names_the_field_and_writes_nothing(
 
 
 def test_upload_with_a_bad_notes_file_keeps_no_book(client, researcher, chartom_backend) -> None:
-    pytest.importorskip("annotation.chartom.notes_import")
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     client.force_login(researcher)
@@ -415,3 +414,42 @@ def test_upload_form_errors_are_by_field(client, researcher) -> None:
     body = response.content.decode()
     assert 'id="id_notes_error"' in body and 'id="id_backend_error"' in body
     assert NoteBatch.objects.count() == 0
+
+
+def test_upload_imports_books_and_notes_and_opens_the_batch(
+    client, researcher, chartom_backend, django_capture_on_commit_callbacks
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    book = (
+        "\ufeffThe Project Gutenberg eBook of A Quiet House\r\n\r\nTitle: A Quiet House\r\n\r\n"
+        "*** START OF THE PROJECT GUTENBERG EBOOK A QUIET HOUSE ***\r\n\r\n"
+        "Mary waited by the window all evening. She hoped her brother would come home "
+        "before the storm, and she kept the lamp burning for him.\r\n\r\n"
+        "*** END OF THE PROJECT GUTENBERG EBOOK A QUIET HOUSE ***\r\n"
+    )
+    notes = (
+        "book,target_character,underlined_text,context,note\n"
+        'A Quiet House,Mary,she kept the lamp burning for him,"She hoped her brother would '
+        'come home before the storm, and she kept the lamp burning for him.",'
+        "Mary is worried and wants her brother safe at home.\n"
+    )
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        response = client.post(
+            reverse("annotation:chartom"),
+            upload_form(
+                chartom_backend,
+                books=[SimpleUploadedFile("quiet.txt", book.encode())],
+                notes=SimpleUploadedFile("my notes.csv", notes.encode()),
+            ),
+        )
+    batch = NoteBatch.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("annotation:chartom-batch", args=[batch.pk])
+    assert (batch.name, batch.model, batch.created_by) == ("uploaded", "test-model", researcher)
+    assert BookText.objects.get().title == "A Quiet House"
+    note = batch.notes.get()
+    assert note.book.title == "A Quiet House" and note.target_character == "Mary"
+    assert Construction.objects.filter(note=note, stage="filter", state="queued").count() == 4
+    assert len(queued) == 4  # one filter step per dimension, sent on commit
