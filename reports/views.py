@@ -117,6 +117,20 @@ def _file_stem(benchmark: str, run_ids: list[int] | None, job: ReportJob | None 
     return stem
 
 
+def _data_size(benchmark: str, run_ids: list[int] | None) -> dict[str, Any]:
+    """The report's size and cache fingerprint (``services.report_data_size``).
+
+    CharToM-QA's construction tables change with human checks and text-similarity
+    scores, which add no prediction: their counts join the fingerprint.
+    """
+    size: dict[str, Any] = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    if benchmark == Benchmark.CHARTOM_QA:
+        from .tables.chartom_construction import data_fingerprint
+
+        size.update(data_fingerprint())
+    return size
+
+
 def _download(data: bytes, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(data, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -327,7 +341,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         context.update(error=str(exc), run_ids=None, selected=set())
         return render(request, "reports/report_detail.html", context, status=400)
     query = _query(run_ids)
-    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    size = _data_size(benchmark, run_ids)
     big = size["predictions"] > services.inline_max_predictions()
     context.update(
         run_ids=run_ids,
@@ -348,7 +362,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
 def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int] | None]:
     """The report behind a chart or table download (BadRunSelection, Http404 if too big)."""
     run_ids = _selection(request, _benchmark(benchmark))
-    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    size = _data_size(benchmark, run_ids)
     if size["predictions"] > services.inline_max_predictions():
         raise Http404("This report is built in the background: start a report job.")
     report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)

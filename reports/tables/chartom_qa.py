@@ -5,7 +5,10 @@
 - ``multichoice``: per dimension, each multiple-choice run's accuracy with 95% CI;
 - ``directness``: the same split into direct and indirect questions (Table 3);
 - ``by-context``: BPC / PR and accuracy by dimension and context length (the plot
-  window shown to the model, 0, 1000 or 2000 tokens; Table 1's columns).
+  window shown to the model, 0, 1000 or 2000 tokens; Table 1's columns);
+- then the construction tables of ``reports/tables/chartom_construction.py``: note
+  checks, their agreement, qualification trials and Table 7 (RougeL, BERTScore and
+  the experts' correlation with each metric).
 
 A run is generative or multiple choice by its predictions' ``details["task"]`` (the
 import convention), falling back to ``Run.method``; its context length by
@@ -28,7 +31,14 @@ from reports.metrics import (
     penalty_rate,
 )
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, pct, prediction_stats, run_label, runs_table
+from reports.tables import (
+    N_RESAMPLES,
+    chartom_construction,
+    pct,
+    prediction_stats,
+    run_label,
+    runs_table,
+)
 
 GENERATIVE = "generative"
 MULTICHOICE = "multichoice"
@@ -77,6 +87,8 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         report.tables.append(
             _context_table(generative, multichoice, first, run_contexts, seed=seed)
         )
+    # Note checks, qualification and Table 7 (human construction and judgement work).
+    chartom_construction.build(report, generative, first, seed=seed)
 
 
 def _dimension_order(group: str) -> tuple[int, str]:

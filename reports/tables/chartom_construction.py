@@ -1,0 +1,409 @@
+"""CharToM-QA construction tables: note checks, qualification, and Table 7 (Appendix E).
+
+Added to the CharToM-QA report by ``reports/tables/chartom_qa.py``:
+
+- ``note-checks``: the shares of the annotators' judgements of filtered notes (section
+  4.1: accurate 80%, subjective but consistent 13%, inappropriate 7%, so 93% "treated
+  as accurate") with 95% CIs, beside the paper's figures as a reference row. A share
+  counts judgements (two per note in the paper's design); the interval resamples
+  notes, because the two judgements of one note are not independent;
+- ``note-check-agreement``: the two annotators' agreement on the notes both judged
+  (percent agreement and Cohen's kappa, with bootstrap CIs over notes), on the three
+  labels and on "treated as accurate" or not;
+- ``qualification``: each annotator's labeling trials (attempts, mean span F1 against
+  the gold, passed);
+- ``table-7``: per generative run BPC, RougeL and BERTScore (fractions), then the
+  "Human correlation" row: Pearson's r of the experts' mean score per judged answer
+  with that answer's BPC (included / total bonus points), RougeL and BERTScore, and the
+  paper's 0.92 / 0.72 / 0.81 as a reference row.
+
+Pearson, kappa, agreement and the intervals all come from ``reports.metrics``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Avg, Count, Max, Q
+
+from annotation.chartom import judgement, note_checks
+from annotation.models import (
+    NoteCheckLabel,
+    QualificationAnswer,
+    QualificationAttempt,
+    TaskAssignment,
+    TaskKind,
+)
+from modeling.models import Prediction
+from reports.metrics import (
+    accuracy_ci,
+    agreement_ci,
+    bonus_point_coverage,
+    cohen_kappa,
+    generative_judgement,
+    pearson,
+    percent_agreement,
+)
+from reports.report_types import Cell, Report, Table
+from reports.tables import N_RESAMPLES, pct, run_label
+
+# Section 4.1: 100 notes of four books, two annotators each.
+PAPER_NOTES = 100
+PAPER_SHARES = {"accurate": 80.0, "subjective": 13.0, "inappropriate": 7.0}
+PAPER_TREATED_AS_ACCURATE = 93.0
+# Appendix E, Table 7: Pearson's r of the experts' scores with each metric.
+PAPER_CORRELATION = {"BPC": 0.92, "RougeL": 0.72, "BERTScore": 0.81}
+TREATED = "treated as accurate"
+LABELS = [(value, label) for value, label in NoteCheckLabel.choices]
+TEXT_METRICS = {"RougeL": "rouge_l", "BERTScore": "bertscore_f1"}
+
+
+def build(
+    report: Report,
+    generative: Sequence[dict[str, Any]],
+    first: dict[int, list[dict[str, Any]]],
+    *,
+    seed: int,
+) -> None:
+    """Append the construction tables; ``first`` holds each run's first-sample predictions."""
+    judgements = note_checks.note_check_judgements()
+    report.tables.append(note_check_table(judgements, seed=seed))
+    report.tables.append(note_agreement_table(judgements, seed=seed))
+    report.tables.append(qualification_table())
+    run_ids = [r["id"] for r in generative]
+    scores = judgement.judgement_scores(run_ids=run_ids) if run_ids else {}
+    report.tables.append(table_7(generative, first, scores))
+
+
+def data_fingerprint() -> dict[str, Any]:
+    """What the construction tables read, for the report cache's key.
+
+    Human checks and text-similarity scores change these tables without adding a
+    prediction, so the cached report must not outlive them.
+    """
+    size: dict[str, Any] = {}
+    submitted = TaskAssignment.objects.filter(
+        task__kind__in=[TaskKind.NOTE_CHECK, TaskKind.JUDGEMENT], submitted_at__isnull=False
+    )
+    for kind, n, last in (
+        submitted.order_by()
+        .values_list("task__kind")
+        .annotate(n=Count("pk"), last=Max("submitted_at"))
+    ):
+        size[f"{kind}_n"], size[f"{kind}_last"] = n, str(last)
+    size.update(
+        {
+            f"qualification_{k}": str(v)
+            for k, v in QualificationAttempt.objects.aggregate(
+                n=Count("pk"), last=Max("finished_at")
+            ).items()
+        }
+    )
+    size.update(
+        {
+            f"qualification_answers_{k}": str(v)
+            for k, v in QualificationAnswer.objects.aggregate(
+                n=Count("pk"), last=Max("answered_at")
+            ).items()
+        }
+    )
+    size.update(
+        Prediction.objects.filter(run__benchmark="chartom-qa").aggregate(
+            rouge_l=Count("pk", filter=Q(details__has_key="rouge_l")),
+            bertscore=Count("pk", filter=Q(details__has_key="bertscore_f1")),
+        )
+    )
+    return size
+
+
+# --- note checks -----------------------------------------------------------------------
+
+
+def _share_cells(judgements: list[note_checks.NoteJudgement], labels: set[str], seed: int):
+    estimate = accuracy_ci(
+        [j.label in labels for j in judgements],
+        clusters=[j.note_id for j in judgements],
+        n_resamples=N_RESAMPLES,
+        seed=seed,
+    )
+    return [pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
+
+
+def note_check_table(judgements: list[note_checks.NoteJudgement], *, seed: int) -> Table:
+    columns = ["Source", "Notes", "Judgements"]
+    for _, label in [*LABELS, ("", TREATED)]:
+        name = label[0].upper() + label[1:]
+        columns += [f"{name} %", f"{name} CI low %", f"{name} CI high %"]
+    ours: list[Cell] = ["This study", len({j.note_id for j in judgements}), len(judgements)]
+    for value, _ in LABELS:
+        ours += _share_cells(judgements, {value}, seed)
+    ours += _share_cells(judgements, {NoteCheckLabel.ACCURATE, NoteCheckLabel.SUBJECTIVE}, seed)
+    paper: list[Cell] = ["Paper, section 4.1 (reference)", PAPER_NOTES, None]
+    for value, _ in LABELS:
+        paper += [PAPER_SHARES[value], None, None]
+    paper += [PAPER_TREATED_AS_ACCURATE, None, None]
+    return Table(
+        key="note-checks",
+        title="Note checks: how annotators judged the filtered notes",
+        columns=columns,
+        rows=[ours, paper],
+        note=(
+            "Share of all submitted judgements per label (a note judged by two annotators "
+            "counts twice); treated as accurate = accurate + subjective but consistent. "
+            "95% CI: percentile bootstrap resampling notes. "
+            + ("No note checked yet." if not judgements else "")
+        ).strip(),
+    )
+
+
+def _pairs(judgements: list[note_checks.NoteJudgement]) -> list[tuple[str, str]]:
+    """The first two judgements of every note judged at least twice, in submission order."""
+    by_note: dict[int, list[str]] = defaultdict(list)
+    for j in judgements:
+        by_note[j.note_id].append(j.label)
+    return [(labels[0], labels[1]) for labels in by_note.values() if len(labels) >= 2]
+
+
+def _kappa(units: Sequence[Sequence[Any]]) -> float | None:
+    return cohen_kappa([u[0] for u in units], [u[1] for u in units])
+
+
+def note_agreement_table(judgements: list[note_checks.NoteJudgement], *, seed: int) -> Table:
+    pairs = _pairs(judgements)
+    treated = {NoteCheckLabel.ACCURATE.value, NoteCheckLabel.SUBJECTIVE.value}
+    schemes = [
+        ("Three labels", pairs),
+        (
+            "Treated as accurate or not",
+            [(a in treated, b in treated) for a, b in pairs],
+        ),
+    ]
+    rows: list[list[Cell]] = []
+    for name, units in schemes:
+        units = [list(u) for u in units]
+        low, high = agreement_ci(units, percent_agreement, n_resamples=N_RESAMPLES, seed=seed)
+        k_low, k_high = agreement_ci(units, _kappa, n_resamples=N_RESAMPLES, seed=seed)
+        kappa = _kappa(units) if units else None
+        rows.append(
+            [
+                name,
+                len(units),
+                pct(percent_agreement(units)),
+                pct(low),
+                pct(high),
+                None if kappa is None else round(kappa, 4),
+                None if k_low is None else round(k_low, 4),
+                None if k_high is None else round(k_high, 4),
+            ]
+        )
+    return Table(
+        key="note-check-agreement",
+        title="Note checks: agreement of the two annotators",
+        columns=[
+            "Labels",
+            "Notes judged twice",
+            "Agreement %",
+            "Agreement CI low %",
+            "Agreement CI high %",
+            "Cohen's kappa",
+            "Kappa CI low",
+            "Kappa CI high",
+        ],
+        rows=rows,
+        note=(
+            "Over the notes with at least two judgements: the first and second judgement "
+            "of each note (whoever gave them) are the two raters. Kappa is empty when it is "
+            "0/0 (both gave one label throughout). 95% CI: bootstrap over notes."
+        ),
+    )
+
+
+# --- qualification ---------------------------------------------------------------------
+
+
+def qualification_table() -> Table:
+    attempts = (
+        QualificationAttempt.objects.order_by()
+        .values("annotator__username", "qset__name", "qset__threshold")
+        .annotate(
+            attempts=Count("pk", distinct=True),
+            finished=Count("pk", filter=Q(finished_at__isnull=False), distinct=True),
+            passed=Count("pk", filter=Q(passed=True), distinct=True),
+            answered=Count("answers"),
+            mean_f1=Avg("answers__f1"),
+            best=Max("score"),
+        )
+        .order_by("qset__name", "annotator__username")
+    )
+    rows: list[list[Cell]] = [
+        [
+            a["annotator__username"],
+            a["qset__name"],
+            a["qset__threshold"],
+            a["attempts"],
+            a["finished"],
+            a["answered"],
+            None if a["mean_f1"] is None else round(a["mean_f1"], 4),
+            a["best"],
+            a["passed"] > 0,
+        ]
+        for a in attempts
+    ]
+    return Table(
+        key="qualification",
+        title="Qualification trials: agreement with the gold key notes",
+        columns=[
+            "Annotator",
+            "Gold set",
+            "Threshold",
+            "Attempts",
+            "Finished",
+            "Items answered",
+            "Mean span F1",
+            "Best score",
+            "Passed",
+        ],
+        rows=rows,
+        note=(
+            "Mean span F1: the annotator's selected spans against the gold spans, over every "
+            "item they answered in any attempt; best score and passed as each attempt "
+            "recorded them (passed: at least one attempt reached the set's threshold). "
+            + ("" if rows else "No qualification attempt yet.")
+        ).strip(),
+    )
+
+
+# --- Table 7 ---------------------------------------------------------------------------
+
+
+def _answer_bpc(details: dict[str, Any]) -> float | None:
+    if "bonus_points_total" not in details:
+        return None
+    included, total, _ = generative_judgement(details)
+    return included / total if total else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]) -> str:
+    """Why a correlation is empty, or "" when it is not."""
+    n = sum(v is not None for v in values)
+    if not judged:
+        return f"{metric}: no expert score yet"
+    if metric == "BERTScore" and n == 0 and not getattr(settings, "TOMLAB_BERTSCORE_MODEL", ""):
+        return "BERTScore not computed: no model configured (TOMLAB_BERTSCORE_MODEL)"
+    if metric in TEXT_METRICS and n == 0:
+        return f"{metric} not computed yet: run manage.py score_text_similarity --run ID"
+    if metric == "BPC" and n == 0:
+        return "BPC not computed: the judged answers have no LLM-judge bonus points"
+    if n < 2:
+        return f"{metric}: needs two judged answers with a value, has {n}"
+    return f"{metric}: constant over the judged answers, r undefined"
+
+
+def table_7(
+    generative: Sequence[dict[str, Any]],
+    first: dict[int, list[dict[str, Any]]],
+    scores: dict[int, list[float]],
+) -> Table:
+    rows: list[list[Cell]] = []
+    judged: list[dict[str, Any]] = []
+    for run in generative:
+        answers = first.get(run["id"], [])
+        details = [p["details"] or {} for p in answers]
+        pairs = [generative_judgement(d)[:2] for d in details if "bonus_points_total" in d]
+        run_judged = [p for p in answers if scores.get(p["id"])]
+        judged += run_judged
+        text = {
+            name: [d.get(key) for d in details if d.get(key) is not None]
+            for name, key in TEXT_METRICS.items()
+        }
+        notes = [
+            f"{name} on {len(values)} of {len(answers)} answers"
+            for name, values in text.items()
+            if len(values) != len(answers)
+        ]
+        rows.append(
+            [
+                run_label(run),
+                len(answers),
+                _r(bonus_point_coverage(pairs)),
+                _r(_mean(text["RougeL"])),
+                _r(_mean(text["BERTScore"])),
+                len(run_judged),
+                _r(_mean([statistics.fmean(scores[p["id"]]) for p in run_judged])),
+                "; ".join(notes),
+            ]
+        )
+    human = [statistics.fmean(scores[p["id"]]) for p in judged]
+    metric_values = {
+        "BPC": [_answer_bpc(p["details"] or {}) for p in judged],
+        **{
+            name: [(p["details"] or {}).get(key) for p in judged]
+            for name, key in TEXT_METRICS.items()
+        },
+    }
+    correlations = {name: pearson(human, values) for name, values in metric_values.items()}
+    reasons = [
+        _missing_reason(name, judged, metric_values[name])
+        for name, r in correlations.items()
+        if r is None
+    ]
+    counts = ", ".join(
+        f"{name} {sum(v is not None for v in values)}" for name, values in metric_values.items()
+    )
+    rows.append(
+        [
+            "Human correlation (Pearson r)",
+            len(judged),
+            *(_r(correlations[name]) for name in ("BPC", "RougeL", "BERTScore")),
+            None,
+            _r(_mean(human)),
+            "; ".join([f"answers with a value: {counts}", *reasons]),
+        ]
+    )
+    rows.append(
+        [
+            "Paper, Table 7 human correlation (reference)",
+            None,
+            PAPER_CORRELATION["BPC"],
+            PAPER_CORRELATION["RougeL"],
+            PAPER_CORRELATION["BERTScore"],
+            None,
+            None,
+            "CharToM-QA Appendix E, on the paper's human-study subset",
+        ]
+    )
+    return Table(
+        key="table-7",
+        title="Table 7: BPC, RougeL and BERTScore, and their correlation with expert scores",
+        columns=[
+            "System",
+            "Answers",
+            "BPC",
+            "RougeL",
+            "BERTScore",
+            "Judged answers",
+            "Mean human score",
+            "Notes",
+        ],
+        rows=rows,
+        note=(
+            "Run rows: first-sample generative answers of the run; BPC pooled over the "
+            "answers the LLM judge scored, RougeL and BERTScore F1 averaged (fractions; "
+            "the paper prints percent). Human correlation: Pearson's r over the judged "
+            "answers of the selected runs between the experts' mean score (0-1) and the "
+            "answer's BPC (included / total bonus points), RougeL and BERTScore."
+        ),
+    )
