@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -615,3 +616,72 @@ def test_default_templates_are_ours_and_idempotent() -> None:
         assert chartom_template(name).version == 1
     assert "Yes / No" in chartom_template("chartom-filter").user
     assert "[Bonus Point]:" in chartom_template("chartom-bonus").user
+
+
+# --- a real worker ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_runs_the_queued_steps(book, chartom_backend, llm_server, tmp_path) -> None:
+    """Notes imported with queueing on; a Celery worker process filters and paraphrases."""
+    import time
+
+    from annotation.chartom.notes_import import note_batch_import
+    from tests.celery_worker import purge_queues, start_worker, stop_worker
+
+    from .conftest import BOOK_TEXT, SAMPLE_NOTES
+
+    script = Script()
+    script.filter_answers = {
+        "[What belief means]": "No\nNothing about belief.",
+        "[What emotion means]": "No\nNothing about emotion.",
+        "[What desire means]": "No\nNothing about desire.",
+    }
+    llm_server.responder = script
+    character, underlined, note = SAMPLE_NOTES[0]
+    path = tmp_path / "one.jsonl"
+    path.write_text(
+        json.dumps(
+            {
+                "book": "Father Goriot",
+                "character": character,
+                "underlined": underlined,
+                "context": BOOK_TEXT,
+                "note": note,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    purge_queues()
+    log = tmp_path / "worker.log"
+    worker = start_worker(log, name="chartom")
+
+    def wait_for(condition) -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the worker did not get there\n{log.read_text()[-3000:]}")
+
+    try:
+        batch = note_batch_import(path=path, backend=chartom_backend)
+        constructions = Construction.objects.filter(note__batch=batch)
+        wait_for(lambda: not constructions.filter(stage="filter").exists())
+        assert sorted(constructions.values_list("dimension", "stage")) == [
+            ("belief", "dropped"),
+            ("desire", "dropped"),
+            ("emotion", "dropped"),
+            ("intention", "extract"),
+        ]
+        intention = constructions.get(dimension="intention")
+        human(intention, None, key_note="buttering them up on purpose")
+        wait_for(lambda: constructions.filter(stage="paraphrase_review").exists())
+    finally:
+        stop_worker(worker)
+    intention.refresh_from_db()
+    assert intention.description.startswith("The character acts on purpose")
+    run = NoteBatch.objects.get(pk=batch.pk).run
+    assert run.done_calls == 5 == llm_server.request_count
