@@ -14,9 +14,11 @@ from playwright.sync_api import expect
 from annotation.chartom.workflow import construction_advance, construction_lock
 from annotation.models import Construction, Stage, TaskAssignment
 from benchmarks.models import QAItem
+from tests.annotation.chartom import conftest as chartom_fixtures
 
 # The construction tests' fixtures (their conftest is not above this folder).
-from tests.annotation.chartom.conftest import book, make_construction  # noqa: F401
+book = chartom_fixtures.book
+make_construction = chartom_fixtures.make_construction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
