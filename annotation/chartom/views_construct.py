@@ -34,7 +34,13 @@ from .extraction import DIMENSION_DEFINITIONS, extraction_submit, extraction_tak
 from .paraphrase_review import paraphrase_review_submit, paraphrase_review_take
 from .question_choice import candidates_for, question_choice_take, question_choose
 from .review_slot import review_slot_get
-from .spans import key_note_text, span_compare_segments, spans_from_fragments, token_rows
+from .spans import (
+    key_note_text,
+    span_compare_segments,
+    spans_clean,
+    spans_from_fragments,
+    token_rows,
+)
 from .text_edits import diff_segments
 from .workflow import WorkflowError, task_timeout
 
@@ -188,31 +194,28 @@ def _spans_from_post(request: HttpRequest, note_text: str) -> Any:
     return []
 
 
-def _extract_context(slot: TaskAssignment, spans: Any = None) -> dict[str, Any]:
-    construction = slot.task.construction
-    text = construction.note.note_text
-    if spans is None:
-        spans = slot.answer.get("spans", []) if slot.submitted_at else []
-    valid = spans if isinstance(spans, list) else []
+def span_widget(text: str, spans: Any) -> dict[str, Any]:
+    """What the span widget renders: tokens, the spans as JSON, the fragments' text.
+
+    Spans sent back after a refusal are shown again only if they are valid; anything
+    else starts the widget empty rather than marking text that was never selectable.
+    """
     try:
-        tokens = token_rows(text, valid)
-    except (TypeError, ValueError, IndexError):
-        tokens, valid = token_rows(text, []), []
+        valid = spans_clean(text, spans, allow_empty=True)
+    except WorkflowError:
+        valid = []
     return {
-        "tokens": tokens,
+        "tokens": token_rows(text, valid),
         "spans_json": json.dumps(valid),
-        "span_texts": _span_texts(text, valid),
+        "span_texts": [key_note_text(text, [span]) for span in valid],
     }
 
 
-def _span_texts(text: str, spans: list[Any]) -> list[str]:
-    out = []
-    for span in spans:
-        try:
-            out.append(key_note_text(text, [span]))
-        except (TypeError, ValueError):
-            continue
-    return out
+def _extract_context(slot: TaskAssignment, spans: Any = None) -> dict[str, Any]:
+    text = slot.task.construction.note.note_text
+    if spans is None:
+        spans = slot.answer.get("spans", []) if slot.submitted_at else []
+    return span_widget(text, spans)
 
 
 @require_GET
@@ -457,12 +460,6 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
                     position=later.position,
                 )
             return redirect("annotation:chartom-qualification-attempt", attempt_id=attempt.pk)
-    text = item.note.note_text
-    valid = spans if isinstance(spans, list) else []
-    try:
-        tokens = token_rows(text, valid)
-    except (TypeError, ValueError, IndexError):
-        tokens, valid = token_rows(text, []), []
     items = list(attempt.qset.items.order_by("position").values_list("position", flat=True))
     answered = set(attempt.answers.values_list("item__position", flat=True))
     context = {
@@ -473,9 +470,7 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
         "definition": DIMENSION_DEFINITIONS.get(item.dimension, ""),
         "context_parts": context_parts(item.note),
         "state": "open",
-        "tokens": tokens,
-        "spans_json": json.dumps(valid),
-        "span_texts": _span_texts(text, valid),
+        **span_widget(item.note.note_text, spans),
         "no_key_note": no_key_note,
         "positions": [(p, p in answered) for p in items],
         "error": error,
