@@ -167,21 +167,16 @@ class Step:
         self.touch()
         return call
 
-    def ask(
-        self,
-        step: str,
-        template: PromptTemplate,
-        fields: dict[str, Any],
-        read: Callable[[str], T],
-    ) -> tuple[T, RunCall]:
-        """Send the prompt (once: answered calls come back) and read the reply.
+    def answer(
+        self, unit_key: str, messages: list[dict[str, str]], read: Callable[[str], T]
+    ) -> tuple[T | ReplyInvalid, RunCall]:
+        """The first readable answer to a prompt, asking only when none is at hand.
 
-        Replies already received that could not be read are skipped: this try asks
-        under the next sample index, so a retry after a bad reply asks anew but never
-        pays again for a call it has.
+        Answered calls come back from their RunCall rows. Replies that could not be read
+        are skipped: the prompt is asked again under the next sample index, so a retry
+        after a bad reply asks anew but never pays again for a call it has. Returns the
+        value, or the :class:`ReplyInvalid` of a new reply that could not be read.
         """
-        messages = _render(template, fields)
-        unit_key = self.unit_key(step, messages)
         done = {
             call.sample_index: call
             for call in RunCall.objects.filter(
@@ -198,9 +193,21 @@ class Step:
         try:
             return read(_reply_text(call)), call
         except ReplyInvalid as exc:
-            raise StepFailed(
-                f"{step}: the reply could not be read ({exc}); a retry asks again"
-            ) from None
+            return exc, call
+
+    def ask(
+        self,
+        step: str,
+        template: PromptTemplate,
+        fields: dict[str, Any],
+        read: Callable[[str], T],
+    ) -> tuple[T, RunCall]:
+        """Render a template, get its answer (see :meth:`answer`); an unreadable one fails."""
+        messages = _render(template, fields)
+        value, call = self.answer(self.unit_key(step, messages), messages, read)
+        if isinstance(value, ReplyInvalid):
+            raise StepFailed(f"{step}: the reply could not be read ({value}); a retry asks again")
+        return value, call
 
 
 def _render(template: PromptTemplate, fields: dict[str, Any]) -> list[dict[str, str]]:
@@ -446,18 +453,20 @@ def _questions(step: Step) -> str:
         if candidate.verdict != QuestionCandidate.Verdict.PENDING:
             continue
         verify_messages = _render(verify, {**base, "candidate_question": candidate.text})
-        call = step.call(step.unit_key("verify", verify_messages), verify_messages, 0)
-        try:
-            appropriate, reason = replies.verification_reply(_reply_text(call))
+        verdict, call = step.answer(
+            step.unit_key("verify", verify_messages), verify_messages, replies.verification_reply
+        )
+        if isinstance(verdict, ReplyInvalid):
+            candidate.verdict, reason = (
+                QuestionCandidate.Verdict.UNPARSEABLE,
+                f"verification: {verdict}",
+            )
+        else:
+            appropriate, reason = verdict
             candidate.verdict = (
                 QuestionCandidate.Verdict.APPROPRIATE
                 if appropriate
                 else QuestionCandidate.Verdict.INAPPROPRIATE
-            )
-        except ReplyInvalid as exc:
-            candidate.verdict, reason = (
-                QuestionCandidate.Verdict.UNPARSEABLE,
-                f"verification: {exc}",
             )
         candidate.verdict_reason = reason
         candidate.verification_call = call

@@ -685,3 +685,25 @@ def test_a_real_worker_runs_the_queued_steps(book, chartom_backend, llm_server, 
     assert intention.description.startswith("The character acts on purpose")
     run = NoteBatch.objects.get(pk=batch.pk).run
     assert run.done_calls == 5 == llm_server.request_count
+
+
+def test_unreadable_verifications_are_asked_again_on_retry(at, script, llm_server) -> None:
+    construction = at(stage="questions", description="Vautrin flatters them on purpose.")
+    script.verify = lambda question: "Hmm."
+    assert construction_step_run(construction_id=construction.pk) == "needs_retry"
+    verdicts = set(construction.candidates.values_list("verdict", flat=True))
+    assert verdicts == {"unparseable"}
+    assert "verification: the reply does not start with" in (
+        construction.candidates.first().verdict_reason
+    )
+    sent = llm_server.request_count
+
+    script.verify = lambda question: "Appropriate\nFine."
+    construction_retry(construction_id=construction.pk)
+    assert construction_step_run(construction_id=construction.pk) == "advanced:question_choice"
+    # The new round's questions are the old ones: each distinct one is verified again
+    # under the next sample index, since its first verification could not be read.
+    n = candidate_count()
+    assert llm_server.request_count - sent == n + (n - 1)
+    kept = construction.candidates.filter(kept=True).order_by("position")
+    assert kept.count() == 4 and kept[0].verification_call.sample_index == 1
