@@ -266,4 +266,21 @@ def test_qualification_trial_with_the_keyboard(
     screenshot("chartom-qualification-result")
     attempt = QualificationAttempt.objects.get(annotator=annotator)
     assert attempt.passed is False and attempt.score == pytest.approx(0.5)
+
+    # The researcher sees every attempt on the set, and opens this one.
+    page.get_by_role("button", name="Log out").click()
+    page.goto(f"{base}/accounts/login/")
+    page.get_by_label("Username").fill("res")
+    page.get_by_label("Password").fill("pw-res-123!")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/")
+    page.goto(f"{base}/annotation/chartom/qualification/")
+    page.get_by_role("link", name="starter set").click()
+    row = page.get_by_test_id("attempts").locator("tbody tr")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("ann")
+    expect(row).to_contain_text("not qualified")
+    screenshot("chartom-qualification-set")
+    row.get_by_role("link", name="details").click()
+    expect(page.get_by_role("heading", name="ann's attempt on starter set")).to_be_visible()
     assert not violations, violations
