@@ -455,6 +455,20 @@ def test_full_llm_walk_of_two_notes(at, script, llm_server, django_user_model) -
     assert run.done_calls == calls.count()
 
 
+def test_the_batch_run_shows_at_runs_with_its_calls(at, script, client, researcher) -> None:
+    construction = at()
+    construction_step_run(construction_id=construction.pk)
+    run = batch_run_of(construction)
+    client.force_login(researcher)
+    listing = client.get("/runs/")
+    assert listing.status_code == 200
+    assert "CharToM-QA construction: test batch" in listing.content.decode()
+    page = client.get(f"/runs/{run.pk}/")
+    assert page.status_code == 200
+    call = RunCall.objects.get(run=run)
+    assert call.unit_key in page.content.decode()
+
+
 def test_filter_no_drops_the_construction(at, script) -> None:
     script.filter_answers = {"Vautrin": "No. The note judges the scheme, not Vautrin's mind."}
     construction = at()
