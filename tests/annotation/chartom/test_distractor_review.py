@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
@@ -18,6 +20,7 @@ from annotation.chartom.distractor_review import (
 from annotation.chartom.workflow import WorkflowError, construction_advance, construction_lock
 from annotation.models import Construction, FieldChange, Stage, TaskAssignment
 from benchmarks.models import QAItem
+from tests.studies.test_concurrency import run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -253,3 +256,33 @@ def test_replay_and_foreign_slots_through_the_views(
 def test_raters_get_403(client, rater) -> None:
     client.force_login(rater)
     assert client.post(reverse("annotation:chartom-distractor-take")).status_code == 403
+
+
+ON_POSTGRES = django_settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not ON_POSTGRES, reason="row locks are only meaningful on PostgreSQL")
+def test_two_tabs_submitting_at_once_publish_one_item_on_postgres(
+    distractor_construction, annotator
+) -> None:
+    construction = distractor_construction()
+    slot = distractor_review_take(annotator=annotator)
+
+    def submit(choice: str):
+        user = get_user_model().objects.get(pk=annotator.pk)
+        return distractor_review_submit(
+            assignment_id=slot.pk,
+            annotator=user,
+            distractors=[LLM_CHOICES[0], LLM_CHOICES[1], choice],
+        ).pk
+
+    results, errors = run_together([lambda c=c: submit(c) for c in ("Tab one.", "Tab two.")])
+
+    assert len(errors) == 1 and "already submitted" in str(errors[0]), errors
+    published = [r for r in results if r is not None]
+    assert len(published) == 1 and QAItem.objects.count() == 1
+    construction.refresh_from_db()
+    assert construction.qa_item_id == published[0]
+    assert FieldChange.objects.filter(construction=construction, field="distractors").count() == 1
