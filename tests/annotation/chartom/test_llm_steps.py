@@ -499,6 +499,21 @@ def test_a_server_error_needs_retry_and_the_retry_succeeds(at, script, llm_serve
     assert (call.status, call.sample_index) == ("done", 0)
 
 
+def test_a_timeout_needs_retry(at, script, llm_server, chartom_backend) -> None:
+    chartom_backend.timeout_s = 0.3
+    chartom_backend.max_retries = 0
+    chartom_backend.save()
+    construction = at()
+    llm_server.enqueue("Yes\nToo late.", delay=1.5)
+    assert construction_step_run(construction_id=construction.pk) == "needs_retry"
+    construction.refresh_from_db()
+    assert "the LLM backend failed" in construction.error
+    assert "timed out" in construction.error.lower() or "timeout" in construction.error.lower()
+    llm_server.wait_idle()
+    construction_retry(construction_id=construction.pk)
+    assert construction_step_run(construction_id=construction.pk) == "advanced:extract"
+
+
 def test_an_unreadable_reply_is_asked_again_once_on_retry(at, script, llm_server) -> None:
     construction = at()
     llm_server.enqueue("Perhaps. It is hard to tell.")
