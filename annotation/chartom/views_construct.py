@@ -116,9 +116,17 @@ def _slot(request: HttpRequest, assignment_id: int, kind: str) -> TaskAssignment
     return slot
 
 
-def context_parts(note: Any) -> tuple[str, str, str]:
-    """The surrounding context split around the underlined text, to mark it there."""
-    context, underlined = note.context or note.context_0, note.underlined_text
+def context_parts(note: Any, *, plot: bool = False) -> tuple[str, str, str]:
+    """The context split around the underlined text, to mark it there.
+
+    ``plot``: the story plot the question generator was given (the 0-token window, as
+    ``llm_steps`` picks it) rather than the context imported with the note.
+    """
+    if plot:
+        context = note.context_0 or note.context_1000 or note.underlined_text
+    else:
+        context = note.context or note.context_0
+    underlined = note.underlined_text
     at = context.find(underlined) if underlined else -1
     if at < 0:
         return context, "", ""
@@ -153,7 +161,8 @@ def _screen(
         "note": note,
         "dimension": construction.get_dimension_display(),
         "definition": DIMENSION_DEFINITIONS.get(construction.dimension, ""),
-        "context_parts": context_parts(note),
+        "context_parts": context_parts(note, plot=kind == TaskKind.QUESTION_CHOICE),
+        "context_label": "Story plot" if kind == TaskKind.QUESTION_CHOICE else "",
         "progress": _progress(request.user, kind),
         "error": error,
         "timeout_minutes": int(task_timeout().total_seconds() // 60),

@@ -275,3 +275,22 @@ def test_researcher_creates_a_set_on_the_page(client, researcher, notes):
         "annotation:chartom-qualification-set", kwargs={"qset_id": qset.pk}
     )
     assert (qset.threshold, qset.items.count(), qset.created_by) == (0.9, 2, researcher)
+
+
+def test_set_page_queries_do_not_grow_with_attempts(qset, client, researcher):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(researcher)
+    url = reverse("annotation:chartom-qualification-set", kwargs={"qset_id": qset.pk})
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return len(queries)
+
+    quals.attempt_start(annotator=UserFactory(username="first", role="annotator"))
+    one = count()
+    for n in range(3):
+        quals.attempt_start(annotator=UserFactory(username=f"more{n}", role="annotator"))
+    assert count() == one
