@@ -563,7 +563,11 @@ def construction_step_run(*, construction_id: int) -> str:
         step = Step(construction=construction, run=batch_run(construction.note.batch_id))
         return STEPS[construction.stage](step)
     except StepFailed as exc:
-        return _fail(construction_id, str(exc))
+        # The error names the stage, so a list of failed constructions reads on its own.
+        message = str(exc)
+        if not message.startswith(f"{construction.stage}:"):
+            message = f"{construction.stage}: {message}"
+        return _fail(construction_id, message)
     except Exception as exc:  # a bug must not leave the construction "running" for good
         logger.exception("CharToM-QA step of construction %s crashed", construction_id)
         return _fail(construction_id, f"{construction.stage}: {type(exc).__name__}: {exc}")

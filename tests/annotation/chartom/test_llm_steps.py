@@ -584,7 +584,7 @@ def test_budget_exhaustion_needs_retry_without_a_call(at, script, llm_server) ->
     batch.save()
     assert construction_step_run(construction_id=construction.pk) == "needs_retry"
     construction.refresh_from_db()
-    assert construction.error.startswith("budget:")
+    assert construction.error.startswith("filter: budget:")
     assert llm_server.request_count == 0
 
 
