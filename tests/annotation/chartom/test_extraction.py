@@ -268,3 +268,25 @@ def test_unqualified_annotator_is_sent_to_the_trial(make_construction, client, a
     )
     assert b"Pass the qualification trial" in response.content
     assert not TaskAssignment.objects.exists()
+
+
+def test_a_stale_slot_on_the_screen_says_it_went_back(make_construction, client, annotator):
+    construction = waiting(make_construction)
+    slot = extraction_take(annotator=annotator)
+    TaskAssignment.objects.filter(pk=slot.pk).update(
+        taken_at=slot.taken_at - workflow.task_timeout() - timedelta(seconds=1)
+    )
+    client.force_login(annotator)
+    page = client.get(reverse("annotation:chartom-extract", kwargs={"assignment_id": slot.pk}))
+    assert page.status_code == 200 and b"went back to the queue" in page.content
+    assert b'data-testid="submit"' not in page.content
+    submit = reverse("annotation:chartom-extract-submit", kwargs={"assignment_id": slot.pk})
+    spans = [span_of(construction.note.note_text, "buttering them up")]
+    refused = client.post(submit, {"spans": json.dumps(spans)})
+    assert refused.status_code == 400 and b"open too long" in refused.content
+    construction.refresh_from_db()
+    assert construction.key_note == "" and construction.stage == Stage.EXTRACT
+    # Taking again resumes the same task with a fresh clock.
+    response = client.post(reverse("annotation:chartom-take", kwargs={"kind": "extract"}))
+    again = TaskAssignment.objects.get(annotator=annotator)
+    assert response.url.endswith(f"/extract/{again.pk}/")
