@@ -399,11 +399,14 @@ def table_7(
             "Notes",
         ],
         rows=rows,
-        note=(
-            "Run rows: first-sample generative answers of the run; BPC pooled over the "
-            "answers the LLM judge scored, RougeL and BERTScore F1 averaged (fractions; "
-            "the paper prints percent). Human correlation: Pearson's r over the judged "
-            "answers of the selected runs between the experts' mean score (0-1) and the "
-            "answer's BPC (included / total bonus points), RougeL and BERTScore."
+        note=" ".join(
+            [
+                "Run rows: first-sample generative answers of the run; BPC pooled over the "
+                "answers the LLM judge scored, RougeL and BERTScore F1 averaged (fractions; "
+                "the paper prints percent). Human correlation: Pearson's r over the judged "
+                "answers of the selected runs between the experts' mean score (0-1) and the "
+                "answer's BPC (included / total bonus points), RougeL and BERTScore.",
+                *(f"{reason}." for reason in reasons),
+            ]
         ),
     )
