@@ -118,9 +118,12 @@
         li.appendChild(tools);
         list.appendChild(li);
       });
-      if (!points.length) say("No point left: add one (A or the button) before submitting.", true);
       var li = item(selected);
-      if (!li) return;
+      if (!li) {
+        say("No point left: add one (A or the button) before submitting.", true);
+        if (focus) form.querySelector("#add-point").focus();
+        return;
+      }
       if (focus === "edit") {
         var area = li.querySelector("textarea");
         area.focus();
@@ -287,12 +290,14 @@
       add(points.length ? selected : 0);
     });
 
-    form.addEventListener("keydown", function (event) {
+    // On the whole page, so the keys work wherever the focus was left (e.g. the plot).
+    document.addEventListener("keydown", function (event) {
+      if (event.defaultPrevented || event.isComposing) return;
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
         event.preventDefault();
         submitOnce(form);
-      } else if (event.key === "a" && !typing(event.target) && !points.length &&
-                 !event.ctrlKey && !event.metaKey && !event.altKey) {
+      } else if ((event.key === "a" || event.key === "A") && !typing(event.target) &&
+                 !points.length && !event.ctrlKey && !event.metaKey && !event.altKey) {
         event.preventDefault();
         add(0);
       }
@@ -305,7 +310,7 @@
       form.querySelector("#points-text").value = points.join("\n");
     });
 
-    render(points.length ? "item" : "none");
+    render("item");
   }
 
   // --- the distractor review ---------------------------------------------------------

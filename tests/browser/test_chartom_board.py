@@ -201,3 +201,36 @@ def test_distractor_review_publishes_and_researcher_pages(
     expect(page.locator("#field-distractors ins").first).to_be_visible()
     screenshot("chartom-construction")
     assert not violations, violations
+
+
+def test_bonus_review_with_the_mouse_down_to_an_empty_list_and_back(
+    live_server, page, annotator, make_construction
+):
+    construction = make_construction(
+        stage="bonus",
+        state="running",
+        question="Why does Vautrin pour for his neighbours before himself?",
+        description="He needs Eugene on his side.",
+        bonus_points=POINTS[:2],
+    )
+    _advance(construction, Stage.BONUS_REVIEW)
+    violations = _csp_watch(page)
+    base = live_server.url
+    _log_in(page, base, "ann", "pw-ann-123!")
+    page.goto(f"{base}/annotation/chartom/")
+    page.locator('[data-start-key="5"]').click()
+    page.wait_for_url("**/annotation/chartom/bonus/*/")
+    for _ in range(2):
+        page.locator("#point-list li").first.get_by_role("button", name="Delete").click()
+    expect(page.locator("#point-list li")).to_have_count(0)
+    expect(page.locator("#editor-status")).to_contain_text("No point left")
+    expect(page.locator("#add-point")).to_be_focused()
+    page.locator("#add-point").click()
+    page.keyboard.type("Vautrin needs Eugene on his side.")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(f"{base}/annotation/chartom/")
+    construction.refresh_from_db()
+    assert construction.bonus_points == ["Vautrin needs Eugene on his side."]
+    slot = TaskAssignment.objects.get(annotator=annotator, task__kind="bonus_review")
+    assert [op["op"] for op in slot.answer["operations"]] == ["delete", "delete", "add", "edit"]
+    assert not violations, violations
