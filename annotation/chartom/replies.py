@@ -76,6 +76,8 @@ def _lines(reply: str) -> list[str]:
             continue
         labelled = _LABEL.match(line) is not None
         line = _unwrap(_LABEL.sub("", line, count=1))
+        # Bold inside the text ("**Intention of Vautrin:** ...") is layout, not content.
+        line = re.sub(r"(\*\*|__)(.+?)\1", r"\2", line)
         if not line:
             continue
         if joinable and not labelled and not _ITEM.match(raw):

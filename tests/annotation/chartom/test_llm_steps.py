@@ -60,6 +60,12 @@ FILTER_OK = [
     ("NO, the note only retells the plot", ("no", "the note only retells the plot")),
     ("Yes: Goriot longs\nto see his daughters.", ("yes", "Goriot longs to see his daughters.")),
 ]
+FILTER_OK.append(
+    (
+        "**Answer:** Yes\n**Intention of Vautrin:** he wants Eugene.",
+        ("yes", "Intention of Vautrin: he wants Eugene."),
+    )
+)
 FILTER_BAD = [
     "",
     "   \n\n",
