@@ -10,6 +10,9 @@ Added to the CharToM-QA report by ``reports/tables/chartom_qa.py``:
 - ``note-check-agreement``: the two annotators' agreement on the notes both judged
   (percent agreement and Cohen's kappa, with bootstrap CIs over notes), on the three
   labels and on "treated as accurate" or not;
+- ``checks-by-annotator``: each annotator's note checks (label shares) and expert
+  scores (mean), with the median time per task: progress, and a lenient or harsh
+  annotator at a glance;
 - ``qualification``: each annotator's labeling trials (attempts, mean span F1 against
   the gold, passed);
 - ``table-7``: per generative run BPC, RougeL and BERTScore (fractions), then the
@@ -73,6 +76,7 @@ def build(
     judgements = note_checks.note_check_judgements()
     report.tables.append(note_check_table(judgements, seed=seed))
     report.tables.append(note_agreement_table(judgements, seed=seed))
+    report.tables.append(checks_by_annotator_table())
     report.tables.append(qualification_table())
     run_ids = [r["id"] for r in generative]
     scores = judgement.judgement_scores(run_ids=run_ids) if run_ids else {}
@@ -220,6 +224,63 @@ def note_agreement_table(judgements: list[note_checks.NoteJudgement], *, seed: i
             "0/0 (both gave one label throughout). 95% CI: bootstrap over notes."
         ),
     )
+
+
+def checks_by_annotator_table() -> Table:
+    rows = (
+        TaskAssignment.objects.filter(
+            task__kind__in=[TaskKind.NOTE_CHECK, TaskKind.JUDGEMENT], submitted_at__isnull=False
+        )
+        .order_by("annotator__username", "pk")
+        .values_list("annotator__username", "task__kind", "answer", "seconds")
+    )
+    people: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for username, kind, answer, seconds in rows:
+        answer = answer if isinstance(answer, dict) else {}
+        value = answer.get("label") if kind == TaskKind.NOTE_CHECK else answer.get("score")
+        if value is None:
+            continue
+        people[username][kind].append(value)
+        people[username][f"{kind}_seconds"].append(seconds)
+    table_rows: list[list[Cell]] = []
+    for username, work in people.items():
+        labels = work[TaskKind.NOTE_CHECK]
+        scores = work[TaskKind.JUDGEMENT]
+        shares = [
+            pct(sum(label == value for label in labels) / len(labels)) if labels else None
+            for value, _ in LABELS
+        ]
+        table_rows.append(
+            [
+                username,
+                len(labels),
+                *shares,
+                _median(work[f"{TaskKind.NOTE_CHECK}_seconds"]),
+                len(scores),
+                _r(_mean(scores)),
+                _median(work[f"{TaskKind.JUDGEMENT}_seconds"]),
+            ]
+        )
+    return Table(
+        key="checks-by-annotator",
+        title="Note checks and expert scores by annotator",
+        columns=[
+            "Annotator",
+            "Note checks",
+            *(f"{label[0].upper() + label[1:]} %" for _, label in LABELS),
+            "Median seconds per note",
+            "Answers scored",
+            "Mean score",
+            "Median seconds per answer",
+        ],
+        rows=table_rows,
+        note="Submitted work only; seconds from taking a task to submitting it (server clock).",
+    )
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 1) if present else None
 
 
 # --- qualification ---------------------------------------------------------------------

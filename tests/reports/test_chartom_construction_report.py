@@ -34,7 +34,13 @@ from tests.factories import QAItemFactory, UserFactory, WorkFactory
 
 pytestmark = pytest.mark.django_db
 
-NEW_TABLES = ["note-checks", "note-check-agreement", "qualification", "table-7"]
+NEW_TABLES = [
+    "note-checks",
+    "note-check-agreement",
+    "checks-by-annotator",
+    "qualification",
+    "table-7",
+]
 
 
 def row(table, label) -> dict:
@@ -117,6 +123,11 @@ def test_note_check_shares_and_agreement_by_hand(checked):
     assert three["Agreement %"] == 60.0  # notes 1-3 agree, 4 and 5 do not
     # First raters: a a a a i; second: a a a s a. p_o = 3/5, p_e = (4*4)/25 = 0.64.
     assert three["Cohen's kappa"] == pytest.approx((0.6 - 0.64) / (1 - 0.64), abs=1e-4)
+    by_annotator = report.table("checks-by-annotator")
+    first = row(by_annotator, "expert0")  # a a a a i
+    assert first["Note checks"] == 5 and first["Accurate %"] == 80.0
+    assert first["Inappropriate %"] == 20.0 and first["Answers scored"] == 0
+    assert first["Median seconds per note"] is None  # rows made without timing
     binary = row(agreement, "Treated as accurate or not")
     assert binary["Agreement %"] == 80.0  # only note 5 (inappropriate / accurate) differs
     assert binary["Cohen's kappa"] == 0.0  # p_o = p_e = 0.8
@@ -124,7 +135,8 @@ def test_note_check_shares_and_agreement_by_hand(checked):
 
 def test_empty_construction_tables_say_so():
     report = build_report("chartom-qa")
-    assert [t.key for t in report.tables[-4:]] == NEW_TABLES
+    assert [t.key for t in report.tables[-5:]] == NEW_TABLES
+    assert report.table("checks-by-annotator").rows == []
     assert "No note checked yet." in report.table("note-checks").note
     assert report.table("qualification").rows == []
     assert "No qualification attempt yet." in report.table("qualification").note
@@ -214,6 +226,9 @@ def test_table_7_correlations_by_hand(judged_run, settings):
     assert run["RougeL"] == 0.25 and run["BERTScore"] is None
     assert run["Mean human score"] == 0.5
     assert "RougeL on 4 of 5 answers" in run["Notes"]
+    expert = row(build_report("chartom-qa").table("checks-by-annotator"), "expert1")
+    assert expert["Answers scored"] == 3  # the second scores: 1.0, 0.7, 0.0
+    assert expert["Mean score"] == round(1.7 / 3, 4)
     human = row(table, "Human correlation (Pearson r)")
     assert human["Answers"] == 4
     # h = 1, .6, .4, 0 (mean .5); BPC = 1, .5, .5, 0 (mean .5):
