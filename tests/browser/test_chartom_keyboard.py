@@ -164,6 +164,7 @@ def test_extraction_and_question_choice_with_the_keyboard(
     page.wait_for_url("**/annotation/chartom/work/extract/")
     expect(page.get_by_test_id("empty")).to_be_visible()
     expect(page.get_by_test_id("progress")).to_contain_text("1 done by you")
+    screenshot("chartom-work-empty")
     extraction.refresh_from_db()
     intended = [f"grins 😏 at the {CAFE}", "he wants Eugene on his side", "scheme goes ahead"]
     assert [NOTE[s:e] for s, e in extraction.key_spans] == intended
@@ -275,6 +276,8 @@ def test_qualification_trial_with_the_keyboard(
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{base}/")
     page.goto(f"{base}/annotation/chartom/qualification/")
+    expect(page.get_by_role("heading", name="New gold set")).to_be_visible()
+    screenshot("chartom-qualification-researcher")
     page.get_by_role("link", name="starter set").click()
     row = page.get_by_test_id("attempts").locator("tbody tr")
     expect(row).to_have_count(1)
