@@ -59,6 +59,11 @@ urlpatterns = [
         validation_views.validation_chart,
         name="validation-chart",
     ),
+    path(
+        "chartom-qa/text-similarity/",
+        views.chartom_text_similarity,
+        name="chartom-text-similarity",
+    ),
     path("<slug:benchmark>/", views.report_detail, name="report"),
     path("<slug:benchmark>/jobs/", views.report_job_create, name="job-create"),
     path("<slug:benchmark>/charts/<slug:key>.<report_image:fmt>", views.report_chart, name="chart"),

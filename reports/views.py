@@ -464,6 +464,36 @@ def _stream(chunks: Iterable[bytes], content_type: str, filename: str) -> Stream
     return response
 
 
+# --- CharToM-QA text similarity --------------------------------------------------------------
+
+
+@require_POST
+@researcher_required
+def chartom_text_similarity(request: HttpRequest) -> HttpResponse:
+    """Queue RougeL / BERTScore scoring of the selected CharToM-QA runs on a GPU worker."""
+    from modeling.text_similarity import bertscore_model, text_similarity_enqueue
+
+    benchmark = Benchmark.CHARTOM_QA.value
+    try:
+        run_ids = _run_ids_from(request.POST.get("runs", ""))
+        runs = selectors.report_runs(benchmark, run_ids=run_ids)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("reports:report", benchmark=benchmark)
+    ids = [r["id"] for r in runs]
+    if not ids:
+        messages.error(request, "No CharToM-QA run to score.")
+        return redirect("reports:report", benchmark=benchmark)
+    text_similarity_enqueue(run_ids=ids)
+    bert = "and BERTScore" if bertscore_model() else "(BERTScore: no model configured)"
+    messages.success(
+        request,
+        f"RougeL {bert} of run(s) {', '.join(map(str, ids))} queued for a GPU worker; "
+        "Table 7 shows them once scored.",
+    )
+    return redirect(reverse("reports:report", args=[benchmark]) + _query(run_ids))
+
+
 # --- background jobs ----------------------------------------------------------------------
 
 

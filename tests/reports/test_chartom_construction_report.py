@@ -305,3 +305,27 @@ def test_exports_hold_every_new_table(client_researcher, checked, judged_run):
     )
     single = client_researcher.get(reverse("reports:table-csv", args=["chartom-qa", "table-7"]))
     assert pd.read_csv(io.BytesIO(single.content))["Judged answers"].iloc[0] == 4
+
+
+def test_researcher_queues_text_similarity_from_the_report(
+    client, rater, researcher, judged_run, monkeypatch, django_capture_on_commit_callbacks
+):
+    from modeling.tasks import score_text_similarity_task
+
+    sent = []
+    monkeypatch.setattr(
+        score_text_similarity_task, "apply_async", lambda args, **kw: sent.append((args, kw))
+    )
+    url = reverse("reports:chartom-text-similarity")
+    client.force_login(rater)
+    assert client.post(url, {"runs": str(judged_run.pk)}).status_code == 403
+    client.force_login(researcher)
+    page = client.get(reverse("reports:report", args=["chartom-qa"])).content.decode()
+    assert "Score RougeL / BERTScore" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"runs": str(judged_run.pk)}, follow=True)
+    assert sent == [(([judged_run.pk],), {"queue": "gpu"})]
+    assert f"of run(s) {judged_run.pk} queued for a GPU worker" in response.content.decode()
+    bad = client.post(url, {"runs": "999999"}, follow=True)
+    assert b"no chartom-qa run with id 999999" in bad.content
+    assert len(sent) == 1
