@@ -99,7 +99,8 @@ def gutenberg_strip(raw: str) -> StrippedText:
     closing = None
     for closing in END_LINE.finditer(text):  # noqa: B007 - the last one is wanted
         pass
-    if closing is not None and len(text) - closing.end() < 2000:
+    # Before an end marker only a short tail may follow it; without one, the licence does.
+    if closing is not None and (not end or len(text) - closing.end() < 2000):
         text = text[: closing.start()]
     if not start and not end:
         warnings.append("no Project Gutenberg start/end markers found; the text is kept whole")
@@ -152,6 +153,9 @@ def book_text_import(*, path: Path, title: str | None = None, replace: bool = Fa
     stripped = gutenberg_strip(raw)
     if not stripped.text.strip():
         raise BookImportError(f"{path}: no text left once the Project Gutenberg parts are removed")
+    warnings = list(stripped.warnings)
+    if title:  # a title given makes the guessed one moot
+        warnings = [w for w in warnings if not w.startswith("no 'Title:' header")]
     title = " ".join((title or stripped.title or "").split())
     if not title:
         raise BookImportError(f"{path}: no title found; give one")
@@ -171,9 +175,9 @@ def book_text_import(*, path: Path, title: str | None = None, replace: bool = Fa
             )
         book.text, book.sha256, book.source_name = stripped.text, digest, path.name
         book.save(update_fields=["text", "sha256", "source_name"])
-    for warning in stripped.warnings:
+    for warning in warnings:
         logger.warning("%s: %s", path.name, warning)
-    book.import_warnings = stripped.warnings  # type: ignore[attr-defined]
+    book.import_warnings = warnings  # type: ignore[attr-defined]
     return book
 
 

@@ -96,6 +96,18 @@ def test_marker_variants_and_explicit_title(tmp_path: Path) -> None:
     assert (book.title, book.text) == ("A Tale", "Once upon a time.\n\nThe end.")
 
 
+def test_a_closing_line_without_end_marker_cuts_the_licence(tmp_path: Path) -> None:
+    path = tmp_path / "closing.txt"
+    path.write_text(
+        "*** START OF THIS PROJECT GUTENBERG EBOOK X ***\nThe story.\n\n"
+        "End of the Project Gutenberg EBook of X\n" + "licence text\n" * 500,
+        encoding="utf-8",
+    )
+    book = book_text_import(path=path, title="X")
+    assert book.text == "The story."
+    assert book.import_warnings == ["only the Project Gutenberg start marker"]
+
+
 def test_a_different_text_under_a_known_title_needs_replace(tmp_path: Path) -> None:
     first, second = tmp_path / "a.txt", tmp_path / "b.txt"
     first.write_text("Title: Same\n*** START OF THIS PROJECT GUTENBERG EBOOK X ***\nOne.\n")
