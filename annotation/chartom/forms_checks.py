@@ -29,7 +29,8 @@ class NoteCheckSampleForm(forms.Form):
 
 
 class JudgementSampleForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    # Experts see the sample's name: a run or model name there would unblind them.
+    name = forms.CharField(max_length=200, help_text="experts see it: do not name a model or run")
     runs = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple, help_text="generative CharToM-QA runs"
     )
