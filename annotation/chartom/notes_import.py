@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 
@@ -307,7 +308,7 @@ def note_batch_import(
     model: str = "",
     params: dict[str, Any] | None = None,
     budget_tokens: int | None = None,
-    created_by=None,
+    created_by: AbstractBaseUser | None = None,
     enqueue: bool = True,
 ) -> NoteBatch:
     """Import a CSV or JSONL file of reader notes as a new note batch.
