@@ -10,8 +10,9 @@ from . import views_board as views
 urlpatterns = [
     path("", views.board_index, name="chartom"),
     path("batches/<int:batch_id>/", views.batch_detail, name="chartom-batch"),
+    # At most 18 digits: the id stays a 64-bit integer (a longer one is simply no match).
     re_path(
-        r"^batches/(?P<batch_id>[0-9]+)/(?P<table>constructions|provenance)\.(?P<fmt>json|csv)$",
+        r"^batches/(?P<batch_id>[0-9]{1,18})/(?P<table>constructions|provenance)\.(?P<fmt>json|csv)$",
         views.batch_export,
         name="chartom-batch-export",
     ),

@@ -180,9 +180,9 @@ def construction_detail(request: HttpRequest, construction_id: int) -> HttpRespo
 
 @require_GET
 @researcher_required
-def batch_export(request: HttpRequest, batch_id: int, table: str, fmt: str) -> HttpResponse:
+def batch_export(request: HttpRequest, batch_id: str, table: str, fmt: str) -> HttpResponse:
     """The batch's constructions (or their field changes) with provenance, as JSON or CSV."""
-    batch = _batch(batch_id)
+    batch = _batch(int(batch_id))  # the pattern allows at most 18 digits
     if (table, fmt) == ("constructions", "json"):
         body = json.dumps(exports_board.batch_export_json(batch), ensure_ascii=False, indent=1)
         content_type = "application/json; charset=utf-8"
