@@ -3,6 +3,8 @@ queue with two annotators per note, submits, and the screen through the real vie
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from django.urls import reverse
 
@@ -263,3 +265,28 @@ def test_nothing_left_sends_the_annotator_back_with_thanks(client, annotator, bo
     client.force_login(annotator)
     response = client.post(reverse("annotation:chartom-note-check-take"), follow=True)
     assert b"No note left for you to check" in response.content
+
+
+# --- concurrency -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_samplings_and_takes_never_duplicate(book):
+    from tests.studies.test_concurrency import run_together
+
+    batch = make_notes(book, kept=3)
+    created, errors = run_together(
+        [lambda: note_checks.note_check_sample(batch=batch, size=3, seed=5, k=2)] * 3
+    )
+    assert not errors and sorted(created) == [0, 0, 3]
+    assert AnnotationTask.objects.filter(kind="note_check").count() == 3
+    people = [UserFactory(username=f"checker{i}", role="annotator") for i in range(7)]
+    slots, errors = run_together(
+        [lambda user=user: note_checks.note_check_take(annotator=user) for user in people]
+    )
+    assert not errors
+    given = [s for s in slots if s is not None]
+    assert len(given) == 6  # 3 notes x k = 2; the seventh finds no room
+    per_task = Counter(s.task_id for s in given)
+    assert set(per_task.values()) == {2}
+    assert TaskAssignment.objects.count() == 6
