@@ -275,3 +275,18 @@ def test_another_experts_slot_is_not_found(client, runs, annotator, expert2):
     assert client.get(reverse("annotation:chartom-judgement", args=[slot.pk])).status_code == 404
     submit = reverse("annotation:chartom-judgement-submit", args=[slot.pk])
     assert client.post(submit, {"score": "0.5"}).status_code == 404
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client, runs, annotator):
+    sample = judgement.judgement_sample_create(name="anon", run_ids=[runs[0].pk], size=1)
+    slot = judgement.judgement_take(annotator=annotator, sample=sample)
+    for url in (
+        reverse("annotation:chartom-checks"),
+        reverse("annotation:chartom-judgement", args=[slot.pk]),
+    ):
+        response = client.get(url)
+        assert response.status_code == 302 and "/accounts/login/" in response.url
+    submit = reverse("annotation:chartom-judgement-submit", args=[slot.pk])
+    assert client.post(submit, {"score": "0.5"}).status_code == 302
+    slot.refresh_from_db()
+    assert slot.submitted_at is None
