@@ -358,14 +358,17 @@ def _r(value: float | None) -> float | None:
 
 
 def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]) -> str:
-    """Why a correlation is empty, or "" when it is not."""
+    """Why a metric's correlation is empty (``pearson`` gave None)."""
     n = sum(v is not None for v in values)
     if not judged:
         return f"{metric}: no expert score yet"
     if metric == "BERTScore" and n == 0 and not getattr(settings, "TOMLAB_BERTSCORE_MODEL", ""):
         return "BERTScore not computed: no model configured (TOMLAB_BERTSCORE_MODEL)"
     if metric in TEXT_METRICS and n == 0:
-        return f"{metric} not computed yet: run manage.py score_text_similarity --run ID"
+        return (
+            f"{metric} not computed yet: 'Score RougeL / BERTScore' on this page, or "
+            "manage.py score_text_similarity --run ID"
+        )
     if metric == "BPC" and n == 0:
         return "BPC not computed: the judged answers have no LLM-judge bonus points"
     if n < 2:
