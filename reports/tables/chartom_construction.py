@@ -16,9 +16,9 @@ Added to the CharToM-QA report by ``reports/tables/chartom_qa.py``:
 - ``qualification``: each annotator's labeling trials (attempts, mean span F1 against
   the gold, passed);
 - ``table-7``: per generative run BPC, RougeL and BERTScore (fractions), then the
-  "Human correlation" row: Pearson's r of the experts' mean score per judged answer
-  with that answer's BPC (included / total bonus points), RougeL and BERTScore, and the
-  paper's 0.92 / 0.72 / 0.81 as a reference row.
+  "Human Correlation" row (the paper's name): Pearson's r of the experts' mean score
+  per judged answer with that answer's BPC (included / total bonus points), RougeL
+  and BERTScore, and the paper's 0.92 / 0.72 / 0.81 as a reference row.
 
 Pearson, kappa, agreement and the intervals all come from ``reports.metrics``.
 """
@@ -429,7 +429,7 @@ def table_7(
     )
     rows.append(
         [
-            "Human correlation (Pearson r)",
+            "Human Correlation (Pearson r)",
             len(judged),
             *(_r(correlations[name]) for name in ("BPC", "RougeL", "BERTScore")),
             None,
@@ -439,7 +439,7 @@ def table_7(
     )
     rows.append(
         [
-            "Paper, Table 7 human correlation (reference)",
+            "Paper, Table 7 Human Correlation (reference)",
             None,
             PAPER_CORRELATION["BPC"],
             PAPER_CORRELATION["RougeL"],

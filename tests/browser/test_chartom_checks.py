@@ -154,7 +154,7 @@ def test_checks_with_the_keyboard_then_the_report(
     screenshot("chartom-checks-researcher")
     page.goto(f"{base}/reports/chartom-qa/")
     expect(page.locator("#table-note-checks")).to_contain_text("Paper, section 4.1 (reference)")
-    expect(page.locator("#table-table-7")).to_contain_text("Human correlation (Pearson r)")
+    expect(page.locator("#table-table-7")).to_contain_text("Human Correlation (Pearson r)")
     screenshot("chartom-report")
     page.locator("#table-note-checks").screenshot(
         path=str(screenshot("chartom-report").with_name("chartom-report-note-checks.png"))

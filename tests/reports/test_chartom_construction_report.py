@@ -142,11 +142,11 @@ def test_empty_construction_tables_say_so():
     assert "No qualification attempt yet." in report.table("qualification").note
     table_7 = report.table("table-7")
     assert [r[0] for r in table_7.rows] == [
-        "Human correlation (Pearson r)",
-        "Paper, Table 7 human correlation (reference)",
+        "Human Correlation (Pearson r)",
+        "Paper, Table 7 Human Correlation (reference)",
     ]
-    assert row(table_7, "Paper, Table 7 human correlation (reference)")["BPC"] == 0.92
-    assert "no expert score yet" in row(table_7, "Human correlation (Pearson r)")["Notes"]
+    assert row(table_7, "Paper, Table 7 Human Correlation (reference)")["BPC"] == 0.92
+    assert "no expert score yet" in row(table_7, "Human Correlation (Pearson r)")["Notes"]
 
 
 def test_qualification_table_per_annotator(notes, experts):
@@ -229,7 +229,7 @@ def test_table_7_correlations_by_hand(judged_run, settings):
     expert = row(build_report("chartom-qa").table("checks-by-annotator"), "expert1")
     assert expert["Answers scored"] == 3  # the second scores: 1.0, 0.7, 0.0
     assert expert["Mean score"] == round(1.7 / 3, 4)
-    human = row(table, "Human correlation (Pearson r)")
+    human = row(table, "Human Correlation (Pearson r)")
     assert human["Answers"] == 4
     # h = 1, .6, .4, 0 (mean .5); BPC = 1, .5, .5, 0 (mean .5):
     # sxy = .25 + .25 = .5, sxx = .25 + .01 + .01 + .25 = .52, syy = .5.
@@ -240,7 +240,7 @@ def test_table_7_correlations_by_hand(judged_run, settings):
     assert (
         "BERTScore not computed: no model configured (TOMLAB_BERTSCORE_MODEL)" in (human["Notes"])
     )
-    reference = row(table, "Paper, Table 7 human correlation (reference)")
+    reference = row(table, "Paper, Table 7 Human Correlation (reference)")
     assert (reference["BPC"], reference["RougeL"], reference["BERTScore"]) == (0.92, 0.72, 0.81)
 
 
@@ -249,7 +249,7 @@ def test_table_7_says_when_bertscore_waits_for_scoring(judged_run, settings):
     prediction = Prediction.objects.filter(run=judged_run).order_by("pk").first()
     prediction.details = {**prediction.details, "bertscore_f1": 0.9}
     prediction.save(update_fields=["details"])
-    human = row(build_report("chartom-qa").table("table-7"), "Human correlation (Pearson r)")
+    human = row(build_report("chartom-qa").table("table-7"), "Human Correlation (Pearson r)")
     assert human["BERTScore"] is None
     assert "BERTScore: needs two judged answers with a value, has 1" in human["Notes"]
 
@@ -271,7 +271,7 @@ def test_page_shows_the_tables_and_raters_get_403(client, rater, checked, judged
     html = page.content.decode()
     for key in NEW_TABLES:
         assert f'id="table-{key}"' in html
-    assert "Human correlation (Pearson r)" in html and "Paper, section 4.1 (reference)" in html
+    assert "Human Correlation (Pearson r)" in html and "Paper, section 4.1 (reference)" in html
     assert "[" in html  # CIs shown as [low, high]
 
 
@@ -299,8 +299,8 @@ def test_exports_hold_every_new_table(client_researcher, checked, judged_run):
     sheets = pd.read_excel(io.BytesIO(xlsx.content), sheet_name=None, engine="openpyxl")
     assert set(NEW_TABLES) <= set(sheets)
     table_7 = sheets["table-7"].set_index("System")
-    assert table_7.loc["Paper, Table 7 human correlation (reference)", "RougeL"] == 0.72
-    assert table_7.loc["Human correlation (Pearson r)", "BPC"] == pytest.approx(
+    assert table_7.loc["Paper, Table 7 Human Correlation (reference)", "RougeL"] == 0.72
+    assert table_7.loc["Human Correlation (Pearson r)", "BPC"] == pytest.approx(
         0.5 / math.sqrt(0.26), abs=1e-4
     )
     single = client_researcher.get(reverse("reports:table-csv", args=["chartom-qa", "table-7"]))
