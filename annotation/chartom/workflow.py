@@ -145,11 +145,19 @@ def construction_advance(
         step_enqueue(construction.pk)
     elif to_stage in HUMAN_STAGES:
         construction.state = Construction.State.WAITING_HUMAN
-        AnnotationTask.objects.get_or_create(
-            kind=STAGE_TASK_KIND[to_stage],
-            construction=construction,
-            defaults={"batch_id": construction.note.batch_id, "k": 1, "position": construction.pk},
-        )
+        kind = STAGE_TASK_KIND[to_stage]
+        # A construction sent back to a stage it passed gets a new task: the old one
+        # is closed and keeps its answer as history.
+        if not AnnotationTask.objects.filter(
+            kind=kind, construction=construction, closed=False
+        ).exists():
+            AnnotationTask.objects.create(
+                kind=kind,
+                construction=construction,
+                batch_id=construction.note.batch_id,
+                k=1,
+                position=construction.pk,
+            )
     else:
         construction.state = Construction.State.DONE
     construction.save()
@@ -238,7 +246,12 @@ def task_take(
     for _ in range(20):  # each try that loses a race sees the filled task gone next time
         candidates = (
             open_tasks(kind, **filters)
-            .exclude(assignments__annotator=annotator, assignments__submitted_at__isnull=False)
+            # One subquery: both conditions must hold on the same slot.
+            .exclude(
+                pk__in=TaskAssignment.objects.filter(
+                    annotator=annotator, submitted_at__isnull=False
+                ).values("task_id")
+            )
             .annotate(
                 n=Count(
                     "assignments",
