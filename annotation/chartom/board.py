@@ -115,6 +115,9 @@ def batch_stage_progress(batch: NoteBatch) -> list[StageRow]:
 
 def batch_is_busy(batch: NoteBatch) -> bool:
     """True while an LLM step of the batch is queued or running (the page keeps polling)."""
+    # Steps of a batch without a backend wait for one; nothing will move until then.
+    if batch.backend_id is None:
+        return False
     return Construction.objects.filter(note__batch=batch, state__in=BUSY_STATES).exists()
 
 

@@ -32,9 +32,9 @@ from benchmarks.importers.base import ImportDataError, field_size_check
 from benchmarks.models import ToMDimension
 from modeling.models import Backend
 
-from ..chartom_models import BookText, Construction, NoteBatch, ReaderNote, Stage
+from ..chartom_models import LLM_STAGES, BookText, Construction, NoteBatch, ReaderNote, Stage
 from .books import PlotTokenizer, plot_tokenizer, plot_windows
-from .workflow import step_enqueue
+from .workflow import WorkflowError, step_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -375,3 +375,37 @@ def note_batch_import(
         logger.warning("%s", warning)
     batch.import_warnings = warnings  # type: ignore[attr-defined]
     return batch
+
+
+def note_batch_start(
+    *,
+    batch_id: int,
+    backend: Backend,
+    model: str = "",
+    budget_tokens: int | None = None,
+) -> int:
+    """Give a batch imported without a backend (the demo, ``--no-enqueue``) its LLM.
+
+    Queues every construction waiting at an LLM stage; returns how many. A batch that
+    already has a backend is refused: its failed steps are retried one by one instead,
+    so the calls already paid for stay with the run that paid for them.
+    """
+    with transaction.atomic():
+        batch = NoteBatch.objects.select_for_update().get(pk=batch_id)
+        if batch.backend_id is not None:
+            raise WorkflowError(
+                f"note batch {batch.name!r} already runs on backend {batch.backend.name}"
+            )
+        model = model or backend.default_model or backend.model_path
+        if not model:
+            raise WorkflowError(f"backend {backend.name} has no default model; give a model")
+        batch.backend, batch.model, batch.budget_tokens = backend, model, budget_tokens
+        batch.save(update_fields=["backend", "model", "budget_tokens"])
+        waiting = list(
+            Construction.objects.filter(
+                note__batch=batch, stage__in=LLM_STAGES, state=Construction.State.QUEUED
+            ).values_list("pk", flat=True)
+        )
+        for construction_id in waiting:
+            step_enqueue(construction_id)
+    return len(waiting)

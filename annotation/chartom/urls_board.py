@@ -16,6 +16,7 @@ urlpatterns = [
         views.batch_export,
         name="chartom-batch-export",
     ),
+    path("batches/<int:batch_id>/start/", views.batch_start, name="chartom-batch-start"),
     path(
         "constructions/<int:construction_id>/",
         views.construction_detail,

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from accounts.roles import is_researcher
+from modeling.models import Backend
 from modeling.views import researcher_required
 
 from ..chartom_models import Construction, NoteBatch, TaskAssignment, TaskKind
@@ -32,6 +33,7 @@ from .batch_upload import BatchUploadError, note_batch_upload
 from .bonus_review import bonus_review_submit, bonus_review_take
 from .distractor_review import distractor_review_submit, distractor_review_take
 from .forms_board import NoteBatchUploadForm, json_list, lines
+from .notes_import import note_batch_start
 from .review_slot import review_slot_get
 from .workflow import WorkflowError, construction_retry, task_timeout
 
@@ -136,7 +138,36 @@ def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
             return HttpResponseStopPolling(response.content)
         return response
     context["constructions"] = list(board.batch_constructions(batch))
+    context["backends"] = list(Backend.objects.order_by("name")) if not batch.backend_id else []
     return render(request, BATCH_PAGE, context)
+
+
+@require_POST
+@researcher_required
+def batch_start(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """Give a batch imported without a backend its LLM and queue its waiting steps."""
+    batch = _batch(batch_id)
+    try:
+        backend = Backend.objects.get(pk=int(request.POST.get("backend", "")))
+    except (ValueError, Backend.DoesNotExist):
+        messages.error(request, "backend: choose one of the backends")
+        return redirect("annotation:chartom-batch", batch_id=batch.pk)
+    budget = request.POST.get("budget_tokens", "").strip()
+    if budget and (not budget.isdigit() or int(budget) < 1):
+        messages.error(request, "budget_tokens: a whole number of tokens, at least 1")
+        return redirect("annotation:chartom-batch", batch_id=batch.pk)
+    try:
+        queued = note_batch_start(
+            batch_id=batch.pk,
+            backend=backend,
+            model=request.POST.get("model", "").strip(),
+            budget_tokens=int(budget) if budget else None,
+        )
+    except WorkflowError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{queued} LLM steps queued on {backend.name}.")
+    return redirect("annotation:chartom-batch", batch_id=batch.pk)
 
 
 @require_POST

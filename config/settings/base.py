@@ -229,7 +229,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-CELERY_TASK_ROUTES = {"modeling.tasks.train_*": {"queue": "gpu"}}
+CELERY_TASK_ROUTES = {
+    "modeling.tasks.train_*": {"queue": "gpu"},
+    "modeling.score_text_similarity": {"queue": "gpu"},  # loads a local BERT
+}
 
 LOGGING = {
     "version": 1,

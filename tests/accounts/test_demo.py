@@ -114,6 +114,13 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     assert families == {"type_a_what", "type_d_whether", "type_d_why", "type_c_how", "type_d_how"}
 
     assert "demo data: 65 created, 0 unchanged, 0 updated" in out
+    # CharToM-QA construction: the novel from the shared data and three notes of ours.
+    from annotation.models import Construction, NoteBatch
+
+    chartom = NoteBatch.objects.get(name="CharToM-QA demo")
+    assert chartom.notes.count() == 3
+    assert Construction.objects.filter(note__batch=chartom, stage="filter").count() == 12
+    assert "CharToM-QA demo batch: CharToM-QA demo, 3 notes" in out
     for username, password in LOGINS.items():
         user = get_user_model().objects.get(username=username)
         assert has_role(user, username)

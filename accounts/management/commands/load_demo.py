@@ -142,7 +142,22 @@ class Command(BaseCommand):
                 f"DynToM generation pools not found at {pools}: "
                 "run manage.py load_dyntom_pools DIR before generating stages"
             )
+        lines.append(self._ensure_chartom())
         return lines
+
+    def _ensure_chartom(self) -> str:
+        """Father Goriot and three reader notes of ours, for CharToM-QA construction."""
+        from annotation.chartom.demo import NOVEL, chartom_demo_load
+
+        shared = Path(settings.TOMLAB_SHARED_DATA)
+        if not (shared / NOVEL).is_file():
+            return f"CharToM-QA demo skipped: {shared / NOVEL} not found"
+        batch = chartom_demo_load(shared)
+        return (
+            f"CharToM-QA demo batch: {batch.name}, {batch.notes.count()} notes "
+            "(/annotation/chartom/); its LLM steps wait for a backend: upload notes with "
+            "one from the board, or run manage.py chartom_import_notes --backend NAME"
+        )
 
     def _import(self, source: DemoSource) -> ImportReport:
         try:

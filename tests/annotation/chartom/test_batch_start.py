@@ -1,0 +1,70 @@
+"""A batch imported without a backend (the demo, ``--no-enqueue``) is given one later."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation.chartom.demo import chartom_demo_load
+from annotation.chartom.llm_steps import construction_step_run
+from annotation.models import Construction, NoteBatch
+from tests.factories import DEFAULT_PASSWORD, UserFactory
+
+from .test_llm_steps import Script
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(shared_data) -> NoteBatch:
+    return chartom_demo_load(shared_data)
+
+
+def _client(client, role: str):
+    user = UserFactory(username=f"start-{role}", role=role)
+    assert client.login(username=user.username, password=DEFAULT_PASSWORD)
+    return client
+
+
+def test_a_batch_without_backend_waits_then_starts_once(client, demo, chartom_backend, llm_server):
+    llm_server.responder = Script()
+    researcher = _client(client, "researcher")
+    page = researcher.get(reverse("annotation:chartom-batch", args=[demo.pk]))
+    assert page.context["busy"] is False  # nothing polls a batch no step can move
+    assert b"Start LLM steps" in page.content
+
+    response = researcher.post(
+        reverse("annotation:chartom-batch-start", args=[demo.pk]),
+        {"backend": chartom_backend.pk, "budget_tokens": "50000"},
+        follow=True,
+    )
+    assert "12 LLM steps queued on chartom-test" in response.content.decode()
+    demo.refresh_from_db()
+    assert (demo.backend, demo.model, demo.budget_tokens) == (
+        chartom_backend,
+        "test-model",
+        50000,
+    )
+    # The queued steps now run on that backend (as the worker would).
+    first = Construction.objects.filter(note__batch=demo).order_by("pk").first()
+    assert construction_step_run(construction_id=first.pk) == "advanced:extract"
+
+    again = researcher.post(
+        reverse("annotation:chartom-batch-start", args=[demo.pk]),
+        {"backend": chartom_backend.pk},
+        follow=True,
+    )
+    assert "already runs on backend chartom-test" in again.content.decode()
+
+
+def test_bad_start_input_and_roles(client, demo, chartom_backend):
+    url = reverse("annotation:chartom-batch-start", args=[demo.pk])
+    annotator = _client(client, "annotator")
+    assert annotator.post(url, {"backend": chartom_backend.pk}).status_code == 403
+    client.logout()
+    researcher = _client(client, "researcher")
+    response = researcher.post(url, {"backend": "nope"}, follow=True)
+    assert "backend: choose one of the backends" in response.content.decode()
+    response = researcher.post(url, {"backend": chartom_backend.pk, "budget_tokens": "-3"})
+    demo.refresh_from_db()
+    assert demo.backend is None
