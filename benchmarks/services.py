@@ -104,7 +104,7 @@ PUBLISH_SOURCE = "published"
 
 
 @transaction.atomic
-def qa_item_publish(record: dict[str, Any]) -> QAItem:
+def qa_item_publish(record: dict[str, Any], *, revise: bool = False) -> QAItem:
     """Add one CharToM-QA record (the JSONL format's fields) to the item bank.
 
     The record is checked by the importer's own rules
@@ -113,7 +113,9 @@ def qa_item_publish(record: dict[str, Any]) -> QAItem:
     made when missing (a work made here has no split; an existing one is left as it
     is); the item goes after the book's last one. Publishing a record again returns the
     stored item; a different record with the same book, character and question is
-    refused, naming ``question``. Raises :class:`ImportDataError` on bad input.
+    refused, naming ``question``, unless ``revise`` is set: then the stored item takes
+    the record's answer, contexts, bonus points and choices (its id, position and
+    predictions stay). Raises :class:`ImportDataError` on bad input.
     """
     label = f"{record.get('book_name')!r} / {record.get('target_character')!r}"
     report = ImportReport()
@@ -142,6 +144,13 @@ def qa_item_publish(record: dict[str, Any]) -> QAItem:
         same = existing.work_id == work.pk and existing.character_id == (
             character.pk if character else None
         )
+        if same and revise:
+            changed = [n for n, v in row.items() if getattr(existing, n) != v]
+            for name in changed:
+                setattr(existing, name, row[name])
+            if changed:
+                existing.save(update_fields=[*changed, "updated_at"])
+            return existing
         same = same and all(getattr(existing, name) == value for name, value in row.items())
         if not same:
             raise ImportDataError(

@@ -46,14 +46,14 @@ def construction_publish(construction: Construction, *, user: AbstractBaseUser |
     submit never makes a second one. Bad content (no question, not exactly three
     distractors, ...) raises :class:`WorkflowError` naming the field; nothing is written.
     """
-    if construction.qa_item_id is not None:
-        if construction.stage != Stage.PUBLISHED:
-            construction_advance(construction, Stage.PUBLISHED, user=user)
-        return construction.qa_item
     if construction.stage in (Stage.DROPPED, Stage.PUBLISHED):
+        if construction.qa_item_id is not None:
+            return construction.qa_item
         raise WorkflowError(f"construction {construction.pk} is {construction.stage}")
+    # Published before and sent back for new distractors: the same item is revised.
+    revise = construction.qa_item_id is not None
     try:
-        item = qa_item_publish(construction_record(construction))
+        item = qa_item_publish(construction_record(construction), revise=revise)
     except ImportDataError as exc:
         field = {"answer": "description", "misleading_choices": "distractors"}.get(
             exc.field or "", exc.field
@@ -63,7 +63,13 @@ def construction_publish(construction: Construction, *, user: AbstractBaseUser |
             f"{field or 'record'}: {exc.message}"
         ) from None
     # Provenance holds JSON values: the item's id, not the row.
-    field_set(construction, "qa_item_id", item.pk, user=user, action="published")
+    field_set(
+        construction,
+        "qa_item_id",
+        item.pk,
+        user=user,
+        action="revised" if revise else "published",
+    )
     construction_advance(construction, Stage.PUBLISHED, user=user)
     # The batch's LLM run ends with its last construction.
     batch_run_settle(batch_id=construction.note.batch_id)

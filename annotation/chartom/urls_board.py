@@ -23,6 +23,11 @@ urlpatterns = [
         name="chartom-construction",
     ),
     path(
+        "constructions/<int:construction_id>/distractors/redo/",
+        views.distractors_redo,
+        name="chartom-distractors-redo",
+    ),
+    path(
         "constructions/<int:construction_id>/retry/",
         views.construction_retry_view,
         name="chartom-retry",

@@ -33,6 +33,7 @@ from .batch_upload import BatchUploadError, note_batch_upload
 from .bonus_review import bonus_review_submit, bonus_review_take
 from .distractor_review import distractor_review_submit, distractor_review_take
 from .forms_board import NoteBatchUploadForm, json_list, lines
+from .misleadings import construction_distractors_redo
 from .notes_import import note_batch_start
 from .review_slot import review_slot_get
 from .workflow import WorkflowError, construction_retry, task_timeout
@@ -185,6 +186,25 @@ def construction_retry_view(request: HttpRequest, construction_id: int) -> HttpR
     else:
         messages.success(request, f"{construction} queued again.")
     return redirect("annotation:chartom-batch", batch_id=construction.note.batch_id)
+
+
+@require_POST
+@researcher_required
+def distractors_redo(request: HttpRequest, construction_id: int) -> HttpResponse:
+    """Appendix J: send a published item back for distractors guided by judge defects."""
+    try:
+        construction = board.construction_get(construction_id)
+    except Construction.DoesNotExist:
+        raise Http404("no such construction") from None
+    try:
+        defects = construction_distractors_redo(construction_id=construction.pk, user=request.user)
+    except WorkflowError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"New distractors queued with {len(defects)} misleading directions."
+        )
+    return redirect("annotation:chartom-construction", construction_id=construction.pk)
 
 
 @require_GET

@@ -37,10 +37,13 @@ def other_annotator(db):
 
 
 @pytest.fixture
-def small_batch(make_construction):
+def small_batch(make_construction, chartom_backend):
     """Six constructions of two notes, spread over stages and states (counted by hand)."""
     made = {
-        "extract": make_construction(stage="extract", state="waiting_human", dimension="intention"),
+        # The batch has a backend: its queued step is on its way (the page polls).
+        "extract": make_construction(
+            stage="extract", state="waiting_human", dimension="intention", backend=chartom_backend
+        ),
         "dropped": make_construction(stage="dropped", state="done", dimension="belief"),
         "retry": make_construction(
             stage="bonus", state="needs_retry", dimension="emotion", error="timeout after 5 s"
