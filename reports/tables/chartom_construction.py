@@ -357,6 +357,10 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
+# Two points always give r = ±1: a correlation is only reported from three answers.
+MIN_CORRELATION_PAIRS = 3
+
+
 def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]) -> str:
     """Why a metric's correlation is empty (``pearson`` gave None)."""
     n = sum(v is not None for v in values)
@@ -371,8 +375,11 @@ def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]
         )
     if metric == "BPC" and n == 0:
         return "BPC not computed: the judged answers have no LLM-judge bonus points"
-    if n < 2:
-        return f"{metric}: needs two judged answers with a value, has {n}"
+    if n < MIN_CORRELATION_PAIRS:
+        return (
+            f"{metric}: needs {MIN_CORRELATION_PAIRS} judged answers with a value, has {n} "
+            "(r of two points is always ±1)"
+        )
     return f"{metric}: constant over the judged answers, r undefined"
 
 
@@ -418,7 +425,12 @@ def table_7(
             for name, key in TEXT_METRICS.items()
         },
     }
-    correlations = {name: pearson(human, values) for name, values in metric_values.items()}
+    correlations = {
+        name: pearson(human, values)
+        if sum(v is not None for v in values) >= MIN_CORRELATION_PAIRS
+        else None
+        for name, values in metric_values.items()
+    }
     reasons = [
         _missing_reason(name, judged, metric_values[name])
         for name, r in correlations.items()

@@ -251,7 +251,7 @@ def test_table_7_says_when_bertscore_waits_for_scoring(judged_run, settings):
     prediction.save(update_fields=["details"])
     human = row(build_report("chartom-qa").table("table-7"), "Human Correlation (Pearson r)")
     assert human["BERTScore"] is None
-    assert "BERTScore: needs two judged answers with a value, has 1" in human["Notes"]
+    assert "BERTScore: needs 3 judged answers with a value, has 1" in human["Notes"]
 
 
 # --- the page and the exports ----------------------------------------------------------

@@ -329,58 +329,74 @@ def _publish_checked(tmp_path: Path) -> None:
 
 
 def _judge_and_report(tmp_path: Path, boss: Client, first: Client, second: Client) -> None:
-    # Stage 10: a generative run on the published items, judged by the LLM judge
-    # (imported verdicts), then blind expert scores through the judgement screen.
+    # Stage 10: two models' generative answers on the published items, judged by the
+    # LLM judge (imported verdicts), then blind expert scores through the screen.
     items = list(QAItem.objects.order_by("pk"))
-    answers = [
-        ("He flatters them so that his plan goes ahead.", [0], []),
-        ("He is thirsty.", [], ["misses his scheme entirely"]),
-    ]
-    path = tmp_path / "generative.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "benchmark": "chartom-qa",
-                    "model": "test-model",
-                    "task": "generative",
-                    "book": item.work.key,
-                    "character": item.character.name,
-                    "question": item.question,
-                    "raw_output": text,
-                    "bonus_points_included": included,
-                    "defects": defects,
-                }
-            )
-            + "\n"
-            for item, (text, included, defects) in zip(items, answers, strict=True)
-        ),
-        encoding="utf-8",
-    )
-    call_command("import_predictions", str(path), "--name", "e2e-model", stdout=io.StringIO())
-    run = Run.objects.get(name__startswith="e2e-model", imported=True)
-    call_command("score_text_similarity", "--run", str(run.pk), stdout=io.StringIO())
-    assert all("rouge_l" in p.details for p in Prediction.objects.filter(run=run)), (
-        "RougeL is stored per answer"
-    )
+    answers = {
+        "gpt-secret-a": [
+            ("He flatters them so that his plan goes ahead.", [0], []),
+            ("He is thirsty.", [], ["misses his longing entirely"]),
+        ],
+        "gpt-secret-b": [
+            ("He wants them on his side for his plan.", [0], []),
+            ("He likes good wine.", [], ["off the point"]),
+        ],
+    }
+    # The experts' scores, by answer: means 0.9, 0.1, 0.8, 0.2 against BPC 1, 0, 1, 0.
+    scores = {
+        "He flatters them": "0.9",
+        "He is thirsty": "0.1",
+        "He wants them on his side": "0.8",
+        "He likes good wine": "0.2",
+    }
+    runs = []
+    for model, replies in answers.items():
+        path = tmp_path / f"{model}.jsonl"
+        path.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "benchmark": "chartom-qa",
+                        "model": model,
+                        "task": "generative",
+                        "book": item.work.key,
+                        "character": item.character.name,
+                        "question": item.question,
+                        "raw_output": text,
+                        "bonus_points_included": included,
+                        "defects": defects,
+                    }
+                )
+                + "\n"
+                for item, (text, included, defects) in zip(items, replies, strict=True)
+            ),
+            encoding="utf-8",
+        )
+        call_command("import_predictions", str(path), "--name", model, stdout=io.StringIO())
+        run = Run.objects.get(name__startswith=model, imported=True)
+        call_command("score_text_similarity", "--run", str(run.pk), stdout=io.StringIO())
+        runs.append(run.pk)
+    assert all("rouge_l" in p.details for p in Prediction.objects.filter(run__in=runs))
     response = boss.post(
         reverse("annotation:chartom-judgement-sample-create"),
         {
             "judgement-name": "blind batch",
-            "judgement-runs": [run.pk],
-            "judgement-size": 2,
+            "judgement-runs": runs,
+            "judgement-size": 4,
             "judgement-seed": 0,
             "judgement-k": 2,
         },
     )
     assert response.status_code == 302, response.content.decode()[-1500:]
     sample_id = AnnotationTask.objects.filter(kind=TaskKind.JUDGEMENT).first().sample_id
-    scores = {"He flatters them": "0.9", "He is thirsty": "0.1"}
     for client in (first, second):
-        for _ in items:
+        for _ in range(4):
             slot = _take(client, reverse("annotation:chartom-judgement-take", args=[sample_id]))
             page = client.get(reverse("annotation:chartom-judgement", args=[slot])).content
-            assert b"misses his scheme" not in page and b"e2e-model" not in page
+            # Blind: no judge verdict and no model name reaches the expert.
+            text = page.decode()
+            for secret in ("misses his longing", "gpt-secret-a", "gpt-secret-b"):
+                assert secret not in text, text[text.find(secret) - 150 :][:300]
             score = next(v for k, v in scores.items() if k.encode() in page)
             response = client.post(
                 reverse("annotation:chartom-judgement-submit", args=[slot]), {"score": score}
@@ -400,5 +416,6 @@ def _judge_and_report(tmp_path: Path, boss: Client, first: Client, second: Clien
     # 4 judgements of 2 notes: 3 accurate, 1 subjective.
     assert shares["Accurate %"].tolist()[0] == 75.0
     assert qualification.to_string().count("expert1") == 1
-    # Experts' means 0.9 and 0.1 against BPC 1/1 and 0/1: a perfect correlation.
-    assert table_7.loc["Human Correlation (Pearson r)", "BPC"] == pytest.approx(1.0)
+    # r([0.9, 0.1, 0.8, 0.2], [1, 0, 1, 0]) = 0.7 / sqrt(0.5 * 1.0), by hand.
+    assert table_7.loc["Human Correlation (Pearson r)", "BPC"] == pytest.approx(0.98995, abs=1e-4)
+    assert table_7.loc["Human Correlation (Pearson r)", "Answers"] == 4
