@@ -102,7 +102,9 @@ def bonus_review_submit(
         # Spacing the model left is not an edit of the annotator's.
         original = [normalized(str(p)) for p in construction.bonus_points]
         action = "accepted" if cleaned == original else "edited"
-        field_set(construction, "bonus_points", cleaned, user=annotator, action=action)
+        field_set(
+            construction, "bonus_points", cleaned, user=annotator, action=action, confirm=True
+        )
         construction.save(update_fields=["bonus_points", "updated_at"])
         assignment_submit(
             assignment,

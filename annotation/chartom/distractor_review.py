@@ -74,7 +74,7 @@ def distractor_review_submit(
         cleaned = distractors_clean(distractors, answer=construction.description)
         original = [normalized(str(d)) for d in construction.distractors]
         action = "accepted" if cleaned == original else "edited"
-        field_set(construction, "distractors", cleaned, user=annotator, action=action)
+        field_set(construction, "distractors", cleaned, user=annotator, action=action, confirm=True)
         construction.save(update_fields=["distractors", "updated_at"])
         assignment_submit(assignment, {"action": action, "distractors": cleaned})
         return construction_publish(construction, user=annotator)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from ..chartom_models import Construction, FieldChange, Stage, TaskAssignment, TaskKind
+from ..chartom_models import Construction, Stage, TaskAssignment, TaskKind
 from .review_slot import review_slot_lock, review_take
 from .text_edits import edit_distance, unified_diff
 from .workflow import WorkflowError, assignment_submit, construction_advance, field_set
@@ -43,19 +43,7 @@ def paraphrase_review_submit(
     final = description_clean(text)
     original = construction.description
     action = "accepted" if final == original else "edited"
-    if action == "edited":
-        field_set(construction, "description", final, user=annotator, action=action)
-    else:
-        # field_set records changes only; an acceptance is a decision about the model's
-        # text that the history should show with its author too.
-        FieldChange.objects.create(
-            construction=construction,
-            field="description",
-            old_value=original,
-            new_value=final,
-            changed_by=annotator,
-            action=action,
-        )
+    field_set(construction, "description", final, user=annotator, action=action, confirm=True)
     assignment_submit(
         assignment,
         {

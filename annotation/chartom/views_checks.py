@@ -4,7 +4,7 @@
 for researchers the two sampling forms. An annotator takes a task (POST), sees it on
 its own screen, and submits it; the submit takes the next task of the same queue. With
 htmx a refused submit answers 422 with the message in place; without JavaScript the
-page is rendered again with the message (400). A submit sent twice changes nothing and
+page is rendered again with the message (422). A submit sent twice changes nothing and
 says so. A slot id of another annotator is "not found".
 """
 
@@ -207,7 +207,7 @@ def note_check_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except WorkflowError as exc:
         slot = _note_slot(request, assignment_id)
         if slot.submitted_at is None:
-            return _note_page(request, slot, error=str(exc), status=400)
+            return _note_page(request, slot, error=str(exc), status=422)
         first = NoteCheckLabel((slot.answer or {}).get("label")).label
         messages.info(request, f"This note was already submitted ({first}); nothing changed.")
         return _next_note(request, slot.task.batch)
@@ -296,7 +296,7 @@ def judgement_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except WorkflowError as exc:
         slot = _judgement_slot(request, assignment_id)
         if slot.submitted_at is None:
-            return _judgement_page(request, slot, error=str(exc), status=400, posted=posted)
+            return _judgement_page(request, slot, error=str(exc), status=422, posted=posted)
         first = (slot.answer or {}).get("score")
         messages.info(request, f"This answer was already scored ({first}); nothing changed.")
         return _next_answer(request, slot.task.sample)

@@ -6,7 +6,7 @@ Every screen works on one of the annotator's own slots; an id of anyone else's s
 script in ``static/js/chartom_construct.js`` adds the keyboard and the live diff), each
 one service call in one transaction. After a submit the next task of the same kind
 opens at once; an empty queue says so on the queue page. A refused input re-renders
-the screen with the message (400), a replayed submit says it was already submitted
+the screen with the message (422), a replayed submit says it was already submitted
 and changes nothing (409).
 """
 
@@ -184,7 +184,7 @@ def _refused(
     extra: Callable[[TaskAssignment], dict[str, Any]],
 ) -> HttpResponse:
     slot = _slot(request, assignment_id, kind)
-    status = 409 if ALREADY in str(exc) else 400
+    status = 409 if ALREADY in str(exc) else 422
     message = f"{exc}; nothing was changed." if status == 409 else str(exc)
     return _screen(request, slot, kind, extra(slot), error=message, status=status)
 
@@ -485,7 +485,7 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
         "error": error,
     }
     return render(
-        request, f"{TEMPLATES}/qualification_item.html", context, status=400 if error else 200
+        request, f"{TEMPLATES}/qualification_item.html", context, status=422 if error else 200
     )
 
 

@@ -83,14 +83,18 @@ def field_set(
     template: str = "",
     call_id: int | None = None,
     action: str = "",
+    confirm: bool = False,
 ) -> bool:
     """Set ``construction.<field>`` in memory and record the change; False if unchanged.
 
     The caller saves the construction (in the same transaction). A value given again
-    unchanged records nothing, so replays and re-runs leave one history.
+    unchanged records nothing, so replays and re-runs leave one history, unless
+    ``confirm``: a reviewer accepting a model's value as it is is a decision the
+    history shows with its author (old and new values equal).
     """
     old = getattr(construction, field)
-    if old == value:
+    changed = old != value
+    if not changed and not confirm:
         return False
     setattr(construction, field, value)
     FieldChange.objects.create(
@@ -104,7 +108,7 @@ def field_set(
         call_id=call_id,
         action=action,
     )
-    return True
+    return changed
 
 
 # --- the stage machine -----------------------------------------------------------------

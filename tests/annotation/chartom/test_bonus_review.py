@@ -89,8 +89,10 @@ def test_accepting_the_model_points_records_the_slot_and_queues_distractors(
     assert construction.bonus_points == LLM_POINTS
     assert slot.submitted_at is not None and slot.task.closed
     assert slot.answer == {"action": "accepted", "points": LLM_POINTS, "operations": []}
-    # Unchanged points add no change; the stage move is recorded with the annotator.
-    assert not FieldChange.objects.filter(construction=construction, field="bonus_points")
+    # The acceptance is in the history with its author, the value unchanged.
+    accepted = FieldChange.objects.get(construction=construction, field="bonus_points")
+    assert (accepted.action, accepted.changed_by) == ("accepted", annotator)
+    assert accepted.old_value == accepted.new_value == LLM_POINTS
     stage_change = FieldChange.objects.filter(construction=construction, field="stage").last()
     assert (stage_change.new_value, stage_change.changed_by) == ("distractors", annotator)
 

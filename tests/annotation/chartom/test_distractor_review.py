@@ -87,7 +87,12 @@ def test_accepted_choices_publish_the_item(distractor_construction, annotator) -
     assert item.misleading_choices == LLM_CHOICES and item.answer == ANSWER
     slot.refresh_from_db()
     assert slot.answer == {"action": "accepted", "distractors": LLM_CHOICES}
-    assert not FieldChange.objects.filter(construction=construction, field="distractors")
+    accepted = FieldChange.objects.get(construction=construction, field="distractors")
+    assert (accepted.action, accepted.old_value, accepted.new_value) == (
+        "accepted",
+        LLM_CHOICES,
+        LLM_CHOICES,
+    )
 
 
 def test_edited_choices_are_recorded_with_the_annotator(distractor_construction, annotator) -> None:

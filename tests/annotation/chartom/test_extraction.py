@@ -193,7 +193,7 @@ def test_screen_shows_the_note_and_submits_through_the_view(make_construction, c
     assert 'data-s="0" data-e="7"' in html  # "Vautrin"
     submit = reverse("annotation:chartom-extract-submit", kwargs={"assignment_id": slot.pk})
     bad = client.post(submit, {"spans": json.dumps([[0, 999]])})
-    assert bad.status_code == 400 and b"spans: fragment 1" in bad.content
+    assert bad.status_code == 422 and b"spans: fragment 1" in bad.content
     spans = [span_of(construction.note.note_text, "buttering them up")]
     done = client.post(submit, {"spans": json.dumps(spans)})
     assert done.status_code == 302
@@ -283,7 +283,7 @@ def test_a_stale_slot_on_the_screen_says_it_went_back(make_construction, client,
     submit = reverse("annotation:chartom-extract-submit", kwargs={"assignment_id": slot.pk})
     spans = [span_of(construction.note.note_text, "buttering them up")]
     refused = client.post(submit, {"spans": json.dumps(spans)})
-    assert refused.status_code == 400 and b"open too long" in refused.content
+    assert refused.status_code == 422 and b"open too long" in refused.content
     construction.refresh_from_db()
     assert construction.key_note == "" and construction.stage == Stage.EXTRACT
     # Taking again resumes the same task with a fresh clock.

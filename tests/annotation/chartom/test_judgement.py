@@ -209,7 +209,7 @@ def test_expert_scores_through_the_views(client, runs, annotator):
     refused = client.post(submit, {"score": "0.45"}, **HX)
     assert refused.status_code == 422 and b"score: from 0 to 1.0 in steps of 0.1" in refused.content
     page = client.post(submit, {"score": "2", "comment": "kept"})
-    assert page.status_code == 400 and b"kept" in page.content  # the comment is not lost
+    assert page.status_code == 422 and b"kept" in page.content  # the comment is not lost
     done = client.post(submit, {"score": "0.8", "comment": "close"}, **HX)
     nxt = TaskAssignment.objects.filter(annotator=annotator).exclude(pk=slot.pk).get()
     assert done["HX-Redirect"] == reverse("annotation:chartom-judgement", args=[nxt.pk])

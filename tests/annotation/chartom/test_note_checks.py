@@ -245,7 +245,7 @@ def test_refused_label_is_422_with_htmx_and_400_without(client, annotator, check
     assert b"label: must be one of" in response.content
     assert b"<html" not in response.content  # the status line alone
     page = client.post(submit, {})
-    assert page.status_code == 400 and b"Not submitted" in page.content
+    assert page.status_code == 422 and b"Not submitted" in page.content
     slot.refresh_from_db()
     assert slot.submitted_at is None
 

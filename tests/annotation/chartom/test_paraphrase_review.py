@@ -117,7 +117,7 @@ def test_screen_accept_button_and_edit(make_construction, client, annotator, rat
     assert DESCRIPTION.encode() in page.content and b"he wants Eugene on his side" in page.content
     submit = reverse("annotation:chartom-paraphrase-submit", kwargs={"assignment_id": slot.pk})
     bad = client.post(submit, {"text": ""})
-    assert bad.status_code == 400 and b"text: the description cannot be empty" in bad.content
+    assert bad.status_code == 422 and b"text: the description cannot be empty" in bad.content
     # "Accept" sends the model's text whatever the box holds.
     done = client.post(submit, {"accept": "1", "text": "ignored"})
     assert done.status_code == 302

@@ -207,7 +207,7 @@ def test_trial_through_the_views_with_result_and_retry(qset, client, annotator, 
     page = client.get(item_url)
     assert page.status_code == 200 and b'data-testid="note-text"' in page.content
     bad = client.post(item_url, {"spans": "[[0, 9999]]"})
-    assert bad.status_code == 400 and b"spans: fragment 1" in bad.content
+    assert bad.status_code == 422 and b"spans: fragment 1" in bad.content
     first, second = notes
     spans = spans_from_fragments(first.note_text, ["he wants Eugene on his side"])
     response = client.post(item_url, {"spans": json.dumps(spans)})

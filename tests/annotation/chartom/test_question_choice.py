@@ -155,7 +155,7 @@ def test_screen_pick_and_edit_through_the_view(make_construction, client, annota
     assert "Vautrin intends to win Eugene over" in html
     submit = reverse("annotation:chartom-question-submit", kwargs={"assignment_id": slot.pk})
     bad = client.post(submit, {"text": "no pick"})
-    assert bad.status_code == 400 and b"candidate: pick one" in bad.content
+    assert bad.status_code == 422 and b"candidate: pick one" in bad.content
     picked = candidate(construction, 3)
     done = client.post(
         submit, {"candidate": picked.pk, "text": "Why does Vautrin watch Eugene drink?"}
