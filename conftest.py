@@ -1,9 +1,12 @@
 """Fixtures shared by the whole suite."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from tests.llm_server import LLMTestServer
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +46,20 @@ def annotator(db):
     from accounts.services import user_create_with_role
 
     return user_create_with_role(username="ann", password="pw-ann-123!", role="annotator")
+
+
+@pytest.fixture(scope="session")
+def llm_server_session() -> Iterator[LLMTestServer]:
+    """The loopback OpenAI-compatible server (tests/llm_server.py), one per test session."""
+    with LLMTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server(llm_server_session: LLMTestServer) -> Iterator[LLMTestServer]:
+    """The loopback server, reset before each test (script, counts, responder)."""
+    llm_server_session.wait_idle()
+    llm_server_session.reset()
+    llm_server_session.fixed_latency = 0.0
+    yield llm_server_session
+    llm_server_session.reset()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -87,21 +86,6 @@ class GenerationResponder:
 
     def bodies(self, step: str) -> list[dict[str, Any]]:
         return [body for s, body in self.seen if s == step]
-
-
-@pytest.fixture(scope="module")
-def llm_server_module() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm_server(llm_server_module: LLMTestServer) -> Iterator[LLMTestServer]:
-    llm_server_module.wait_idle()
-    llm_server_module.reset()
-    llm_server_module.fixed_latency = 0.0
-    yield llm_server_module
-    llm_server_module.reset()
 
 
 @pytest.fixture

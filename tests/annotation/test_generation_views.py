@@ -11,9 +11,9 @@ from annotation.models import GenerationJob
 from annotation.services import generation_job_run
 from modeling.models import Backend, PromptTemplate
 
-from .test_generation import GenerationResponder, backend, llm_server, llm_server_module, pools
+from .test_generation import GenerationResponder, backend, pools
 
-__all__ = ["backend", "llm_server", "llm_server_module", "pools"]  # fixtures used below
+__all__ = ["backend", "pools"]  # fixtures used below
 
 pytestmark = pytest.mark.django_db
 

@@ -17,19 +17,11 @@ from benchmarks.models import DynToMQuestion
 from modeling.models import Run
 from tests.celery_worker import purge_queues, start_worker, stop_worker
 
-from .test_generation import MALFORMED, GenerationResponder, backend, llm_server, pools
+from .test_generation import MALFORMED, GenerationResponder, backend, pools
 
-__all__ = ["backend", "llm_server", "pools"]  # fixtures used below
+__all__ = ["backend", "pools"]  # fixtures used below
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def llm_server_module():
-    from tests.llm_server import LLMTestServer
-
-    with LLMTestServer() as server:
-        yield server
 
 
 def test_worker_generates_with_live_progress_and_a_retried_reply(

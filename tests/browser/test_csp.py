@@ -24,8 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 friends = study_fixtures.friends
 live_study = study_fixtures.live_study
-llm_server_session = run_fixtures.llm_server_session
-llm_server = run_fixtures.llm_server
 openai_backend = run_fixtures.openai_backend
 
 

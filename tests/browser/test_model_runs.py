@@ -13,8 +13,6 @@ from tests.modeling.conftest import gold_responder
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The run fixtures live in tests/modeling/conftest.py, which this folder does not see.
-llm_server_session = run_fixtures.llm_server_session
-llm_server = run_fixtures.llm_server
 openai_backend = run_fixtures.openai_backend
 dyntom_stages = run_fixtures.dyntom_stages
 

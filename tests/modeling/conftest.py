@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from tests.llm_server import LLMTestServer
-
-
-@pytest.fixture(scope="session")
-def llm_server_session() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm_server(llm_server_session: LLMTestServer) -> Iterator[LLMTestServer]:
-    """The loopback server, reset before each test (script, counts, responder)."""
-    llm_server_session.wait_idle()
-    llm_server_session.reset()
-    llm_server_session.fixed_latency = 0.0
-    yield llm_server_session
-    llm_server_session.reset()
 
 
 @pytest.fixture

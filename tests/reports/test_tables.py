@@ -26,13 +26,11 @@ from tests.factories import (
     WorkFactory,
 )
 
-# The modeling suite's fixtures: the loopback OpenAI-compatible server, a backend on it
+# The modeling suite's fixtures: a backend on the loopback OpenAI-compatible server
 # and the 24 real DynToM stages (imported here so pytest registers them for this module).
 from tests.modeling.conftest import (  # noqa: F401
     dyntom_stages,
     gold_responder,
-    llm_server,
-    llm_server_session,
     openai_backend,
 )
 
@@ -195,7 +193,7 @@ def test_dyntom_time_span_and_compositional_tables(dyntom_set):
 
 def test_dyntom_runs_compared_on_the_same_questions_from_engine_runs(
     openai_backend,  # noqa: F811
-    llm_server,  # noqa: F811
+    llm_server,
     dyntom_stages,  # noqa: F811
 ):
     """Two runs of our engine on the real stages: one over all 24, one over trial149."""

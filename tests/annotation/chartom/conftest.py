@@ -9,7 +9,6 @@ read it from ``shared_data``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,21 +38,6 @@ SAMPLE_NOTES: list[tuple[str, str, str]] = [
         "only visit when they need money.",
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def llm_server_module() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm_server(llm_server_module: LLMTestServer) -> Iterator[LLMTestServer]:
-    llm_server_module.wait_idle()
-    llm_server_module.reset()
-    llm_server_module.fixed_latency = 0.0
-    yield llm_server_module
-    llm_server_module.reset()
 
 
 @pytest.fixture
