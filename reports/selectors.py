@@ -447,6 +447,8 @@ LONG_FORMAT_COLUMNS: dict[str, list[str]] = {
         "bonus_points_included",
         "bonus_points_total",
         "defects",
+        "rouge_l",
+        "bertscore_f1",
         "gold",
         "answer",
         "correct",
@@ -560,6 +562,9 @@ def long_format_rows(
                     "bonus_points_included": len(included) if included is not None else None,
                     "bonus_points_total": details.get("bonus_points_total"),
                     "defects": len(defects) if defects is not None else None,
+                    # Table 7's text metrics, once score_text_similarity has run.
+                    "rouge_l": details.get("rouge_l"),
+                    "bertscore_f1": details.get("bertscore_f1"),
                     "gold": details.get("gold_letter"),
                 }
             )

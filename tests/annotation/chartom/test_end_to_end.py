@@ -419,3 +419,7 @@ def _judge_and_report(tmp_path: Path, boss: Client, first: Client, second: Clien
     # r([0.9, 0.1, 0.8, 0.2], [1, 0, 1, 0]) = 0.7 / sqrt(0.5 * 1.0), by hand.
     assert table_7.loc["Human Correlation (Pearson r)", "BPC"] == pytest.approx(0.98995, abs=1e-4)
     assert table_7.loc["Human Correlation (Pearson r)", "Answers"] == 4
+    # The long-format export carries each answer's RougeL for analysis elsewhere.
+    response = boss.get(reverse("reports:export", args=["chartom-qa", "json"]))
+    rows = json.loads(b"".join(response.streaming_content))
+    assert len(rows) == 4 and all(0 <= row["rouge_l"] <= 1 for row in rows)
