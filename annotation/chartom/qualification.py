@@ -121,17 +121,22 @@ def qualification_set_create(
     rows: list[GoldRow],
     created_by: AbstractBaseUser | None = None,
 ) -> QualificationSet:
-    """A new active gold set with its items in the order given."""
+    """A new gold set with its items in the order given.
+
+    With items it is active at once; with none it is an inactive draft, filled one
+    item at a time (:func:`qualification_item_add`) and then activated.
+    """
     name = name.strip()
     if not name:
         raise WorkflowError("name: give the set a name")
     if not 0.0 <= threshold <= 1.0:
         raise WorkflowError("threshold: a mean F1 between 0 and 1")
-    if not rows:
-        raise WorkflowError("gold: no items given")
     qset = QualificationSet.objects.create(
         name=name[:200],
         threshold=threshold,
+        # A set without items is a draft to fill on its page: active, it would block
+        # every annotator (the trial refuses an empty set) until it had gold.
+        is_active=bool(rows),
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
     )
     QualificationItem.objects.bulk_create(
@@ -140,6 +145,198 @@ def qualification_set_create(
         )
         for n, row in enumerate(rows, start=1)
     )
+    return qset
+
+
+# --- editing a gold set item by item ----------------------------------------------------
+
+FROZEN = (
+    "annotators have already attempted this set, so its gold and threshold are frozen "
+    "(their scores must stay comparable): make a new set instead"
+)
+NOTE_CHOICES_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class NoteChoice:
+    pk: int
+    label: str
+
+
+def _first_words(text: str, words: int = 8) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def gold_note_choices(*, limit: int = NOTE_CHOICES_LIMIT) -> tuple[list[NoteChoice], bool]:
+    """Notes a gold item may use, labelled "batch · #position · character · first words".
+
+    ``(choices, more)``: at most ``limit`` notes of the newest batches; ``more`` says
+    there are others, which the builder then takes by id.
+    """
+    notes = list(
+        ReaderNote.objects.select_related("batch")
+        .only("pk", "position", "target_character", "note_text", "batch__name")
+        .order_by("-batch__created_at", "-batch_id", "position")[: limit + 1]
+    )
+    choices = [
+        NoteChoice(
+            pk=note.pk,
+            label=f"{note.batch.name} · #{note.position} · {note.target_character} · "
+            f"{_first_words(note.note_text)}",
+        )
+        for note in notes[:limit]
+    ]
+    return choices, len(notes) > limit
+
+
+def gold_note_get(*, note_id: Any) -> ReaderNote:
+    """The reader note a gold item is about; a missing one names the ``note`` field."""
+    if isinstance(note_id, str):
+        note_id = int(note_id) if note_id.strip().isdigit() else None
+    if not isinstance(note_id, int) or isinstance(note_id, bool):
+        raise WorkflowError("note: choose a reader note")
+    note = ReaderNote.objects.select_related("batch", "book").filter(pk=note_id).first()
+    if note is None:
+        raise WorkflowError(f"note: no reader note {note_id}")
+    return note
+
+
+def dimension_clean(dimension: Any) -> str:
+    """``dimension`` if it is a ToM dimension; else an error naming the field."""
+    if dimension not in ToMDimension.values:
+        raise WorkflowError(
+            f"dimension: {dimension!r} is not one of {', '.join(ToMDimension.values)}"
+        )
+    return dimension
+
+
+def _editable_set(*, qset_id: int, user: AbstractBaseUser) -> QualificationSet:
+    """The set locked for an edit of its gold; refused once anyone attempted it.
+
+    :func:`attempt_start` takes the same lock, so an attempt cannot begin between
+    this check and the edit.
+    """
+    if not is_researcher(user):
+        raise WorkflowError("only researchers edit gold sets")
+    qset = QualificationSet.objects.select_for_update().filter(pk=qset_id).first()
+    if qset is None:
+        raise WorkflowError(f"no qualification set {qset_id}")
+    if qset.attempts.exists():
+        raise WorkflowError(f"{qset.name!r}: {FROZEN}")
+    return qset
+
+
+def gold_set_frozen(qset: QualificationSet) -> bool:
+    """True once an annotator attempted the set: no gold edit is accepted then."""
+    return qset.attempts.exists()
+
+
+@transaction.atomic
+def qualification_item_add(
+    *,
+    qset_id: int,
+    note_id: Any,
+    dimension: str,
+    spans: Any,
+    no_key_note: bool = False,
+    user: AbstractBaseUser,
+) -> QualificationItem:
+    """Append a gold item: the note, the dimension and the gold spans (code points).
+
+    ``no_key_note`` says the note states nothing about the dimension (no spans).
+    A note appears once per dimension in a set: adding it again, even with the same
+    spans, is refused naming ``note``, so a replayed form cannot duplicate an item.
+    """
+    qset = _editable_set(qset_id=qset_id, user=user)
+    note = gold_note_get(note_id=note_id)
+    dimension = dimension_clean(dimension)
+    if no_key_note:
+        if spans:
+            raise WorkflowError(
+                "spans: either select fragments or mark that the note states nothing "
+                "about this dimension, not both"
+            )
+        clean: list[list[int]] = []
+    else:
+        clean = spans_clean(note.note_text, spans)
+    twin = qset.items.filter(note=note, dimension=dimension).first()
+    if twin is not None:
+        raise WorkflowError(
+            f"note: #{note.position} of {note.batch.name!r} is already item "
+            f"{twin.position} of this set for {dimension}; remove that item to change its gold"
+        )
+    last = qset.items.order_by("-position").values_list("position", flat=True).first() or 0
+    return QualificationItem.objects.create(
+        qset=qset, position=last + 1, note=note, dimension=dimension, gold_spans=clean
+    )
+
+
+@transaction.atomic
+def qualification_item_remove(*, item_id: int, user: AbstractBaseUser) -> QualificationSet:
+    """Delete a gold item; the items after it move up so positions stay 1..n.
+
+    The last item of an active set stays: an active set without items would stop
+    every annotator (deactivate the set first).
+    """
+    qset_id = QualificationItem.objects.filter(pk=item_id).values_list("qset_id", flat=True).first()
+    if qset_id is None:
+        raise WorkflowError(f"item: no gold item {item_id}")
+    qset = _editable_set(qset_id=qset_id, user=user)
+    item = qset.items.filter(pk=item_id).first()
+    if item is None:
+        raise WorkflowError(f"item: no gold item {item_id}")
+    if qset.is_active and qset.items.count() == 1:
+        raise WorkflowError(
+            "item: this is the only item of an active set; deactivate the set first"
+        )
+    item.delete()
+    # One row at a time, lowest first: each moves into the place just freed, so the
+    # (qset, position) unique constraint holds after every UPDATE (PostgreSQL checks
+    # it row by row, a single UPDATE … SET position = position - 1 could trip it).
+    for later in qset.items.filter(position__gt=item.position).order_by("position"):
+        later.position -= 1
+        later.save(update_fields=["position"])
+    return qset
+
+
+@transaction.atomic
+def qualification_threshold_set(
+    *, qset_id: int, threshold: float, user: AbstractBaseUser
+) -> QualificationSet:
+    """Change the mean F1 needed to pass; refused once the set has attempts."""
+    if (
+        not isinstance(threshold, int | float)
+        or isinstance(threshold, bool)
+        or not 0.0 <= threshold <= 1.0
+    ):
+        raise WorkflowError("threshold: a mean F1 between 0 and 1")
+    qset = _editable_set(qset_id=qset_id, user=user)
+    if qset.threshold != threshold:
+        qset.threshold = float(threshold)
+        qset.save(update_fields=["threshold"])
+    return qset
+
+
+@transaction.atomic
+def qualification_set_activate(
+    *, qset_id: int, active: bool, user: AbstractBaseUser
+) -> QualificationSet:
+    """Make a set the trial annotators take (``active``) or retire it.
+
+    Allowed after attempts, since the gold does not change; a set needs items to be
+    activated.
+    """
+    if not is_researcher(user):
+        raise WorkflowError("only researchers edit gold sets")
+    qset = QualificationSet.objects.select_for_update().filter(pk=qset_id).first()
+    if qset is None:
+        raise WorkflowError(f"no qualification set {qset_id}")
+    if active and not qset.items.exists():
+        raise WorkflowError("items: add at least one gold item before activating the set")
+    if qset.is_active != active:
+        qset.is_active = active
+        qset.save(update_fields=["is_active"])
     return qset
 
 
@@ -160,10 +357,13 @@ def attempt_start(*, annotator: AbstractBaseUser) -> QualificationAttempt:
     qset = trial_set()
     if qset is None:
         raise WorkflowError("There is no qualification trial to take at the moment.")
-    if not qset.items.exists():
-        raise WorkflowError(f"The trial {qset.name!r} has no items yet.")
     # The user's row serialises two "start" clicks from two tabs into one attempt.
     get_user_model().objects.select_for_update().filter(pk=annotator.pk).first()
+    # The set's row waits for a gold edit in progress (see _editable_set), so the
+    # attempt starts on the gold as edited, and freezes it from then on.
+    QualificationSet.objects.select_for_update().filter(pk=qset.pk).first()
+    if not qset.items.exists():
+        raise WorkflowError(f"The trial {qset.name!r} has no items yet.")
     attempt = QualificationAttempt.objects.filter(
         qset=qset, annotator=annotator, finished_at__isnull=True
     ).first()

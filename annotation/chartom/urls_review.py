@@ -35,6 +35,26 @@ urlpatterns = [
         name="chartom-qualification-set",
     ),
     path(
+        "qualification/sets/<int:qset_id>/items/new/",
+        views.qualification_gold_item,
+        name="chartom-qualification-gold-item",
+    ),
+    path(
+        "qualification/sets/<int:qset_id>/items/<int:item_id>/remove/",
+        views.qualification_item_remove,
+        name="chartom-qualification-item-remove",
+    ),
+    path(
+        "qualification/sets/<int:qset_id>/threshold/",
+        views.qualification_threshold,
+        name="chartom-qualification-threshold",
+    ),
+    path(
+        "qualification/sets/<int:qset_id>/active/",
+        views.qualification_activate,
+        name="chartom-qualification-activate",
+    ),
+    path(
         "qualification/attempts/<int:attempt_id>/",
         views.qualification_attempt,
         name="chartom-qualification-attempt",

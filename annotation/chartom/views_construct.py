@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.roles import is_researcher
+from benchmarks.models import ToMDimension
 from modeling.views import researcher_required
 
 from ..chartom_models import QualificationItem, QualificationSet, TaskAssignment, TaskKind
@@ -373,16 +374,22 @@ def qualification_index(request: HttpRequest) -> HttpResponse:
                 threshold = float(form["threshold"])
             except ValueError:
                 raise WorkflowError("threshold: a number between 0 and 1") from None
+            # No lines: an empty draft, whose gold is marked item by item on its page.
+            rows = quals.gold_rows_parse(form["gold"]) if form["gold"].strip() else []
             qset = quals.qualification_set_create(
-                name=form["name"],
-                threshold=threshold,
-                rows=quals.gold_rows_parse(form["gold"]),
-                created_by=request.user,
+                name=form["name"], threshold=threshold, rows=rows, created_by=request.user
             )
         except WorkflowError as exc:
             error = str(exc)
         else:
-            messages.success(request, f"Qualification set {qset.name!r} created.")
+            if qset.is_active:
+                messages.success(request, f"Qualification set {qset.name!r} created.")
+            else:
+                messages.success(
+                    request,
+                    f"Qualification set {qset.name!r} created as an inactive draft: add its "
+                    "gold items, then activate it.",
+                )
             return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
     qset = quals.trial_set()
     attempts = (
@@ -529,11 +536,14 @@ def qualification_finish(request: HttpRequest, attempt_id: int) -> HttpResponse:
     return redirect("annotation:chartom-qualification-attempt", attempt_id=attempt.pk)
 
 
-@require_GET
-@researcher_required
-def qualification_set(request: HttpRequest, qset_id: int) -> HttpResponse:
-    """A gold set's items (gold marked in the note) and every attempt on it."""
-    qset = get_object_or_404(QualificationSet, pk=qset_id)
+def _set_page(
+    request: HttpRequest,
+    qset: QualificationSet,
+    *,
+    error: str = "",
+    threshold: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
     items = [
         {
             "item": item,
@@ -541,15 +551,180 @@ def qualification_set(request: HttpRequest, qset_id: int) -> HttpResponse:
                 item.note.note_text, item.gold_spans, item.gold_spans
             ),
         }
-        for item in qset.items.select_related("note", "note__book").order_by("position")
+        for item in qset.items.select_related("note", "note__batch").order_by("position")
     ]
+    attempts = list(quals.qset_attempts(qset))
+    frozen = bool(attempts)
+    context: dict[str, Any] = {
+        "qset": qset,
+        "items": items,
+        "attempts": attempts,
+        "frozen": frozen,
+        "frozen_message": quals.FROZEN,
+        "error": error,
+        "threshold": qset.threshold if threshold is None else threshold,
+        "work_url": reverse("annotation:chartom-work", kwargs={"kind": TaskKind.EXTRACT}),
+    }
+    if not frozen:
+        context.update(_gold_picker(None, ""))
+    return render(request, f"{TEMPLATES}/qualification_set.html", context, status=status)
+
+
+def _gold_picker(note: Any, dimension: str) -> dict[str, Any]:
+    """The note and dimension choice of the gold-item builder (a GET form)."""
+    choices, more = quals.gold_note_choices()
+    return {
+        "note_choices": choices,
+        "more_notes": more,
+        "picked_note": note.pk if note is not None else None,
+        "picked_dimension": dimension,
+        "dimensions": ToMDimension.choices,
+    }
+
+
+@require_GET
+@researcher_required
+def qualification_set(request: HttpRequest, qset_id: int) -> HttpResponse:
+    """A gold set's items (gold marked in the note) and every attempt on it; while no
+    one has attempted it, the forms that edit its gold and threshold."""
+    return _set_page(request, get_object_or_404(QualificationSet, pk=qset_id))
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def qualification_gold_item(request: HttpRequest, qset_id: int) -> HttpResponse:
+    """Add a gold item: GET ``?note=&dimension=`` opens the note in the span widget the
+    annotators use; POST saves the gold spans (or "no key note") as the next item."""
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    data = request.POST if request.method == "POST" else request.GET
+    note_raw = data.get("note", "").strip()
+    dimension = data.get("dimension", "").strip()
+    no_key_note = request.POST.get("no_key_note") == "1"
+    note: Any = None
+    spans: Any = []
+    error = ""
+    try:
+        if note_raw:
+            note = quals.gold_note_get(note_id=note_raw)
+        if dimension:
+            quals.dimension_clean(dimension)
+    except WorkflowError as exc:
+        error = str(exc)
+    if request.method == "POST":
+        try:
+            if note is not None:
+                spans = _spans_from_post(request, note.note_text)
+            item = quals.qualification_item_add(
+                qset_id=qset.pk,
+                note_id=note_raw,
+                dimension=dimension,
+                spans=spans,
+                no_key_note=no_key_note,
+                user=request.user,
+            )
+        except WorkflowError as exc:
+            error = str(exc)
+        else:
+            messages.success(
+                request, f"Gold item {item.position} added ({item.get_dimension_display()})."
+            )
+            url = reverse("annotation:chartom-qualification-set", kwargs={"qset_id": qset.pk})
+            return redirect(f"{url}#item-{item.position}")
+    frozen = quals.gold_set_frozen(qset)
+    context: dict[str, Any] = {
+        "qset": qset,
+        "frozen": frozen,
+        "frozen_message": quals.FROZEN,
+        "item_count": qset.items.count(),
+        "error": error,
+        **_gold_picker(note, dimension),
+    }
+    if note is not None and dimension in ToMDimension.values and not frozen:
+        context.update(
+            {
+                "note": note,
+                "dimension_value": dimension,
+                "dimension": ToMDimension(dimension).label,
+                "definition": DIMENSION_DEFINITIONS.get(dimension, ""),
+                "context_parts": context_parts(note),
+                "state": "open",
+                "no_key_note": no_key_note,
+                "open_context": False,
+                **span_widget(note.note_text, spans),
+            }
+        )
     return render(
         request,
-        f"{TEMPLATES}/qualification_set.html",
-        {
-            "qset": qset,
-            "items": items,
-            "attempts": list(quals.qset_attempts(qset)),
-            "work_url": reverse("annotation:chartom-work", kwargs={"kind": TaskKind.EXTRACT}),
-        },
+        f"{TEMPLATES}/qualification_gold_item.html",
+        context,
+        status=422 if error else 200,
     )
+
+
+def _set_refused(
+    request: HttpRequest, qset_id: int, exc: WorkflowError, **kwargs: Any
+) -> HttpResponse:
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    return _set_page(request, qset, error=str(exc), status=422, **kwargs)
+
+
+@require_POST
+@researcher_required
+def qualification_item_remove(request: HttpRequest, qset_id: int, item_id: int) -> HttpResponse:
+    """Remove a gold item (refused once the set has attempts)."""
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    item = QualificationItem.objects.filter(pk=item_id, qset=qset).first()
+    if item is None:
+        # A replayed remove finds its item gone; removing by id (not by position) means
+        # it can never take the item that moved up into that place.
+        return _set_page(
+            request,
+            qset,
+            error="item: not in this set (already removed?); nothing was changed.",
+            status=409,
+        )
+    try:
+        quals.qualification_item_remove(item_id=item.pk, user=request.user)
+    except WorkflowError as exc:
+        return _set_refused(request, qset.pk, exc)
+    messages.success(request, f"Gold item {item.position} removed; the items after it moved up.")
+    return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
+
+
+@require_POST
+@researcher_required
+def qualification_threshold(request: HttpRequest, qset_id: int) -> HttpResponse:
+    """Change the set's pass mark (refused once the set has attempts)."""
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    raw = request.POST.get("threshold", "").strip()
+    try:
+        try:
+            threshold = float(raw)
+        except ValueError:
+            raise WorkflowError("threshold: a number between 0 and 1") from None
+        qset = quals.qualification_threshold_set(
+            qset_id=qset.pk, threshold=threshold, user=request.user
+        )
+    except WorkflowError as exc:
+        return _set_refused(request, qset.pk, exc, threshold=raw)
+    messages.success(request, f"Threshold set to {qset.threshold:.2f}.")
+    return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
+
+
+@require_POST
+@researcher_required
+def qualification_activate(request: HttpRequest, qset_id: int) -> HttpResponse:
+    """Make the set the trial annotators take, or retire it."""
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    active = request.POST.get("active") == "1"
+    try:
+        qset = quals.qualification_set_activate(qset_id=qset.pk, active=active, user=request.user)
+    except WorkflowError as exc:
+        return _set_refused(request, qset.pk, exc)
+    messages.success(
+        request,
+        f"{qset.name!r} is active: annotators take it as their trial."
+        if qset.is_active
+        else f"{qset.name!r} is inactive.",
+    )
+    return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
