@@ -17,6 +17,7 @@ urlpatterns = [
         name="chartom-batch-export",
     ),
     path("batches/<int:batch_id>/start/", views.batch_start, name="chartom-batch-start"),
+    path("batches/<int:batch_id>/retry/", views.batch_retry_all_view, name="chartom-batch-retry"),
     path(
         "constructions/<int:construction_id>/",
         views.construction_detail,

@@ -36,7 +36,7 @@ from .forms_board import NoteBatchUploadForm, json_list, lines
 from .misleadings import construction_distractors_redo
 from .notes_import import note_batch_start
 from .review_slot import review_slot_get
-from .workflow import WorkflowError, construction_retry, task_timeout
+from .workflow import WorkflowError, batch_retry_all, construction_retry, task_timeout
 
 BATCH_PAGE = "annotation/chartom/board/batch.html"
 PROGRESS_PARTIAL = f"{BATCH_PAGE}#batch-progress"
@@ -168,6 +168,16 @@ def batch_start(request: HttpRequest, batch_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{queued} LLM steps queued on {backend.name}.")
+    return redirect("annotation:chartom-batch", batch_id=batch.pk)
+
+
+@require_POST
+@researcher_required
+def batch_retry_all_view(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """Queue every failed LLM step of the batch again (answered calls are not paid twice)."""
+    batch = _batch(batch_id)
+    queued = batch_retry_all(batch_id=batch.pk, user=request.user)
+    messages.success(request, f"{queued} failed LLM steps queued again.")
     return redirect("annotation:chartom-batch", batch_id=batch.pk)
 
 

@@ -195,6 +195,21 @@ def construction_retry(*, construction_id: int, user: AbstractBaseUser | None = 
         step_enqueue(construction.pk)
 
 
+def batch_retry_all(*, batch_id: int, user: AbstractBaseUser | None = None) -> int:
+    """Queue again every step of a batch left in ``needs_retry`` (after a backend outage)."""
+    waiting = Construction.objects.filter(
+        note__batch_id=batch_id, state=Construction.State.NEEDS_RETRY
+    ).values_list("pk", flat=True)
+    queued = 0
+    for construction_id in list(waiting):
+        try:
+            construction_retry(construction_id=construction_id, user=user)
+        except WorkflowError:
+            continue  # retried meanwhile by someone else: nothing to do
+        queued += 1
+    return queued
+
+
 # --- the task queue --------------------------------------------------------------------
 
 

@@ -155,8 +155,8 @@ class Command(BaseCommand):
         batch = chartom_demo_load(shared)
         return (
             f"CharToM-QA demo batch: {batch.name}, {batch.notes.count()} notes "
-            "(/annotation/chartom/); its LLM steps wait for a backend: upload notes with "
-            "one from the board, or run manage.py chartom_import_notes --backend NAME"
+            "(/annotation/chartom/); its LLM steps wait for a backend: choose one with "
+            "'Start LLM steps' on the batch's page"
         )
 
     def _import(self, source: DemoSource) -> ImportReport:

@@ -68,3 +68,23 @@ def test_bad_start_input_and_roles(client, demo, chartom_backend):
     response = researcher.post(url, {"backend": chartom_backend.pk, "budget_tokens": "-3"})
     demo.refresh_from_db()
     assert demo.backend is None
+
+
+def test_retry_all_queues_every_failed_step_of_the_batch(client, make_construction):
+    failed = [
+        make_construction(dimension=d, state="needs_retry", error="filter: backend down")
+        for d in ("belief", "desire")
+    ]
+    done = make_construction(dimension="emotion", stage="dropped", state="done")
+    researcher = _client(client, "researcher")
+    batch_id = done.note.batch_id
+    page = researcher.get(reverse("annotation:chartom-batch", args=[batch_id]))
+    assert b"Retry all 2" in page.content
+    response = researcher.post(
+        reverse("annotation:chartom-batch-retry", args=[batch_id]), follow=True
+    )
+    assert "2 failed LLM steps queued again." in response.content.decode()
+    states = {c.pk: c.state for c in Construction.objects.all()}
+    assert [states[c.pk] for c in failed] == ["queued", "queued"]
+    assert states[done.pk] == "done"
+    assert all(c.error == "" for c in Construction.objects.filter(pk__in=[f.pk for f in failed]))
