@@ -114,11 +114,6 @@ def field_set(
 # --- the stage machine -----------------------------------------------------------------
 
 
-def next_stage(stage: str) -> str:
-    index = STAGE_ORDER.index(stage)
-    return STAGE_ORDER[min(index + 1, len(STAGE_ORDER) - 1)]
-
-
 def step_enqueue(construction_id: int) -> None:
     """Queue the LLM step of a construction once the current transaction commits."""
 

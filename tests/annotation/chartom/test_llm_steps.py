@@ -25,12 +25,12 @@ from annotation.chartom.replies import (
     verification_reply,
 )
 from annotation.chartom.workflow import (
+    STAGE_ORDER,
     STEP_TASK_NAME,
     construction_advance,
     construction_lock,
     construction_retry,
     field_set,
-    next_stage,
 )
 from annotation.chartom_models import LLM_STAGES, Stage
 from annotation.models import AnnotationTask, Construction, FieldChange, NoteBatch
@@ -380,7 +380,8 @@ def human(construction: Construction, user, **fields: Any) -> None:
         if locked.stage == Stage.DISTRACTOR_REVIEW:
             construction_publish(locked, user=user)
         else:
-            construction_advance(locked, next_stage(locked.stage), user=user)
+            following = STAGE_ORDER[STAGE_ORDER.index(locked.stage) + 1]
+            construction_advance(locked, following, user=user)
 
 
 def test_full_llm_walk_of_two_notes(at, script, llm_server, django_user_model) -> None:
