@@ -32,7 +32,7 @@ from benchmarks.models import (
 )
 from modeling.models import Prediction, Run
 from reports.metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
-from studies.models import Guess, Participant, SceneAssignment, Study
+from studies.models import Assignment, Guess, Participant, Study
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
@@ -288,7 +288,7 @@ def _human_guesses(study_ids: Iterable[int]):
         assignment__participant__study_id__in=list(study_ids),
         assignment__participant__withdrawn_at__isnull=True,
     ).filter(
-        Q(assignment__status=SceneAssignment.Status.SUBMITTED)
+        Q(assignment__status=Assignment.Status.SUBMITTED)
         | Q(assignment__participant__study__imported=True)
     )
 

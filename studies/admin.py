@@ -7,13 +7,14 @@ import secrets
 from django.contrib import admin
 
 from .models import (
+    Assignment,
+    ChoiceAnswer,
     Familiarity,
     Guess,
     HistoryView,
     Participant,
-    SceneAssignment,
     Study,
-    StudyScene,
+    StudyItem,
     StudyWork,
     WorkSession,
 )
@@ -59,16 +60,16 @@ class StudyWorkAdmin(admin.ModelAdmin):
     raw_id_fields = ("study", "work")
 
 
-@admin.register(StudyScene)
-class StudySceneAdmin(admin.ModelAdmin):
-    list_display = ("study", "scene", "position", "held_back", "leak_count")
-    list_filter = ("held_back", "study__status", "study")
-    search_fields = ("study__name", "scene__source_id", "scene__work__title")
-    list_select_related = ("study", "scene__work")
-    raw_id_fields = ("study", "study_work", "scene")
+@admin.register(StudyItem)
+class StudyItemAdmin(admin.ModelAdmin):
+    list_display = ("study", "__str__", "position", "held_back", "directness", "leak_count")
+    list_filter = ("held_back", "directness", "study__status", "study")
+    search_fields = ("study__name", "scene__source_id", "scene__work__title", "qa_item__question")
+    list_select_related = ("study", "scene__work", "qa_item", "stage__work")
+    raw_id_fields = ("study", "study_work", "scene", "qa_item", "stage")
 
     @admin.display(description="findings")
-    def leak_count(self, obj: StudyScene) -> int:
+    def leak_count(self, obj: StudyItem) -> int:
         return len(obj.leaks or [])
 
 
@@ -116,7 +117,7 @@ class HistoryViewAdmin(admin.ModelAdmin):
     list_display = ("session", "where", "opened_at")
     list_filter = ("where",)
     search_fields = ("session__participant__label",)
-    raw_id_fields = ("session", "scene_assignment")
+    raw_id_fields = ("session", "assignment")
 
 
 class GuessInline(admin.TabularInline):
@@ -126,14 +127,23 @@ class GuessInline(admin.TabularInline):
     raw_id_fields = ("instance",)
 
 
-@admin.register(SceneAssignment)
-class SceneAssignmentAdmin(admin.ModelAdmin):
-    list_display = ("participant", "study_scene", "status", "seen", "history_needed", "total_ms")
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ("participant", "study_item", "status", "seen", "history_needed", "total_ms")
     list_filter = ("status", "seen", "history_needed", "participant__study")
-    search_fields = ("participant__label", "study_scene__scene__source_id")
-    list_select_related = ("participant", "study_scene__study", "study_scene__scene__work")
-    raw_id_fields = ("participant", "session", "study_scene")
+    search_fields = ("participant__label", "study_item__scene__source_id")
+    list_select_related = ("participant", "study_item__study", "study_item__scene__work")
+    raw_id_fields = ("participant", "session", "study_item")
     inlines = [GuessInline]
+
+
+@admin.register(ChoiceAnswer)
+class ChoiceAnswerAdmin(admin.ModelAdmin):
+    list_display = ("assignment", "round", "option", "shown", "kept", "ms", "correct")
+    list_filter = ("round", "correct", "assignment__participant__study")
+    search_fields = ("assignment__participant__label",)
+    list_select_related = ("assignment__participant", "assignment__study_item")
+    raw_id_fields = ("assignment", "qa_item", "question")
 
 
 @admin.register(Guess)

@@ -44,7 +44,7 @@ from django.utils import timezone
 from benchmarks.importers.tvshowguess import NEED_HISTORY_VALUES
 from benchmarks.models import Scene, SpeakerAnnotation, Work
 
-from .models import Familiarity, Guess, Participant, SceneAssignment, Study, WorkSession
+from .models import Assignment, Familiarity, Guess, Participant, Study, WorkSession
 from .services import StudyError, item_set_hash, study_close, study_create
 
 # The sheet's values as the importer's one sheet reader defines them.
@@ -192,24 +192,24 @@ def annotations_as_study(*, work: Work, source: str = "friends.tsv") -> Study:
         finished_at=now,
     )
     version = {"source": source, "item_set_hash": study.item_set_hash}
-    study_scenes = list(study.study_scenes.order_by("position"))
-    assignments = SceneAssignment.objects.bulk_create(
-        SceneAssignment(
+    study_items = list(study.study_items.order_by("position"))
+    assignments = Assignment.objects.bulk_create(
+        Assignment(
             participant=participant,
             session=session,
-            study_scene=study_scene,
+            study_item=study_item,
             position=position,
             seen=True,
-            status=SceneAssignment.Status.SUBMITTED,
-            history_needed=_scene_flag([r.history_needed for r in by_scene[study_scene.scene_id]]),
+            status=Assignment.Status.SUBMITTED,
+            history_needed=_scene_flag([r.history_needed for r in by_scene[study_item.scene_id]]),
             submitted_at=now,
             version=version,
         )
-        for position, study_scene in enumerate(study_scenes)
+        for position, study_item in enumerate(study_items)
     )
     guesses = []
     for assignment in assignments:
-        for row in by_scene[assignment.study_scene.scene_id]:
+        for row in by_scene[assignment.study_item.scene_id]:
             instance = row.annotation.instance
             answer = row.answer()
             guesses.append(

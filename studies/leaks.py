@@ -33,7 +33,7 @@ from django.db import transaction
 from benchmarks.models import Character, SpeakerInstance
 
 from .errors import StudyError
-from .models import Study, StudyScene
+from .models import Study, StudyItem
 from .perturbation import name_parts
 
 HEADING_LINE = -1  # the scene heading is reported as line -1
@@ -165,7 +165,7 @@ def leaks_check(*, study: Study) -> LeakReport:
     if study.status not in EDITABLE_STATUSES:
         raise StudyError(f"a {study.get_status_display()} study's scenes cannot change")
     rows = list(
-        StudyScene.objects.select_for_update(of=("self",))
+        StudyItem.objects.select_for_update(of=("self",))
         .filter(study=study)
         .select_related("scene", "study_work")
         .order_by("pk")
@@ -198,7 +198,7 @@ def leaks_check(*, study: Study) -> LeakReport:
         row.leaks = findings
         flagged += bool(new)
         mentions += bool(findings) and not new
-    StudyScene.objects.bulk_update(rows, ["leaks", "held_back"], batch_size=200)
+    StudyItem.objects.bulk_update(rows, ["leaks", "held_back"], batch_size=200)
     return LeakReport(
         scenes=len(rows),
         flagged=flagged,
@@ -208,14 +208,14 @@ def leaks_check(*, study: Study) -> LeakReport:
 
 
 @transaction.atomic
-def scene_hold(*, study_scene: StudyScene, held_back: bool) -> StudyScene:
+def scene_hold(*, study_item: StudyItem, held_back: bool) -> StudyItem:
     """Hold a scene back from assignment, or release it (the researcher's decision)."""
-    study = Study.objects.select_for_update().get(pk=study_scene.study_id)
+    study = Study.objects.select_for_update().get(pk=study_item.study_id)
     if study.status not in EDITABLE_STATUSES:
         raise StudyError(f"a {study.get_status_display()} study's scenes cannot change")
-    StudyScene.objects.filter(pk=study_scene.pk).update(held_back=held_back)
-    study_scene.held_back = held_back
-    return study_scene
+    StudyItem.objects.filter(pk=study_item.pk).update(held_back=held_back)
+    study_item.held_back = held_back
+    return study_item
 
 
 @transaction.atomic
@@ -226,12 +226,12 @@ def flagged_scenes_hold(*, study: Study, held_back: bool) -> int:
         raise StudyError(f"a {study.get_status_display()} study's scenes cannot change")
     ids = [
         pk
-        for pk, leaks in StudyScene.objects.filter(study=study)
+        for pk, leaks in StudyItem.objects.filter(study=study)
         .exclude(held_back=held_back)
         .values_list("pk", "leaks")
         if any(is_blocking(f) for f in leaks or [])
     ]
-    return StudyScene.objects.filter(pk__in=ids).update(held_back=held_back)
+    return StudyItem.objects.filter(pk__in=ids).update(held_back=held_back)
 
 
 def highlight(text: str, findings: list[dict[str, Any]]) -> list[tuple[str, str]]:

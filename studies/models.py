@@ -1,12 +1,16 @@
-"""Human studies: the masked-speaker guessing study of ToM-in-AMC / TVShowGuess.
+"""Human studies: one mechanism for every study kind.
 
-A :class:`Study` picks works and test scenes from the item bank. A rater is a
-:class:`Participant` (an unguessable invite token, or a logged-in user). The unit of
-assignment is a whole work: a rater declares whether they have seen it
-(:class:`Familiarity`), reads its history once (:class:`WorkSession`) and answers the
-scenes of it they were given (:class:`SceneAssignment`), one :class:`Guess` per masked
-speaker. Quotas (overlap, seen/unseen minimums) are enforced when scenes are assigned,
-under row locks, so no scene ever gets more raters than it needs.
+- scene guessing (ToM-in-AMC / TVShowGuess): who is the masked speaker?
+- CharToM-QA multiple choice (paper 6.3): read/not-read, c = 0 then c = 2k;
+- DynToM human baseline (paper 4.1): a whole stage, then its questions.
+
+A :class:`Study` picks works and items from the item bank. A participant is a
+:class:`Participant` (an unguessable invite token, or a logged-in user). Items are
+grouped by work: a participant declares whether they have seen / read it
+(:class:`Familiarity`), gets a :class:`WorkSession` on it and answers the items of it
+they were given (:class:`Assignment`, one per :class:`StudyItem`): one :class:`Guess`
+per masked speaker, or :class:`ChoiceAnswer` rows. Quotas are enforced when items are
+assigned, under row locks, so no item ever gets more participants than it needs.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ class Study(models.Model):
         AT_END = "at_end", "at the end of the study"
 
     name = models.CharField(max_length=200)
-    benchmark = models.CharField(max_length=20, help_text="tom-in-amc or tvshowguess")
+    benchmark = models.CharField(
+        max_length=20, help_text="tom-in-amc, tvshowguess, chartom-qa or dyntom"
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     instructions = models.TextField(blank=True, default="")
     consent = models.TextField(blank=True, default="")
@@ -78,6 +84,9 @@ class Study(models.Model):
     # sha256 over the study's scenes and masked speakers, fixed when it goes live.
     item_set_hash = models.CharField(max_length=64, blank=True, default="")
     imported = models.BooleanField(default=False, help_text="published annotations")
+    # CharToM-QA: when the researcher applied the read/not-read design (then late joiners
+    # and withdrawals rebalance it automatically).
+    design_applied_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -107,12 +116,28 @@ class StudyWork(models.Model):
         return f"{self.study} / {self.work}"
 
 
-class StudyScene(models.Model):
-    """A test scene in a study. Assignment locks these rows to keep quotas exact."""
+class StudyItem(models.Model):
+    """What one assignment covers: a masked scene, a CharToM-QA question or a DynToM stage.
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="study_scenes")
-    study_work = models.ForeignKey(StudyWork, on_delete=models.CASCADE, related_name="scenes")
-    scene = models.ForeignKey("benchmarks.Scene", on_delete=models.PROTECT, related_name="+")
+    Exactly one of ``scene``, ``qa_item`` and ``stage`` is set, by the study's kind.
+    Assignment locks these rows to keep quotas exact.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="study_items")
+    study_work = models.ForeignKey(StudyWork, on_delete=models.CASCADE, related_name="items")
+    scene = models.ForeignKey(
+        "benchmarks.Scene", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    qa_item = models.ForeignKey(
+        "benchmarks.QAItem", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    stage = models.ForeignKey(
+        "benchmarks.DynToMStage", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # DynToM: the question ids a participant answers, when the researcher chose a subset.
+    question_ids = BulkJSONField(default=list, blank=True)
+    # CharToM-QA: researcher's label (paper 6.4): "direct", "indirect" or "" (not yet).
+    directness = models.CharField(max_length=10, blank=True, default="")
     position = models.PositiveIntegerField(default=0)
     # Held back scenes are never assigned (the leak check found the answer in them).
     held_back = models.BooleanField(default=False)
@@ -122,11 +147,21 @@ class StudyScene(models.Model):
     class Meta:
         ordering = ["study_work_id", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["study", "scene"], name="study_scene_unique")
+            models.UniqueConstraint(fields=["study", "scene"], name="study_item_unique"),
+            models.UniqueConstraint(fields=["study", "qa_item"], name="study_item_qa_unique"),
+            models.UniqueConstraint(fields=["study", "stage"], name="study_item_stage_unique"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(scene__isnull=False, qa_item__isnull=True, stage__isnull=True)
+                    | models.Q(scene__isnull=True, qa_item__isnull=False, stage__isnull=True)
+                    | models.Q(scene__isnull=True, qa_item__isnull=True, stage__isnull=False)
+                ),
+                name="study_item_one_kind",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.study} / {self.scene}"
+        return f"{self.study} / {self.scene or self.qa_item or self.stage}"
 
 
 class Participant(models.Model):
@@ -212,8 +247,8 @@ class HistoryView(models.Model):
 
     session = models.ForeignKey(WorkSession, on_delete=models.CASCADE, related_name="views")
     where = models.CharField(max_length=20, default="reader", help_text="reader or panel")
-    scene_assignment = models.ForeignKey(
-        "SceneAssignment", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    assignment = models.ForeignKey(
+        "Assignment", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     opened_at = models.DateTimeField(auto_now_add=True)
 
@@ -221,20 +256,21 @@ class HistoryView(models.Model):
         return f"{self.session} history ({self.where})"
 
 
-class SceneAssignment(models.Model):
+class Assignment(models.Model):
     class Status(models.TextChoices):
         ASSIGNED = "assigned", "assigned"
         SUBMITTED = "submitted", "submitted"
 
     participant = models.ForeignKey(
-        Participant, on_delete=models.CASCADE, related_name="scene_assignments"
+        Participant, on_delete=models.CASCADE, related_name="assignments"
     )
     session = models.ForeignKey(WorkSession, on_delete=models.CASCADE, related_name="assignments")
-    study_scene = models.ForeignKey(
-        StudyScene, on_delete=models.CASCADE, related_name="assignments"
-    )
+    study_item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="assignments")
     position = models.PositiveIntegerField(help_text="order within the participant's work")
     seen = models.BooleanField(help_text="counted toward the seen (or unseen) quota")
+    # CharToM-QA: orders the reference answer among the misleading choices for this
+    # participant; stored so reports can recover what was shown.
+    option_seed = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ASSIGNED)
     history_needed = models.BooleanField(null=True, blank=True)
     # Server-side timing: total from first display to submit; active cuts idle gaps.
@@ -250,22 +286,18 @@ class SceneAssignment(models.Model):
     class Meta:
         ordering = ["session_id", "position"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["participant", "study_scene"], name="scene_assignment_once"
-            )
+            models.UniqueConstraint(fields=["participant", "study_item"], name="assignment_once")
         ]
-        indexes = [models.Index(fields=["study_scene", "status"])]
+        indexes = [models.Index(fields=["study_item", "status"])]
 
     def __str__(self) -> str:
-        return f"{self.participant} / {self.study_scene}"
+        return f"{self.participant} / {self.study_item}"
 
 
 class Guess(models.Model):
     """A participant's answer for one masked speaker, saved the moment it is given."""
 
-    assignment = models.ForeignKey(
-        SceneAssignment, on_delete=models.CASCADE, related_name="guesses"
-    )
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="guesses")
     instance = models.ForeignKey(
         "benchmarks.SpeakerInstance", on_delete=models.PROTECT, related_name="human_guesses"
     )
@@ -284,3 +316,58 @@ class Guess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.assignment} {self.instance.code}: {self.answer}"
+
+
+class ChoiceAnswer(models.Model):
+    """A pick in a multiple-choice study (CharToM-QA, DynToM), saved the moment it is given.
+
+    CharToM-QA asks twice: round 1 with the short plot window (c = 0), round 2 after the
+    long one (c = 2k) is shown, where the participant keeps or changes the pick. DynToM
+    asks once per question. ``option`` is the option's index in the item's own order
+    (CharToM-QA: 0 is the reference answer, then the misleading choices), ``shown`` the
+    position the participant saw it at.
+    """
+
+    class Round(models.IntegerChoices):
+        FIRST = 1, "first answer"
+        REVISION = 2, "revision"
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="choices")
+    qa_item = models.ForeignKey(
+        "benchmarks.QAItem", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    question = models.ForeignKey(
+        "benchmarks.DynToMQuestion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="human_choices",
+    )
+    round = models.PositiveSmallIntegerField(choices=Round.choices, default=Round.FIRST)
+    option = models.PositiveSmallIntegerField()
+    shown = models.PositiveSmallIntegerField(help_text="position on the participant's screen")
+    kept = models.BooleanField(null=True, blank=True, help_text="revision: kept the first pick")
+    # Server clock: from the question (or the longer window) being shown to the pick.
+    shown_at = models.DateTimeField()
+    answered_at = models.DateTimeField()
+    ms = models.PositiveBigIntegerField()
+    # Set once the answer is final, never before: the gold stays on the server.
+    correct = models.BooleanField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["assignment_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "qa_item", "round"],
+                condition=models.Q(qa_item__isnull=False),
+                name="choice_qa_once",
+            ),
+            models.UniqueConstraint(
+                fields=["assignment", "question", "round"],
+                condition=models.Q(question__isnull=False),
+                name="choice_question_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment} round {self.round}: option {self.option}"

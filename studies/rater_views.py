@@ -31,9 +31,9 @@ from config.request_params import BadNumber, optional_number, parse_number
 
 from . import services
 from .models import (
+    Assignment,
     Guess,
     Participant,
-    SceneAssignment,
     Study,
     StudyWork,
     WorkSession,
@@ -65,10 +65,10 @@ def _participant(token: str) -> Participant:
         raise Http404("no such page") from None
 
 
-def _own_assignment(participant: Participant, assignment_id: int) -> SceneAssignment | None:
+def _own_assignment(participant: Participant, assignment_id: int) -> Assignment | None:
     """One of this participant's assignments; another rater's id is simply not found."""
     return (
-        SceneAssignment.objects.select_related("session__study_work__work", "study_scene__scene")
+        Assignment.objects.select_related("session__study_work__work", "study_item__scene")
         .filter(pk=assignment_id, participant=participant)
         .first()
     )
@@ -184,9 +184,9 @@ def _code_order(code: str) -> tuple[int, str]:
     return (int(code[1:]) if code[1:].isdigit() else 10**6, code)
 
 
-def _speakers(assignment: SceneAssignment, name_map: dict[str, str]) -> list[Speaker]:
+def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
     # only(): the gold_character column is not even read for an open scene.
-    instances = SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
+    instances = SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).only(
         "pk", "code", "candidates"
     )
     guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
@@ -213,13 +213,13 @@ def _speakers(assignment: SceneAssignment, name_map: dict[str, str]) -> list[Spe
 
 
 def _scene_context(
-    participant: Participant, assignment: SceneAssignment, error: str = ""
+    participant: Participant, assignment: Assignment, error: str = ""
 ) -> dict[str, Any]:
     study = participant.study
     session = assignment.session
     study_work = session.study_work
     name_map = _name_map(study, study_work)
-    scene = assignment.study_scene.scene
+    scene = assignment.study_item.scene
     speakers = _speakers(assignment, name_map)
     return {
         "participant": participant,
@@ -240,7 +240,7 @@ def _scene_context(
 def _render_scene(
     request: HttpRequest,
     participant: Participant,
-    assignment: SceneAssignment,
+    assignment: Assignment,
     *,
     error: str = "",
     status: int = 200,
@@ -265,7 +265,7 @@ def _message(
 # -- the report -----------------------------------------------------------------------
 
 
-def _results(participant: Participant, assignments: list[SceneAssignment]) -> list[dict]:
+def _results(participant: Participant, assignments: list[Assignment]) -> list[dict]:
     """Per-scene results of submitted scenes (with the gold): only for revealed pages."""
     guesses = (
         Guess.objects.filter(assignment__in=assignments)
@@ -309,9 +309,7 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
     submitted = []
     if revealed:
         submitted = list(
-            SceneAssignment.objects.filter(
-                participant=participant, status=SceneAssignment.Status.SUBMITTED
-            )
+            Assignment.objects.filter(participant=participant, status=Assignment.Status.SUBMITTED)
             .select_related("session__study_work__work")
             .order_by("session__started_at", "position")
         )
@@ -459,7 +457,7 @@ def history(request: HttpRequest, token: str, session_id: int) -> HttpResponse:
         return _message(request, "Bad request", str(exc), status=400, participant=participant)
     assignment = None
     if assignment_id is not None:
-        assignment = SceneAssignment.objects.filter(
+        assignment = Assignment.objects.filter(
             pk=assignment_id, participant=participant, session=session
         ).first()
     services.history_view_log(session=session, where="panel", assignment=assignment)
@@ -578,7 +576,7 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
     assignment = _own_assignment(participant, assignment_id)
     if assignment is None:
         return _not_yours(request, participant)
-    if assignment.status != SceneAssignment.Status.SUBMITTED:
+    if assignment.status != Assignment.Status.SUBMITTED:
         try:
             # One call, one lock: a submit that raced another tab's finds the scene
             # submitted and lands where a replay lands, below.
@@ -607,7 +605,7 @@ def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
     assignment = _own_assignment(participant, assignment_id)
     if assignment is None:
         return _not_yours(request, participant)
-    if assignment.status != SceneAssignment.Status.SUBMITTED or not (
+    if assignment.status != Assignment.Status.SUBMITTED or not (
         services.participant_reveal_allowed(participant=participant)
     ):
         raise Http404("no result to show yet")

@@ -37,7 +37,7 @@ from .leaks import (
     leaks_check,
     scene_hold,
 )
-from .models import Participant, Study, StudyScene, StudyWork
+from .models import Participant, Study, StudyItem, StudyWork
 from .perturbation import gender_for, name_maps_build
 from .sampling import ALL, sample_scenes
 
@@ -124,7 +124,7 @@ def _scenes(rows) -> list[Scene]:
 
 def _progress_context(study: Study) -> dict[str, Any]:
     participants = selectors.study_participants(study)
-    scenes = selectors.study_scene_progress(study)
+    scenes = selectors.study_item_progress(study)
     return {
         "study": study,
         "raters": participants,
@@ -336,10 +336,10 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "studies/study_leaks.html", context)
 
 
-def _line_title(study_scene: StudyScene, index: int) -> str:
+def _line_title(study_item: StudyItem, index: int) -> str:
     if index < 0:
         return "heading"
-    line = study_scene.scene.lines[index]
+    line = study_item.scene.lines[index]
     return line.get("title") if line.get("type") == "dialog" else "narration"
 
 
@@ -369,7 +369,7 @@ def study_leaks_check(request: HttpRequest, study_id: int) -> HttpResponse:
 @researcher_required
 def scene_hold_view(request: HttpRequest, study_id: int, scene_id: int) -> HttpResponse:
     study = _study(study_id)
-    study_scene = get_object_or_404(StudyScene, pk=scene_id, study=study)
+    study_item = get_object_or_404(StudyItem, pk=scene_id, study=study)
     held = request.POST.get("held_back") == "1"
     try:
         # Read before acting: a malformed page must refuse the request, not follow a
@@ -378,13 +378,13 @@ def scene_hold_view(request: HttpRequest, study_id: int, scene_id: int) -> HttpR
     except BadNumber as exc:
         return _bad_request(exc)
     try:
-        scene_hold(study_scene=study_scene, held_back=held)
+        scene_hold(study_item=study_item, held_back=held)
     except services.StudyError as exc:
         messages.error(request, str(exc))
     else:
         verb = "held back" if held else "released"
-        messages.success(request, f"Scene {study_scene.scene.source_id} {verb}.")
-    return _leaks_back(study, f"#scene-{study_scene.pk}", page)
+        messages.success(request, f"Scene {study_item.scene.source_id} {verb}.")
+    return _leaks_back(study, f"#scene-{study_item.pk}", page)
 
 
 @require_POST

@@ -14,12 +14,12 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 
 from benchmarks.models import Benchmark, Character, Scene, Work
 
-from .models import Guess, Participant, SceneAssignment, Study, StudyScene, StudyWork
+from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
 from .sampling import SceneRow
 
 STUDY_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
 _ACTIVE = Q(assignments__participant__withdrawn_at__isnull=True)
-_SUBMITTED = Q(assignments__status=SceneAssignment.Status.SUBMITTED)
+_SUBMITTED = Q(assignments__status=Assignment.Status.SUBMITTED)
 
 
 def study_list() -> QuerySet[Study]:
@@ -27,7 +27,7 @@ def study_list() -> QuerySet[Study]:
         Study.objects.select_related("created_by")
         .annotate(
             n_works=Count("study_works", distinct=True),
-            n_scenes=Count("study_scenes", distinct=True),
+            n_scenes=Count("study_items", distinct=True),
             n_participants=Count("participants", distinct=True),
         )
         .order_by("-created_at", "-pk")
@@ -82,8 +82,8 @@ def study_works(study: Study) -> list[StudyWork]:
         StudyWork.objects.filter(study=study)
         .select_related("work")
         .annotate(
-            n_scenes=Count("scenes", distinct=True),
-            n_held=Count("scenes", filter=Q(scenes__held_back=True), distinct=True),
+            n_scenes=Count("items", distinct=True),
+            n_held=Count("items", filter=Q(items__held_back=True), distinct=True),
         )
         .prefetch_related(
             Prefetch(
@@ -102,10 +102,10 @@ def study_participants(study: Study) -> list[Participant]:
         Participant.objects.filter(study=study)
         .select_related("user")
         .annotate(
-            n_assigned=Count("scene_assignments", distinct=True),
+            n_assigned=Count("assignments", distinct=True),
             n_submitted=Count(
-                "scene_assignments",
-                filter=Q(scene_assignments__status=SceneAssignment.Status.SUBMITTED),
+                "assignments",
+                filter=Q(assignments__status=Assignment.Status.SUBMITTED),
                 distinct=True,
             ),
             n_works=Count("work_sessions", distinct=True),
@@ -114,10 +114,10 @@ def study_participants(study: Study) -> list[Participant]:
     )
 
 
-def study_scene_progress(study: Study) -> list[StudyScene]:
+def study_item_progress(study: Study) -> list[StudyItem]:
     """Scenes with raters assigned/submitted and seen/unseen counts (withdrawn left out)."""
     return list(
-        StudyScene.objects.filter(study=study)
+        StudyItem.objects.filter(study=study)
         .select_related("scene", "study_work__work")
         .annotate(
             n_assigned=Count("assignments", filter=_ACTIVE),
@@ -144,7 +144,7 @@ class ProgressSummary:
 
 
 def progress_summary(
-    study: Study, participants: list[Participant], scenes: list[StudyScene]
+    study: Study, participants: list[Participant], scenes: list[StudyItem]
 ) -> ProgressSummary:
     open_scenes = [s for s in scenes if not s.held_back]
     return ProgressSummary(
@@ -161,11 +161,11 @@ def progress_summary(
     )
 
 
-def leaking_scenes(study: Study) -> list[StudyScene]:
+def leaking_scenes(study: Study) -> list[StudyItem]:
     """Scenes whose leak check found anything, in study order."""
     return [
         s
-        for s in StudyScene.objects.filter(study=study)
+        for s in StudyItem.objects.filter(study=study)
         .select_related("scene", "study_work__work")
         .order_by("study_work__position", "position")
         if s.leaks
@@ -176,7 +176,7 @@ def leak_counts(study: Study) -> dict[str, int]:
     from .leaks import is_blocking
 
     counts: Counter[str] = Counter()
-    for leaks, held in StudyScene.objects.filter(study=study).values_list("leaks", "held_back"):
+    for leaks, held in StudyItem.objects.filter(study=study).values_list("leaks", "held_back"):
         counts["scenes"] += 1
         counts["held_back"] += held
         if any(is_blocking(f) for f in leaks or []):
@@ -186,13 +186,11 @@ def leak_counts(study: Study) -> dict[str, int]:
     return dict(counts)
 
 
-def study_responses(study: Study) -> QuerySet[SceneAssignment]:
+def study_responses(study: Study) -> QuerySet[Assignment]:
     """Every submitted scene of the study, with its rater, scene and guesses."""
     return (
-        SceneAssignment.objects.filter(
-            participant__study=study, status=SceneAssignment.Status.SUBMITTED
-        )
-        .select_related("participant__user", "study_scene__scene", "study_scene__study_work__work")
+        Assignment.objects.filter(participant__study=study, status=Assignment.Status.SUBMITTED)
+        .select_related("participant__user", "study_item__scene", "study_item__study_work__work")
         .prefetch_related(
             Prefetch(
                 "guesses",
@@ -243,15 +241,15 @@ def response_rows(study: Study) -> list[dict[str, Any]]:
     for a in study_responses(study):
         p = a.participant
         version = a.version or {}
-        name_map = name_maps.get(a.study_scene.study_work_id, {}) if study.perturb_names else {}
+        name_map = name_maps.get(a.study_item.study_work_id, {}) if study.perturb_names else {}
         for g in a.guesses.all():
             rows.append(
                 {
                     "participant_id": p.pk,
                     "participant": str(p),
                     "withdrawn": p.withdrawn_at is not None,
-                    "work": a.study_scene.study_work.work.key,
-                    "scene": a.study_scene.scene.source_id,
+                    "work": a.study_item.study_work.work.key,
+                    "scene": a.study_item.scene.source_id,
                     "seen": a.seen,
                     "code": g.instance.code,
                     "answer": g.answer,

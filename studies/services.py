@@ -29,13 +29,13 @@ from .assignment import items_assign_with_room
 from .errors import StudyError  # views, commands and tests import it from here
 from .leaks import LeakReport, leaks_check
 from .models import (
+    Assignment,
     Familiarity,
     Guess,
     HistoryView,
     Participant,
-    SceneAssignment,
     Study,
-    StudyScene,
+    StudyItem,
     StudyWork,
     WorkSession,
 )
@@ -51,12 +51,12 @@ IDLE_CUTOFF = timedelta(minutes=2)
 def item_set_hash(study: Study) -> str:
     """sha256 over the study's scenes and masked speakers (with their gold), in order."""
     rows = (
-        SpeakerInstance.objects.filter(scene__in=study.study_scenes.values("scene"))
+        SpeakerInstance.objects.filter(scene__in=study.study_items.values("scene"))
         .order_by("scene__work__key", "scene__source_id", "code")
         .values_list("scene__work__key", "scene__source_id", "code", "gold_character__name")
     )
     held = sorted(
-        study.study_scenes.filter(held_back=True).values_list("scene__source_id", flat=True)
+        study.study_items.filter(held_back=True).values_list("scene__source_id", flat=True)
     )
     payload = json.dumps({"instances": list(rows), "held_back": held})
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -89,12 +89,12 @@ def study_create(
             .distinct()
             .order_by("position")
         )
-        StudyScene.objects.bulk_create(
-            StudyScene(study=study, study_work=study_work, scene=scene, position=scene.position)
+        StudyItem.objects.bulk_create(
+            StudyItem(study=study, study_work=study_work, scene=scene, position=scene.position)
             for scene in candidates
             if chosen is None or scene.pk in chosen
         )
-    if not study.study_scenes.exists():
+    if not study.study_items.exists():
         raise StudyError("the chosen works have no testing scenes with masked speakers")
     return study
 
@@ -141,13 +141,13 @@ def study_launch(*, study: Study) -> GoLive:
     if study.status == Study.Status.DRAFT:
         name_maps_build(study=study)
         report = leaks_check(study=study)
-    if not study.study_scenes.filter(held_back=False).exists():
+    if not study.study_items.filter(held_back=False).exists():
         raise StudyError("every scene is held back: nothing to assign")
     if not study.item_set_hash:
         study.item_set_hash = item_set_hash(study)
         study.save(update_fields=["item_set_hash", "updated_at"])
     study = _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
-    held = study.study_scenes.filter(held_back=True).order_by("study_work__position", "position")
+    held = study.study_items.filter(held_back=True).order_by("study_work__position", "position")
     return GoLive(
         study=study,
         leaks=report,
@@ -257,7 +257,7 @@ class NextStep:
     kind: str
     study_work: StudyWork | None = None
     session: WorkSession | None = None
-    assignment: SceneAssignment | None = None
+    assignment: Assignment | None = None
 
 
 def _has_room(study: Study, counts: dict[bool, int], seen: bool) -> bool:
@@ -309,8 +309,8 @@ def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
     if participant.consented_at is None:
         return NextStep("consent")
     open_assignment = (
-        SceneAssignment.objects.filter(participant=participant, status="assigned")
-        .select_related("session__study_work__work", "study_scene__scene")
+        Assignment.objects.filter(participant=participant, status="assigned")
+        .select_related("session__study_work__work", "study_item__scene")
         .order_by("session__started_at", "position")
         .first()
     )
@@ -338,7 +338,7 @@ def _work_has_room(study_work: StudyWork) -> bool:
     """Cheap pre-check (no locks) that some scene of the work is not yet full."""
     study = study_work.study
     full = (
-        StudyScene.objects.filter(study_work=study_work, held_back=False)
+        StudyItem.objects.filter(study_work=study_work, held_back=False)
         .annotate(
             n=Count(
                 "assignments",
@@ -379,16 +379,16 @@ def familiarity_declare(
         # Lock, count per familiarity group, keep scenes with room, create: the shared
         # routine of studies.assignment (DynToM validation uses it too).
         given = items_assign_with_room(
-            items=StudyScene.objects.filter(study_work=study_work, held_back=False),
-            assignments=SceneAssignment.objects.filter(participant__withdrawn_at__isnull=True),
-            item_field="study_scene",
+            items=StudyItem.objects.filter(study_work=study_work, held_back=False),
+            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
+            item_field="study_item",
             group_field="seen",
             has_room=lambda scene, counts: _has_room(study, counts, seen),
             build=lambda scenes: (
-                SceneAssignment(
+                Assignment(
                     participant=participant,
                     session=session,
-                    study_scene=scene,
+                    study_item=scene,
                     position=position,
                     seen=seen,
                 )
@@ -401,9 +401,9 @@ def familiarity_declare(
 
 
 def history_view_log(
-    *, session: WorkSession, where: str = "reader", assignment: SceneAssignment | None = None
+    *, session: WorkSession, where: str = "reader", assignment: Assignment | None = None
 ) -> None:
-    HistoryView.objects.create(session=session, where=where, scene_assignment=assignment)
+    HistoryView.objects.create(session=session, where=where, assignment=assignment)
 
 
 def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSession:
@@ -417,19 +417,19 @@ def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSe
     return session
 
 
-def _assignment_for(participant: Participant, assignment_id: int) -> SceneAssignment:
+def _assignment_for(participant: Participant, assignment_id: int) -> Assignment:
     """The participant's own assignment, locked; another rater's id is simply not found."""
     try:
         return (
-            SceneAssignment.objects.select_for_update(of=("self",))
-            .select_related("study_scene", "session")
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("study_item", "session")
             .get(pk=assignment_id, participant=participant)
         )
-    except SceneAssignment.DoesNotExist:
+    except Assignment.DoesNotExist:
         raise StudyError("no such scene in your assignments") from None
 
 
-def _time_event(assignment: SceneAssignment, now) -> list[str]:
+def _time_event(assignment: Assignment, now) -> list[str]:
     """Advance the scene's clocks to ``now``; returns the fields changed."""
     if assignment.first_shown_at is None:
         assignment.first_shown_at = now
@@ -442,9 +442,9 @@ def _time_event(assignment: SceneAssignment, now) -> list[str]:
     return ["active_ms", "last_event_at"]
 
 
-def scene_shown(*, participant: Participant, assignment: SceneAssignment) -> None:
+def scene_shown(*, participant: Participant, assignment: Assignment) -> None:
     """The scene page was served: starts its clock (once) and counts as activity."""
-    if assignment.status == SceneAssignment.Status.SUBMITTED:
+    if assignment.status == Assignment.Status.SUBMITTED:
         return
     with transaction.atomic():
         locked = _assignment_for(participant, assignment.pk)
@@ -516,21 +516,21 @@ def answers_record(
     _check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
-        if assignment.status == SceneAssignment.Status.SUBMITTED:
+        if assignment.status == Assignment.Status.SUBMITTED:
             raise StudyError("this scene is already submitted; answers can no longer change")
         return _answers_apply(participant, assignment, answers, history_needed)
 
 
 def _answers_apply(
     participant: Participant,
-    assignment: SceneAssignment,
+    assignment: Assignment,
     answers: dict[int, dict[str, Any]],
     history_needed: bool | None,
 ) -> int:
     """Write ``answers`` to an open assignment the caller has locked."""
     instances = {
         i.pk: i
-        for i in SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).only(
+        for i in SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).only(
             "pk", "candidates", "code"
         )
     }
@@ -570,14 +570,14 @@ def flag_record(*, participant: Participant, assignment_id: int, history_needed:
     _check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
-        if assignment.status == SceneAssignment.Status.SUBMITTED:
+        if assignment.status == Assignment.Status.SUBMITTED:
             raise StudyError("this scene is already submitted; answers can no longer change")
         assignment.history_needed = history_needed
         fields = _time_event(assignment, timezone.now())
         assignment.save(update_fields=["history_needed", *fields])
 
 
-def _version_stamp(participant: Participant, assignment: SceneAssignment) -> dict[str, Any]:
+def _version_stamp(participant: Participant, assignment: Assignment) -> dict[str, Any]:
     study = participant.study
     return {
         "item_set_hash": study.item_set_hash,
@@ -594,7 +594,7 @@ def scene_submit(
     assignment_id: int,
     answers: dict[int, dict[str, Any]] | None = None,
     history_needed: bool | None = None,
-) -> SceneAssignment:
+) -> Assignment:
     """Finalise a scene: every masked speaker answered (one-to-one if the study says so).
 
     ``answers``/``history_needed`` (the whole form, as ``answers_record`` takes them)
@@ -608,7 +608,7 @@ def scene_submit(
     _check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
-        if assignment.status == SceneAssignment.Status.SUBMITTED:
+        if assignment.status == Assignment.Status.SUBMITTED:
             return assignment
         if answers or history_needed is not None:
             _answers_apply(participant, assignment, answers or {}, history_needed)
@@ -618,10 +618,10 @@ def scene_submit(
     return assignment
 
 
-def _submit_finalise(participant: Participant, assignment: SceneAssignment) -> str:
+def _submit_finalise(participant: Participant, assignment: Assignment) -> str:
     """Score and close the locked assignment; returns what is missing instead, if anything."""
     instances = list(
-        SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id)
+        SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id)
         .select_related("gold_character")
         .order_by("code")
     )
@@ -640,13 +640,13 @@ def _submit_finalise(participant: Participant, assignment: SceneAssignment) -> s
     Guess.objects.bulk_update(list(guesses.values()), ["correct"])
     now = timezone.now()
     fields = _time_event(assignment, now)
-    assignment.status = SceneAssignment.Status.SUBMITTED
+    assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = now
     assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
     assignment.version = _version_stamp(participant, assignment)
     assignment.save(update_fields=[*fields, "status", "submitted_at", "total_ms", "version"])
     session = assignment.session
-    if not session.assignments.filter(status=SceneAssignment.Status.ASSIGNED).exists():
+    if not session.assignments.filter(status=Assignment.Status.ASSIGNED).exists():
         WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
     return ""
 

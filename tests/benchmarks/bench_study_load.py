@@ -372,15 +372,13 @@ def verify(study, raters: list[Rater]) -> list[str]:
     """Every acknowledged write is in the database exactly once; quotas hold."""
     from django.db.models import Count, Q
 
-    from studies.models import Guess, SceneAssignment
+    from studies.models import Assignment, Guess
 
     problems: list[str] = []
     participants = {p.token: p.pk for p in study.participants.all()}
     assignments = {
         a.pk: a
-        for a in SceneAssignment.objects.filter(study_scene__study=study).select_related(
-            "study_scene"
-        )
+        for a in Assignment.objects.filter(study_item__study=study).select_related("study_item")
     }
     guesses = defaultdict(list)
     for g in Guess.objects.filter(assignment__in=list(assignments)).select_related("instance"):
@@ -426,10 +424,10 @@ def verify(study, raters: list[Rater]) -> list[str]:
         problems.append(f"{foreign} answers landed on another rater's assignment")
     if unacked:
         problems.append(f"{len(unacked)} scenes submitted that no rater saw acknowledged")
-    pairs = Counter((a.participant_id, a.study_scene_id) for a in assignments.values())
+    pairs = Counter((a.participant_id, a.study_item_id) for a in assignments.values())
     if any(n > 1 for n in pairs.values()):
         problems.append("a rater got the same scene twice")
-    over = study.study_scenes.annotate(
+    over = study.study_items.annotate(
         n=Count("assignments"),
         seen=Count("assignments", filter=Q(assignments__seen=True)),
         unseen=Count("assignments", filter=Q(assignments__seen=False)),
@@ -472,7 +470,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from studies.models import Guess, SceneAssignment, Study
+    from studies.models import Assignment, Guess, Study
     from studies.services import participants_invite, study_create, study_go_live
 
     workdir = Path(tempfile.mkdtemp(prefix="study-load-"))
@@ -494,7 +492,7 @@ def main() -> None:
         invited = participants_invite(
             study=study, labels=[f"load rater {i}" for i in range(args.raters)]
         )
-        scenes = study.study_scenes.count()
+        scenes = study.study_items.count()
         print(
             f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
             f"{os.cpu_count()} CPUs; study {study.pk}: {len(works)} works, {scenes} scenes, "
@@ -577,8 +575,8 @@ def main() -> None:
 
     errors = [e for r in raters for e in r.errors]
     problems = verify(study, raters)
-    stored = Guess.objects.filter(assignment__study_scene__study=study).count()
-    done = SceneAssignment.objects.filter(study_scene__study=study, status="submitted").count()
+    stored = Guess.objects.filter(assignment__study_item__study=study).count()
+    done = Assignment.objects.filter(study_item__study=study, status="submitted").count()
     acked = sum(len(r.choices) for r in raters)
     print(
         f"\ndatabase: {stored} answers stored for {acked} acknowledged (assignment, speaker) "

@@ -58,7 +58,7 @@ def _settle(page) -> None:
 
 
 def test_rater_pages_work_under_the_policy(live_server, page, screenshot, violations, live_study):
-    live_study.study_scenes.exclude(position__in=(2, 3)).update(held_back=True)
+    live_study.study_items.exclude(position__in=(2, 3)).update(held_back=True)
     (participant,) = services.participants_invite(study=live_study, labels=["CSP rater"])
 
     page.goto(f"{live_server.url}/s/{participant.token}/")

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from benchmarks.models import SpeakerInstance
 from studies import services
-from studies.models import Guess, HistoryView, SceneAssignment, Study
+from studies.models import Assignment, Guess, HistoryView, Study
 from tests.studies import conftest as study_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,7 @@ KEPT_POSITIONS = (2, 3, 4)  # 09x01 scenes 2502-2504: 4, 3 and 2 masked speakers
 
 def speakers_of(assignment) -> list[SpeakerInstance]:
     return sorted(
-        SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).select_related(
+        SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).select_related(
             "gold_character"
         ),
         key=lambda i: int(i.code[1:]),
@@ -38,7 +38,7 @@ def digit_for(instance: SpeakerInstance, *, right: bool = True) -> str:
     return str((gold if right else (gold + 1) % len(instance.candidates)) + 1)
 
 
-def open_scene(participant) -> SceneAssignment:
+def open_scene(participant) -> Assignment:
     participant.refresh_from_db()
     step = services.participant_next_step(participant=participant)
     assert step.kind == "scene"
@@ -75,7 +75,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
 ):
     live_study.reveal = Study.Reveal.AFTER_SCENE
     live_study.save(update_fields=["reveal"])
-    live_study.study_scenes.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
+    live_study.study_items.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
     (participant,) = services.participants_invite(study=live_study, labels=["Invited rater"])
     link = f"{live_server.url}/s/{participant.token}/"
 
@@ -136,7 +136,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     page.get_by_text("Earlier scenes (history)").click()
     expect(page.locator(".history-panel .history-body")).to_contain_text("no earlier scenes")
     assert HistoryView.objects.filter(
-        session=second.session, where="panel", scene_assignment=second
+        session=second.session, where="panel", assignment=second
     ).exists()
 
     page.reload()
@@ -189,7 +189,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     screenshot("rater-8-report")
 
     # What the server stored, answer by answer.
-    assignments = SceneAssignment.objects.filter(participant=participant).order_by("position")
+    assignments = Assignment.objects.filter(participant=participant).order_by("position")
     assert [a.status for a in assignments] == ["submitted"] * 3
     assert [a.history_needed for a in assignments] == [True, False, False]
     assert all(a.first_shown_at and a.total_ms is not None for a in assignments)

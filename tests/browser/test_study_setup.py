@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from studies.models import Participant, Study, StudyScene
+from studies.models import Participant, Study, StudyItem
 from studies.services import (
     familiarity_declare,
     flag_record,
@@ -50,7 +50,7 @@ def answer_one_scene(participant: Participant) -> None:
     session = familiarity_declare(participant=participant, study_work=step.study_work, seen=False)
     history_confirm(participant=participant, session=session)
     assignment = participant_next_step(participant=participant).assignment
-    for instance in assignment.study_scene.scene.instances.all():
+    for instance in assignment.study_item.scene.instances.all():
         guess_record(
             participant=participant, assignment_id=assignment.pk, instance_id=instance.pk, choice=0
         )
@@ -85,7 +85,7 @@ def test_researcher_sets_up_a_friends_study(live_server, page, screenshot, resea
     expect(page.get_by_test_id("leaks-held")).to_have_text("0")
     expect(page.get_by_test_id("leak-scene")).to_have_count(20)  # the first page of 52
     first = page.locator(
-        "#scene-{}".format(StudyScene.objects.get(study=study, scene__source_id="09x01 2500").pk)
+        "#scene-{}".format(StudyItem.objects.get(study=study, scene__source_id="09x01 2500").pk)
     )
     expect(first.locator("mark.m-heading").first).to_have_text("Rachel")
     screenshot("study-leaks")

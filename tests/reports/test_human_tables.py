@@ -33,7 +33,7 @@ from modeling.models import Prediction, Run
 from reports.charts import render_chart
 from reports.selectors import human_response_size, long_format_columns, long_format_rows
 from reports.tables import build_report
-from studies.models import SceneAssignment, Study
+from studies.models import Assignment, Study
 from studies.services import (
     familiarity_declare,
     flag_record,
@@ -62,7 +62,7 @@ def _instances(key: str) -> list[SpeakerInstance]:
     return list(SpeakerInstance.objects.filter(scene=_scene(key)).order_by("code"))
 
 
-def _answer(participant, study_work, plan, *, seen: bool) -> dict[str, SceneAssignment]:
+def _answer(participant, study_work, plan, *, seen: bool) -> dict[str, Assignment]:
     """Declare familiarity, read the history, then answer each scene of ``plan``.
 
     ``plan[scene] = (names per masked speaker, tags per speaker, history flag, submit)``;
@@ -72,9 +72,9 @@ def _answer(participant, study_work, plan, *, seen: bool) -> dict[str, SceneAssi
     session = familiarity_declare(participant=participant, study_work=study_work, seen=seen)
     history_confirm(participant=participant, session=session)
     assignments = {
-        a.study_scene.scene.source_id: a
-        for a in SceneAssignment.objects.filter(participant=participant).select_related(
-            "study_scene__scene"
+        a.study_item.scene.source_id: a
+        for a in Assignment.objects.filter(participant=participant).select_related(
+            "study_item__scene"
         )
     }
     done = {}
@@ -95,9 +95,9 @@ def _answer(participant, study_work, plan, *, seen: bool) -> dict[str, SceneAssi
     return done
 
 
-def _times(assignment: SceneAssignment, total_s: int, active_s: int) -> None:
+def _times(assignment: Assignment, total_s: int, active_s: int) -> None:
     # The server clocks real time; pin it so medians and means can be checked by hand.
-    SceneAssignment.objects.filter(pk=assignment.pk).update(
+    Assignment.objects.filter(pk=assignment.pk).update(
         total_ms=total_s * 1000, active_ms=active_s * 1000
     )
 

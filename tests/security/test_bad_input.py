@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from config.request_params import BadNumber, number_list, optional_number, parse_number
 from studies import services
-from studies.models import Guess, StudyScene
+from studies.models import Guess, StudyItem
 from tests.studies.conftest import friends, live_study  # noqa: F401 - fixtures
 from tests.studies.test_rater_views import HTMX, current, instances, invite, to_scenes, url
 
@@ -97,7 +97,7 @@ def test_a_nul_or_an_overlong_invite_token_is_a_plain_404(client, live_study):  
 
 def test_hold_with_a_malformed_page_is_refused_before_the_hold(client, researcher, friends):  # noqa: F811
     study = services.study_create(name="d", benchmark="tvshowguess", works=[friends])
-    scene = StudyScene.objects.filter(study=study).order_by("pk").first()
+    scene = StudyItem.objects.filter(study=study).order_by("pk").first()
     client.force_login(researcher)
     hold = reverse("studies:scene-hold", args=[study.pk, scene.pk])
     response = client.post(hold, {"held_back": "1", "page": "²"})

@@ -142,7 +142,7 @@ def test_study_responses_csv_neutralises_notes_and_labels(client, friends, resea
     session = familiarity_declare(participant=participant, study_work=step.study_work, seen=True)
     history_confirm(participant=participant, session=session)
     assignment = participant_next_step(participant=participant).assignment
-    for instance in assignment.study_scene.scene.instances.all():
+    for instance in assignment.study_item.scene.instances.all():
         guess_record(
             participant=participant,
             assignment_id=assignment.pk,

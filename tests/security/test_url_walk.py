@@ -154,13 +154,13 @@ def world(live_study, researcher, rater):  # noqa: F811
     )
     services.history_confirm(participant=participant, session=session)
     assignment = session.assignments.order_by("position").first()
-    instance = assignment.study_scene.scene.instances.order_by("code").first()
+    instance = assignment.study_item.scene.instances.order_by("code").first()
     run = Run.objects.create(name="walk", benchmark="dyntom", method="vanilla", model="m")
     template = PromptTemplate.objects.order_by("pk").first()
     ids = {
         "study_id": str(live_study.pk),
         "participant_id": str(participant.pk),
-        "scene_id": str(assignment.study_scene_id),
+        "scene_id": str(assignment.study_item_id),
         "study_work_id": str(study_work.pk),
         "token": participant.token,
         "session_id": str(session.pk),

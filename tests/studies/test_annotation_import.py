@@ -11,19 +11,19 @@ from django.core.management import call_command
 from benchmarks.models import SpeakerAnnotation, Work
 from studies.annotation_import import annotations_as_study
 from studies.models import (
+    Assignment,
     Familiarity,
     Guess,
     Participant,
-    SceneAssignment,
     Study,
-    StudyScene,
+    StudyItem,
     WorkSession,
 )
 from studies.services import StudyError, participant_score
 
 pytestmark = pytest.mark.django_db
 
-STUDY_MODELS = (Study, StudyScene, Participant, Familiarity, WorkSession, SceneAssignment, Guess)
+STUDY_MODELS = (Study, StudyItem, Participant, Familiarity, WorkSession, Assignment, Guess)
 
 
 def _counts() -> dict[str, int]:
@@ -38,10 +38,8 @@ def test_friends_tsv_becomes_a_finished_raters_answers(friends):
     assert rater.label == "friends.tsv annotators (imported)" and rater.finished_at
     assert Familiarity.objects.get(participant=rater).seen is True
 
-    assignments = SceneAssignment.objects.filter(participant=rater).select_related(
-        "study_scene__scene"
-    )
-    assert assignments.count() == 53 == study.study_scenes.count()
+    assignments = Assignment.objects.filter(participant=rater).select_related("study_item__scene")
+    assert assignments.count() == 53 == study.study_items.count()
     assert {a.status for a in assignments} == {"submitted"}
     assert {a.version["source"] for a in assignments} == {"friends.tsv"}
     assert {a.version["item_set_hash"] for a in assignments} == {study.item_set_hash}
@@ -52,7 +50,7 @@ def test_friends_tsv_becomes_a_finished_raters_answers(friends):
     needed = defaultdict(bool)
     for row in rows:
         needed[row.scene_source_id] |= row.need_history == "yes"
-    flags = {a.study_scene.scene.source_id: a.history_needed for a in assignments}
+    flags = {a.study_item.scene.source_id: a.history_needed for a in assignments}
     assert flags == dict(needed)
     assert sum(flags.values()) == 27
 
@@ -119,8 +117,8 @@ def test_an_unsolvable_speaker_leaves_the_flag_unknown_with_a_note(tmp_path, sha
     # Row 19 is 09x01 2504 P0; its scene's other speaker (row 20) says "no".
     work = _import_copy(tmp_path, shared_data, edit_row=19, value="Unsolvable")
     study = annotations_as_study(work=work)
-    assignment = SceneAssignment.objects.get(
-        participant__study=study, study_scene__scene__source_id="09x01 2504"
+    assignment = Assignment.objects.get(
+        participant__study=study, study_item__scene__source_id="09x01 2504"
     )
     assert assignment.history_needed is None
     notes = {g.instance.code: g.evidence for g in assignment.guesses.all()}
@@ -163,8 +161,8 @@ def test_a_tbbt_shaped_sheet_is_read_the_same_way(tmp_path):
     assert (penny.answer, penny.correct) == ("penny", True)
     assert "guess qualified as: abductive" in penny.evidence
     flags = {
-        a.study_scene.scene.source_id: a.history_needed
-        for a in SceneAssignment.objects.filter(participant__study=study)
+        a.study_item.scene.source_id: a.history_needed
+        for a in Assignment.objects.filter(participant__study=study)
     }
     # 08x01 101 has an Unsolvable speaker and no "yes": unknown, not False.
     assert flags == {"08x01 100": True, "08x01 101": None, "08x01 102": True}

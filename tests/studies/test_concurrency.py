@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connections
 from django.db.models import Count, Q
 
-from studies.models import Familiarity, Guess, Participant, SceneAssignment, WorkSession
+from studies.models import Assignment, Familiarity, Guess, Participant, WorkSession
 from studies.services import (
     StudyError,
     familiarity_declare,
@@ -93,11 +93,11 @@ def _declare(participant_id: int, study_work_id: int, seen: bool) -> int:
 
 def _check_quotas(study, raters: list[Participant], seen_of: dict[int, bool]) -> Counter:
     """The invariants every assignment must keep; returns assignments per rater."""
-    scenes = study.study_scenes.count()
-    rows = list(SceneAssignment.objects.filter(study_scene__study=study))
-    pairs = Counter((a.participant_id, a.study_scene_id) for a in rows)
+    scenes = study.study_items.count()
+    rows = list(Assignment.objects.filter(study_item__study=study))
+    pairs = Counter((a.participant_id, a.study_item_id) for a in rows)
     assert max(pairs.values()) == 1, "a rater got a scene twice"
-    per_scene = study.study_scenes.annotate(
+    per_scene = study.study_items.annotate(
         n=Count("assignments"),
         seen=Count("assignments", filter=Q(assignments__seen=True)),
         unseen=Count("assignments", filter=Q(assignments__seen=False)),
@@ -151,9 +151,9 @@ def test_thirty_raters_start_at_once_on_postgres(friends, overlap, min_seen, min
     for scene in per_scene:
         assert scene.n == overlap
         assert scene.seen >= min_seen and scene.unseen >= min_unseen
-    assert sum(1 for p in people if p.scene_assignments.exists()) == overlap
+    assert sum(1 for p in people if p.assignments.exists()) == overlap
     # Whoever came too late is told there is nothing left, not given a half work.
-    late = [p for p in people if not p.scene_assignments.exists()]
+    late = [p for p in people if not p.assignments.exists()]
     assert all(participant_next_step(participant=p).kind == "done" for p in late)
 
 
@@ -179,8 +179,8 @@ def test_one_rater_declaring_from_many_tabs_gets_one_session(friends):
     assert not errors, errors
     session = WorkSession.objects.get(participant=rater)
     assert set(results) == {session.pk}
-    assignments = SceneAssignment.objects.filter(participant=rater)
-    assert assignments.count() == study.study_scenes.count()
+    assignments = Assignment.objects.filter(participant=rater)
+    assert assignments.count() == study.study_items.count()
     assert set(assignments.values_list("seen", flat=True)) == {session.seen}
     assert Familiarity.objects.get(participant=rater).seen == session.seen
 
@@ -193,7 +193,7 @@ def _ready_scene(friends):
     session = familiarity_declare(participant=rater, study_work=step.study_work, seen=False)
     history_confirm(participant=rater, session=session)
     assignment = participant_next_step(participant=rater).assignment
-    instances = list(assignment.study_scene.scene.instances.select_related("gold_character"))
+    instances = list(assignment.study_item.scene.instances.select_related("gold_character"))
     assert len(instances) >= 2  # Friends scenes have several masked speakers
     gold = {
         i.pk: [c.casefold() for c in i.candidates].index(i.gold_character.name.casefold())

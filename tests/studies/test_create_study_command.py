@@ -34,7 +34,7 @@ def test_live_study_with_invite_links_raters_can_take(friends, researcher):
     study = Study.objects.get(name="Friends")
     assert (study.status, study.overlap, study.min_seen, study.min_unseen) == ("live", 3, 1, 1)
     assert study.created_by == researcher and len(study.item_set_hash) == 64
-    assert study.study_scenes.count() == 53  # every friends.raw scene
+    assert study.study_items.count() == 53  # every friends.raw scene
     assert f"created study {study.pk} 'Friends' (live): 53 scenes from friends" in out
     tokens = re.findall(r"^  invite \d: /s/([\w-]+)/$", out, flags=re.MULTILINE)
     assert len(tokens) == 5
@@ -51,7 +51,7 @@ def test_live_study_with_invite_links_raters_can_take(friends, researcher):
     history_confirm(participant=rater, session=session)
     step = participant_next_step(participant=rater)
     assert step.kind == "scene"
-    scene = step.assignment.study_scene.scene
+    scene = step.assignment.study_item.scene
     assert scene.work.key == "friends" and scene.instances.count() >= 1
     assert {ln["title"] for ln in scene.lines if ln["type"] == "dialog"} & {"P0", "P1"}
 

@@ -16,7 +16,7 @@ from django.db import connections, transaction
 from django.test import Client
 
 from studies import services
-from studies.models import Guess, SceneAssignment, Study
+from studies.models import Assignment, Guess, Study
 from tests.studies.test_concurrency import run_together
 from tests.studies.test_rater_views import current, full_form, instances, invite, to_scenes, url
 
@@ -65,7 +65,7 @@ def test_five_tabs_submitting_one_scene_at_once_all_move_on(live_study):
     assert errors == []
     assert results == [(302, url("start", participant))] * 5
     assignment.refresh_from_db()
-    assert assignment.status == SceneAssignment.Status.SUBMITTED
+    assert assignment.status == Assignment.Status.SUBMITTED
     guesses = Guess.objects.filter(assignment=assignment)
     assert guesses.count() == len(instances(assignment))  # no duplicate rows
     assert all(g.correct for g in guesses)
@@ -88,7 +88,7 @@ def test_tabs_arriving_while_another_tab_submits_move_on(live_study):
         try:
             with transaction.atomic():
                 # The first tab's submit, paused inside its transaction, lock held.
-                SceneAssignment.objects.select_for_update().get(pk=assignment.pk)
+                Assignment.objects.select_for_update().get(pk=assignment.pk)
                 locked.set()
                 release.wait(timeout=30)
                 services.scene_submit(participant=participant, assignment_id=assignment.pk)

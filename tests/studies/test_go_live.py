@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import Work
-from studies.models import Study, StudyScene
+from studies.models import Study, StudyItem
 from studies.services import study_create, study_go_live, study_launch, study_pause
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def big_fish(shared_data) -> Work:
 
 def _checked(study: Study) -> tuple[int, list[str]]:
     """Scenes with findings, and the source ids of those held back."""
-    scenes = StudyScene.objects.filter(study=study)
+    scenes = StudyItem.objects.filter(study=study)
     held = scenes.filter(held_back=True).order_by("position")
     return (
         sum(bool(leaks) for leaks in scenes.values_list("leaks", flat=True)),
@@ -91,7 +91,7 @@ def test_command_browser_and_service_hold_back_the_same_scenes(client, researche
 def test_a_resumed_study_keeps_the_researchers_release(researcher, big_fish):
     study = study_go_live(study=study_create(name="s", benchmark="tom-in-amc", works=[big_fish]))
     study_pause(study=study)
-    StudyScene.objects.filter(study=study).update(held_back=False)  # released while paused
+    StudyItem.objects.filter(study=study).update(held_back=False)  # released while paused
     launched = study_launch(study=study)
     assert launched.leaks is None and launched.held_back == ()
     assert launched.study.status == Study.Status.LIVE

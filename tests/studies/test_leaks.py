@@ -20,7 +20,7 @@ from studies.leaks import (
     scan_scene,
     scene_hold,
 )
-from studies.models import StudyScene
+from studies.models import StudyItem
 from studies.services import StudyError, study_create, study_go_live, study_pause
 
 pytestmark = pytest.mark.django_db
@@ -141,8 +141,8 @@ def test_check_holds_back_leaks_keeps_a_release_and_rechecks_after_alias_edits(r
     study = study_create(name="s", benchmark="tom-in-amc", works=[work], created_by=researcher)
     report = leaks_check(study=study)
     assert (report.scenes, report.flagged, report.held_back) == (2, 1, 1)
-    leaky = StudyScene.objects.get(study=study, scene=scenes["leaky"])
-    clean = StudyScene.objects.get(study=study, scene=scenes["clean"])
+    leaky = StudyItem.objects.get(study=study, scene=scenes["leaky"])
+    clean = StudyItem.objects.get(study=study, scene=scenes["clean"])
     assert leaky.held_back and not clean.held_back and clean.leaks == []
     assert leaky.leaks[0] | {"text": ""} == {
         "line": 0,
@@ -156,7 +156,7 @@ def test_check_holds_back_leaks_keeps_a_release_and_rechecks_after_alias_edits(r
         "blocking": True,  # ToM-in-AMC masks narration
     }
 
-    scene_hold(study_scene=leaky, held_back=False)  # the researcher's explicit release
+    scene_hold(study_item=leaky, held_back=False)  # the researcher's explicit release
     assert leaks_check(study=study).held_back == 0  # same findings: the release stands
 
     # A nickname added to the alias table is a new finding, held back again...
@@ -184,14 +184,14 @@ def test_a_live_study_cannot_change_held_back_scenes(researcher):
     study = study_create(name="s", benchmark="tom-in-amc", works=[work], created_by=researcher)
     leaks_check(study=study)
     study_go_live(study=study)
-    leaky = StudyScene.objects.get(study=study, scene=scenes["leaky"])
+    leaky = StudyItem.objects.get(study=study, scene=scenes["leaky"])
     with pytest.raises(StudyError, match="cannot change"):
-        scene_hold(study_scene=leaky, held_back=False)
+        scene_hold(study_item=leaky, held_back=False)
     with pytest.raises(StudyError):
         leaks_check(study=study)
     study_pause(study=study)
-    scene_hold(study_scene=leaky, held_back=False)
-    assert not StudyScene.objects.get(pk=leaky.pk).held_back
+    scene_hold(study_item=leaky, held_back=False)
+    assert not StudyItem.objects.get(pk=leaky.pk).held_back
 
 
 def test_stored_blocking_flag_wins_and_old_findings_fall_back_to_their_place():
@@ -209,7 +209,7 @@ def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(frie
     report = leaks_check(study=study)
     assert (report.scenes, report.flagged, report.held_back) == (53, 0, 0)
     assert report.mentions == 52
-    rows = list(study.study_scenes.select_related("scene"))
+    rows = list(study.study_items.select_related("scene"))
     # Every scene but one names a candidate in its heading or a stage direction...
     outside = {s.scene.source_id for s in rows if any(f["where"] != "speech" for f in s.leaks)}
     assert len(outside) == 52 and "09x05 2557" not in outside
@@ -245,7 +245,7 @@ def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(frie
     assert flagged_scenes_hold(study=study, held_back=False) == 1
 
     # Masked again, the cue is gone and the next check releases the scene if held.
-    scene_hold(study_scene=first, held_back=True)
+    scene_hold(study_item=first, held_back=True)
     scene.lines[0]["title"] = "P0"
     scene.save(update_fields=["lines"])
     assert leaks_check(study=study).held_back == 0

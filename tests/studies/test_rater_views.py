@@ -14,10 +14,10 @@ from django.urls import reverse
 from benchmarks.models import Character, SpeakerInstance
 from studies import services
 from studies.models import (
+    Assignment,
     Guess,
     HistoryView,
     Participant,
-    SceneAssignment,
     Study,
     WorkSession,
 )
@@ -41,8 +41,8 @@ def url(name: str, participant: Participant, **kwargs) -> str:
 
 def keep_scenes(study: Study, n: int) -> None:
     """Hold back all but the first ``n`` scenes, so a rater can finish in a test."""
-    keep = list(study.study_scenes.order_by("position").values_list("pk", flat=True)[:n])
-    study.study_scenes.exclude(pk__in=keep).update(held_back=True)
+    keep = list(study.study_items.order_by("position").values_list("pk", flat=True)[:n])
+    study.study_items.exclude(pk__in=keep).update(held_back=True)
 
 
 def to_scenes(client, participant: Participant, seen: str = "no") -> WorkSession:
@@ -59,23 +59,23 @@ def to_scenes(client, participant: Participant, seen: str = "no") -> WorkSession
     return session
 
 
-def current(participant: Participant) -> SceneAssignment:
+def current(participant: Participant) -> Assignment:
     participant.refresh_from_db()
     step = services.participant_next_step(participant=participant)
     assert step.kind == "scene"
     return step.assignment
 
 
-def instances(assignment: SceneAssignment) -> list[SpeakerInstance]:
+def instances(assignment: Assignment) -> list[SpeakerInstance]:
     return sorted(
-        SpeakerInstance.objects.filter(scene_id=assignment.study_scene.scene_id).select_related(
+        SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).select_related(
             "gold_character"
         ),
         key=lambda i: int(i.code[1:]),
     )
 
 
-def full_form(assignment: SceneAssignment, *, right: bool = True, flag: bool = False) -> dict:
+def full_form(assignment: Assignment, *, right: bool = True, flag: bool = False) -> dict:
     """What the page's form posts without JavaScript."""
     data: dict = {"history_needed-sent": "1"}
     for instance in instances(assignment):
@@ -286,7 +286,7 @@ def test_tampered_instances_and_choices_are_rejected(client, live_study):
     to_scenes(client, participant)
     assignment = current(participant)
     mine = instances(assignment)[0]
-    elsewhere = SpeakerInstance.objects.exclude(scene_id=assignment.study_scene.scene_id).first()
+    elsewhere = SpeakerInstance.objects.exclude(scene_id=assignment.study_item.scene_id).first()
     save = url("scene-save", participant, assignment_id=assignment.pk)
 
     response = client.post(save, {f"choice-{elsewhere.pk}": "0"}, **HTMX)
@@ -413,7 +413,7 @@ def test_history_panel_is_logged_and_served_as_a_partial(client, live_study):
     assert "has no earlier scenes to read" in html
     assert client.get(panel).content.decode().count("<html") == 1  # the no-JS page
     views = HistoryView.objects.filter(session=session, where="panel")
-    assert views.count() == 2 and {v.scene_assignment_id for v in views} == {assignment.pk}
+    assert views.count() == 2 and {v.assignment_id for v in views} == {assignment.pk}
 
 
 def test_perturbed_names_are_shown_in_place_of_the_real_ones(client, live_study):

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from benchmarks.models import Character
 from studies.leaks import leaks_check
-from studies.models import Participant, SceneAssignment, Study, StudyScene
+from studies.models import Assignment, Participant, Study, StudyItem
 from studies.services import (
     familiarity_declare,
     flag_record,
@@ -42,7 +42,7 @@ def _rater(study, label, *, seen=False, answer=0, right=True):
     history_confirm(participant=participant, session=session)
     for _ in range(answer):
         assignment = participant_next_step(participant=participant).assignment
-        for instance in assignment.study_scene.scene.instances.select_related("gold_character"):
+        for instance in assignment.study_item.scene.instances.select_related("gold_character"):
             gold = [c.casefold() for c in instance.candidates].index(
                 instance.gold_character.name.casefold()
             )
@@ -73,12 +73,12 @@ def night_shift(db) -> NightShift:
 
 def _held(study: Study) -> list[str]:
     return sorted(
-        study.study_scenes.filter(held_back=True).values_list("scene__source_id", flat=True)
+        study.study_items.filter(held_back=True).values_list("scene__source_id", flat=True)
     )
 
 
 def _with_findings(study: Study) -> int:
-    return sum(bool(leaks) for leaks in study.study_scenes.values_list("leaks", flat=True))
+    return sum(bool(leaks) for leaks in study.study_items.values_list("leaks", flat=True))
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def draft(friends, researcher):
 
 def _urls(study: Study) -> list[tuple[str, str]]:
     sid = study.pk
-    scene = study.study_scenes.first()
+    scene = study.study_items.first()
     work = study.study_works.first()
     get = [
         reverse("studies:list"),
@@ -188,7 +188,7 @@ def test_create_form_lists_works_and_creates_a_study_with_its_leak_check(
     assert study.one_to_one and study.perturb_names and study.status == "draft"
     assert study.tags == ["intention", "emotion", "belief"]
     assert study.sampling == {"mode": "all"}
-    assert study.study_scenes.count() == 53
+    assert study.study_items.count() == 53
     # The leak check ran at creation: Friends headings name their speakers, which
     # TVShowGuess shows its raters, so they are flagged and nothing is held back.
     assert _with_findings(study) == 52 and _held(study) == []
@@ -200,7 +200,7 @@ def test_create_form_lists_works_and_creates_a_study_with_its_leak_check(
         follow=True,
     )
     amc = Study.objects.get(name="Night Shift study")
-    assert amc.benchmark == "tom-in-amc" and amc.study_scenes.count() == 5
+    assert amc.benchmark == "tom-in-amc" and amc.study_items.count() == 5
     assert _held(amc) == BLOCKING
     assert "The leak check held back 3 of them" in response.content.decode()
 
@@ -215,15 +215,15 @@ def test_create_a_stratified_sample_by_number_of_speakers(res_client, friends):
     strata = study.sampling["strata"]
     # Friends: 31 scenes with 2 masked speakers, 10 with 3, 6 with 4, 3 with 5, 3 with 6.
     assert strata == {"2": [2, 31], "3": [2, 10], "4": [2, 6], "5": [2, 3], "6": [2, 3]}
-    assert study.study_scenes.count() == 10
+    assert study.study_items.count() == 10
     again = res_client.post(
         reverse("studies:new"),
         _create_data(friends, scenes="speakers", per_stratum=2, min_unseen=0, name="again"),
     )
     assert again.status_code == 302
     twin = Study.objects.get(name="again")
-    assert set(twin.study_scenes.values_list("scene", flat=True)) == set(
-        study.study_scenes.values_list("scene", flat=True)
+    assert set(twin.study_items.values_list("scene", flat=True)) == set(
+        study.study_items.values_list("scene", flat=True)
     )  # same seed, same sample
 
 
@@ -259,7 +259,7 @@ def test_go_live_builds_the_name_map_and_rechecks_leaks(res_client, friends, res
     assert "The study is live." in html and "; 0 held back." in html
     assert name_map["rachel"] in html  # the names card shows the mapping
     ann = _rater(study, "Ann")
-    assert ann.scene_assignments.count() == 53  # every scene is assignable
+    assert ann.assignments.count() == 53  # every scene is assignable
 
     res_client.post(reverse("studies:pause", args=[study.pk]))
     study.refresh_from_db()
@@ -288,13 +288,13 @@ def test_go_live_rechecks_and_holds_back_tom_in_amc_leaks(res_client, night_shif
         "01 heading, 02 direction, 03 cue." in html
     )
     ann = _rater(study, "Ann")
-    assigned = ann.scene_assignments.values_list("study_scene__scene__source_id", flat=True)
+    assigned = ann.assignments.values_list("study_item__scene__source_id", flat=True)
     assert sorted(assigned) == ["04 speech", "05 clean"]  # held-back scenes are never assigned
 
 
 def test_go_live_refuses_when_every_scene_is_held_back(res_client, night_shift):
     study = study_create(name="n", benchmark="tom-in-amc", works=[night_shift.work])
-    StudyScene.objects.filter(study=study, scene__source_id__in=["04 speech", "05 clean"]).update(
+    StudyItem.objects.filter(study=study, scene__source_id__in=["04 speech", "05 clean"]).update(
         held_back=True
     )
     # The two scenes the check would not hold were held back by hand: the check keeps
@@ -327,7 +327,7 @@ def test_detail_shows_progress_per_rater_and_per_scene(res_client, friends, rese
     html = response.content.decode()
     assert 'hx-trigger="every 2s"' in html and 'id="progress"' in html
     ann = Participant.objects.get(label="Ann")
-    assert ann.scene_assignments.count() == 53
+    assert ann.assignments.count() == 53
     rows = response.context["raters"]
     assert [(str(p), p.n_submitted, p.n_assigned) for p in rows] == [
         ("Ann", 3, 53),
@@ -416,7 +416,7 @@ def test_invite_links_by_count_and_by_label_then_withdraw(res_client, friends, r
     res_client.post(reverse("studies:withdraw", args=[study.pk, bob.pk]))
     bob.refresh_from_db()
     assert bob.withdrawn_at is not None
-    assert SceneAssignment.objects.filter(participant=bob, status="submitted").count() == 1
+    assert Assignment.objects.filter(participant=bob, status="submitted").count() == 1
     other = study_create(name="other", benchmark="tvshowguess", works=[friends])
     stranger = participants_invite(study=other, labels=["x"])[0]
     response = res_client.post(reverse("studies:withdraw", args=[study.pk, stranger.pk]))
@@ -444,7 +444,7 @@ def test_leak_page_highlights_friends_names_without_holding_scenes_back(res_clie
     assert "Release scene" not in html and "Hold back all flagged scenes" not in html
 
     # The researcher may still hold a scene back by hand; the check keeps that.
-    scene = StudyScene.objects.get(study=draft, scene__source_id="09x01 2500")
+    scene = StudyItem.objects.get(study=draft, scene__source_id="09x01 2500")
     hold = reverse("studies:scene-hold", args=[draft.pk, scene.pk])
     assert "Hold back scene 09x01 2500" in html
     res_client.post(hold, {"held_back": "1"})
@@ -453,7 +453,7 @@ def test_leak_page_highlights_friends_names_without_holding_scenes_back(res_clie
     assert scene.held_back
     # "Release all flagged" touches only scenes with a blocking finding.
     res_client.post(reverse("studies:leaks-hold-all", args=[draft.pk]), {"held_back": "0"})
-    assert StudyScene.objects.get(pk=scene.pk).held_back
+    assert StudyItem.objects.get(pk=scene.pk).held_back
     html = res_client.get(url).content.decode()
     assert 'data-testid="leaks-held">1<' in html and "Release scene 09x01 2500" in html
     res_client.post(hold, {"held_back": "0"})
@@ -473,7 +473,7 @@ def test_leak_page_highlights_tom_in_amc_leaks_and_holds_or_releases_them(res_cl
     assert html.count('data-testid="leak-scene"') == 4  # the clean scene is not listed
     assert 'data-testid="leaks-held">3<' in html and 'data-testid="leaks-flagged">3<' in html
 
-    scene = StudyScene.objects.get(study=study, scene__source_id="01 heading")
+    scene = StudyItem.objects.get(study=study, scene__source_id="01 heading")
     hold = reverse("studies:scene-hold", args=[study.pk, scene.pk])
     res_client.post(hold, {"held_back": "0"})
     scene.refresh_from_db()
@@ -483,7 +483,7 @@ def test_leak_page_highlights_tom_in_amc_leaks_and_holds_or_releases_them(res_cl
     assert not scene.held_back  # the release survives a re-run
     assert _held(study) == ["02 direction", "03 cue"]
     res_client.post(hold, {"held_back": "1"})
-    assert StudyScene.objects.get(pk=scene.pk).held_back
+    assert StudyItem.objects.get(pk=scene.pk).held_back
     res_client.post(reverse("studies:leaks-hold-all", args=[study.pk]), {"held_back": "0"})
     assert _held(study) == []
     res_client.post(reverse("studies:leaks-hold-all", args=[study.pk]), {"held_back": "1"})
@@ -492,7 +492,7 @@ def test_leak_page_highlights_tom_in_amc_leaks_and_holds_or_releases_them(res_cl
 
 def test_alias_table_is_saved_and_the_check_rerun(res_client, draft, friends):
     leaks_check(study=draft)
-    clean = StudyScene.objects.get(study=draft, scene__source_id="09x05 2557")
+    clean = StudyItem.objects.get(study=draft, scene__source_id="09x05 2557")
     assert not clean.held_back and clean.leaks == []
     # Its heading is "[Scene: The Bings'.]": Chandler Bing's flat, which only an
     # alias table that knows the family name can catch.
@@ -519,7 +519,7 @@ def test_alias_table_is_saved_and_the_check_rerun(res_client, draft, friends):
 def test_an_alias_in_a_tom_in_amc_heading_holds_the_scene_back(res_client, night_shift):
     study = study_create(name="n", benchmark="tom-in-amc", works=[night_shift.work])
     leaks_check(study=study)
-    clean = StudyScene.objects.get(study=study, scene__source_id="05 clean")
+    clean = StudyItem.objects.get(study=study, scene__source_id="05 clean")
     assert not clean.held_back and clean.leaks == []
     vincent = night_shift.characters["vincent"]
     sw = study.study_works.get()
@@ -577,8 +577,8 @@ def test_responses_page_and_csv(res_client, friends, researcher, django_assert_m
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
     frame = pd.read_csv(io.StringIO(response.content.decode()))
-    assignments = SceneAssignment.objects.filter(participant__study=study, status="submitted")
-    speakers = sum(a.study_scene.scene.instances.count() for a in assignments)
+    assignments = Assignment.objects.filter(participant__study=study, status="submitted")
+    speakers = sum(a.study_item.scene.instances.count() for a in assignments)
     assert len(frame) == speakers
     assert set(frame["participant"]) == {"Ann", "Ben"}
     assert frame.loc[frame["participant"] == "Ann", "correct"].all()
@@ -619,8 +619,8 @@ def test_admin_shows_tokens_truncated(client, friends, researcher):
     assert p.token[:6] + "…" in html and p.token not in html
     change = client.get(reverse("admin:studies_participant_change", args=[p.pk])).content.decode()
     assert p.token not in change and p.token[:6] in change
-    for model in ("study", "studywork", "studyscene", "familiarity", "worksession",
-                  "historyview", "sceneassignment", "guess"):  # fmt: skip
+    for model in ("study", "studywork", "studyitem", "familiarity", "worksession",
+                  "historyview", "assignment", "guess", "choiceanswer"):  # fmt: skip
         assert client.get(reverse(f"admin:studies_{model}_changelist")).status_code == 200
     searched = client.get(reverse("admin:studies_participant_changelist"), {"q": "Ann"})
     assert "Ann" in searched.content.decode()

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from studies import services
-from studies.models import Participant, SceneAssignment, Study
+from studies.models import Assignment, Participant, Study
 from tests.factories import CharacterFactory, SceneFactory, SpeakerInstanceFactory, WorkFactory
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def two_works_study(researcher) -> Study:
     return services.study_go_live(study=study)
 
 
-def _finish_next_work(participant: Participant) -> SceneAssignment:
+def _finish_next_work(participant: Participant) -> Assignment:
     """Declare, read and answer the rater's next work through the services."""
     step = services.participant_next_step(participant=participant)
     assert step.kind == "familiarity"
@@ -61,7 +61,7 @@ def _finish_next_work(participant: Participant) -> SceneAssignment:
     )
     services.history_confirm(participant=participant, session=session)
     (assignment,) = session.assignments.all()
-    for instance in assignment.study_scene.scene.instances.all():
+    for instance in assignment.study_item.scene.instances.all():
         services.guess_record(
             participant=participant,
             assignment_id=assignment.pk,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studies.models import Guess, SceneAssignment
+from studies.models import Assignment, Guess
 from studies.services import (
     StudyError,
     familiarity_declare,
@@ -33,7 +33,7 @@ def _start(study, label="r", seen=False):
 
 
 def _answer(participant, assignment, *, right: bool):
-    for instance in assignment.study_scene.scene.instances.select_related("gold_character"):
+    for instance in assignment.study_item.scene.instances.select_related("gold_character"):
         gold = instance.candidates.index(
             next(
                 c
@@ -54,14 +54,14 @@ def _answer(participant, assignment, *, right: bool):
 
 
 def test_quota_keeps_a_slot_for_an_unseen_rater(live_study):
-    scenes = live_study.study_scenes.count()
+    scenes = live_study.study_items.count()
     first, _ = _start(live_study, "seen-1", seen=True)
-    assert SceneAssignment.objects.filter(participant=first).count() == scenes
+    assert Assignment.objects.filter(participant=first).count() == scenes
     second, _ = _start(live_study, "seen-2", seen=True)
     # overlap 2 with min_unseen 1: the second seen rater gets nothing.
-    assert SceneAssignment.objects.filter(participant=second).count() == 0
+    assert Assignment.objects.filter(participant=second).count() == 0
     third, _ = _start(live_study, "unseen-1", seen=False)
-    assert SceneAssignment.objects.filter(participant=third).count() == scenes
+    assert Assignment.objects.filter(participant=third).count() == scenes
     fourth, _ = participants_invite(study=live_study, labels=["late"])[0], None
     fourth = participant_consent(participant=fourth)
     assert participant_next_step(participant=fourth).kind == "done"
@@ -90,8 +90,8 @@ def test_answer_submit_score_and_idempotency(live_study):
     assert second.pk != first.pk
     _answer(participant, second, right=False)
     score = participant_score(participant=participant)
-    n1 = first.study_scene.scene.instances.count()
-    n2 = second.study_scene.scene.instances.count()
+    n1 = first.study_item.scene.instances.count()
+    n2 = second.study_item.scene.instances.count()
     assert (score.speakers_correct, score.speakers) == (n1, n1 + n2)
     assert (score.scenes_correct, score.scenes) == (1, 2)
 
@@ -101,7 +101,7 @@ def test_foreign_assignment_bad_choice_and_paused_study_are_refused(live_study):
     bob, _ = _start(live_study, "bob")
     history_confirm(participant=alice, session=session)
     assignment = participant_next_step(participant=alice).assignment
-    instance = assignment.study_scene.scene.instances.first()
+    instance = assignment.study_item.scene.instances.first()
     with pytest.raises(StudyError, match="no such scene"):
         guess_record(
             participant=bob, assignment_id=assignment.pk, instance_id=instance.pk, choice=0
@@ -120,7 +120,7 @@ def test_foreign_assignment_bad_choice_and_paused_study_are_refused(live_study):
 
 
 def test_withdrawn_rater_frees_the_slots(live_study):
-    scenes = live_study.study_scenes.count()
+    scenes = live_study.study_items.count()
     a, _ = _start(live_study, "a", seen=False)
     _b, _ = _start(live_study, "b", seen=False)
     (c,) = participants_invite(study=live_study, labels=["c"])
@@ -129,5 +129,5 @@ def test_withdrawn_rater_frees_the_slots(live_study):
     participant_withdraw(participant=a)
     assert participant_next_step(participant=c).kind == "familiarity"
     d, _ = _start(live_study, "d", seen=False)
-    assert SceneAssignment.objects.filter(participant=d).count() == scenes
-    assert SceneAssignment.objects.filter(participant=a).count() == scenes  # kept
+    assert Assignment.objects.filter(participant=d).count() == scenes
+    assert Assignment.objects.filter(participant=a).count() == scenes  # kept

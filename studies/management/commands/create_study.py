@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.models import Benchmark, Work
 from studies.annotation_import import annotations_as_study, imported_label
-from studies.models import Guess, SceneAssignment, Study
+from studies.models import Assignment, Guess, Study
 from studies.services import StudyError, participants_invite, study_create, study_launch
 
 # Where studies/rater_urls.py is mounted (config/urls.py: path("s/", ...)).
@@ -97,7 +97,7 @@ class Command(BaseCommand):
         launched = study_launch(study=study) if options["live"] else None
         if launched is not None:
             study = launched.study
-        scenes = study.study_scenes.count()
+        scenes = study.study_items.count()
         self.stdout.write(
             f"created study {study.pk} {study.name!r} ({study.status}): {scenes} scenes "
             f"from {', '.join(w.key for w in works)}, overlap {study.overlap} "
@@ -124,7 +124,7 @@ class Command(BaseCommand):
         ).exists()
         study = annotations_as_study(work=work, source=source)
         guesses = Guess.objects.filter(assignment__participant__study=study)
-        scenes = SceneAssignment.objects.filter(participant__study=study).count()
+        scenes = Assignment.objects.filter(participant__study=study).count()
         skipped = study.sampling.get("unmatched_rows", [])
         self.stdout.write(
             f"{'already imported' if before else 'imported'}: study {study.pk} {study.name!r} "
