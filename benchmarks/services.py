@@ -170,6 +170,15 @@ def qa_item_publish(record: dict[str, Any], *, revise: bool = False) -> QAItem:
     )
 
 
+def qa_item_directness_set(*, item: QAItem, directness: str) -> QAItem:
+    """Label a CharToM-QA question direct or indirect (paper 6.4), or clear the label."""
+    if directness not in ("", *QAItem.Directness.values):
+        raise ValueError(f"directness must be direct, indirect or empty, not {directness!r}")
+    item.directness = directness or None
+    item.save(update_fields=["directness", "updated_at"])
+    return item
+
+
 # -- character aliases and gender, edited by researchers (studies' leak check, names) ---
 
 

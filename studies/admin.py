@@ -62,8 +62,8 @@ class StudyWorkAdmin(admin.ModelAdmin):
 
 @admin.register(StudyItem)
 class StudyItemAdmin(admin.ModelAdmin):
-    list_display = ("study", "__str__", "position", "held_back", "directness", "leak_count")
-    list_filter = ("held_back", "directness", "study__status", "study")
+    list_display = ("study", "__str__", "position", "held_back", "leak_count")
+    list_filter = ("held_back", "study__status", "study")
     search_fields = ("study__name", "scene__source_id", "scene__work__title", "qa_item__question")
     list_select_related = ("study", "scene__work", "qa_item", "stage__work")
     raw_id_fields = ("study", "study_work", "scene", "qa_item", "stage")

@@ -136,8 +136,6 @@ class StudyItem(models.Model):
     )
     # DynToM: the question ids a participant answers, when the researcher chose a subset.
     question_ids = BulkJSONField(default=list, blank=True)
-    # CharToM-QA: researcher's label (paper 6.4): "direct", "indirect" or "" (not yet).
-    directness = models.CharField(max_length=10, blank=True, default="")
     position = models.PositiveIntegerField(default=0)
     # Held back scenes are never assigned (the leak check found the answer in them).
     held_back = models.BooleanField(default=False)

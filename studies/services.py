@@ -49,7 +49,20 @@ IDLE_CUTOFF = timedelta(minutes=2)
 
 
 def item_set_hash(study: Study) -> str:
-    """sha256 over the study's scenes and masked speakers (with their gold), in order."""
+    """sha256 over the study's items (with their gold), in order.
+
+    Scenes: their masked speakers; CharToM-QA: the questions and their answers; DynToM:
+    the stages' questions and gold letters.
+    """
+    if study.benchmark in ("chartom-qa", "dyntom"):
+        items = study.study_items.order_by("position")
+        payload = json.dumps(
+            {
+                "qa": list(items.values_list("qa_item__natural_key", "qa_item__answer")),
+                "stages": list(items.values_list("stage__work__key", "question_ids")),
+            }
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
     rows = (
         SpeakerInstance.objects.filter(scene__in=study.study_items.values("scene"))
         .order_by("scene__work__key", "scene__source_id", "code")
@@ -138,11 +151,11 @@ def study_launch(*, study: Study) -> GoLive:
     of it back. The item set is fixed (hashed) the first time too.
     """
     report = None
-    if study.status == Study.Status.DRAFT:
+    if study.status == Study.Status.DRAFT and study.benchmark in ("tom-in-amc", "tvshowguess"):
         name_maps_build(study=study)
         report = leaks_check(study=study)
     if not study.study_items.filter(held_back=False).exists():
-        raise StudyError("every scene is held back: nothing to assign")
+        raise StudyError("every item is held back: nothing to assign")
     if not study.item_set_hash:
         study.item_set_hash = item_set_hash(study)
         study.save(update_fields=["item_set_hash", "updated_at"])
@@ -228,13 +241,16 @@ def participant_withdraw(*, participant: Participant) -> Participant:
         withdrawn_at=timezone.now()
     )
     participant.refresh_from_db()
+    from .choice_services import design_rebalance_if_applied  # it builds on this module
+
+    design_rebalance_if_applied(study=participant.study)
     return participant
 
 
 # -- the rater's path -------------------------------------------------------------------
 
 
-def _check_active(participant: Participant) -> None:
+def check_active(participant: Participant) -> None:
     if participant.withdrawn_at is not None:
         raise StudyError("you have been withdrawn from this study; thank you for your time")
     if participant.study.status != Study.Status.LIVE:
@@ -242,7 +258,7 @@ def _check_active(participant: Participant) -> None:
 
 
 def participant_consent(*, participant: Participant) -> Participant:
-    _check_active(participant)
+    check_active(participant)
     Participant.objects.filter(pk=participant.pk).update(
         consented_at=timezone.now(), consented_version=participant.study.instructions_version
     )
@@ -359,7 +375,7 @@ def familiarity_declare(
     deadlock) while quotas are counted and assignments written: no scene is ever
     given to more raters than the study allows, and no rater gets a scene twice.
     """
-    _check_active(participant)
+    check_active(participant)
     if study_work.study_id != participant.study_id:
         raise StudyError("that work is not part of your study")
     study = participant.study
@@ -407,7 +423,7 @@ def history_view_log(
 
 
 def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSession:
-    _check_active(participant)
+    check_active(participant)
     if session.participant_id != participant.pk:
         raise StudyError("that is not your session")
     WorkSession.objects.filter(pk=session.pk, history_confirmed_at__isnull=True).update(
@@ -513,7 +529,7 @@ def answers_record(
     writes only for what changed, so a whole-form post costs a handful of queries.
     Returns how many guesses were written.
     """
-    _check_active(participant)
+    check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == Assignment.Status.SUBMITTED:
@@ -567,7 +583,7 @@ def _answers_apply(
 
 def flag_record(*, participant: Participant, assignment_id: int, history_needed: bool) -> None:
     """The scene's "I needed earlier scenes" flag."""
-    _check_active(participant)
+    check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == Assignment.Status.SUBMITTED:
@@ -605,7 +621,7 @@ def scene_submit(
     Answers that were valid stay saved when the scene cannot be submitted yet.
     Correctness is computed here, from the gold on the server.
     """
-    _check_active(participant)
+    check_active(participant)
     with transaction.atomic():
         assignment = _assignment_for(participant, assignment_id)
         if assignment.status == Assignment.Status.SUBMITTED:

@@ -42,11 +42,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='studyitem',
-            name='directness',
-            field=models.CharField(blank=True, default='', max_length=10),
-        ),
-        migrations.AddField(
-            model_name='studyitem',
             name='qa_item',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmarks.qaitem'),
         ),
