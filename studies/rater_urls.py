@@ -7,6 +7,7 @@ from django.urls import path, register_converter
 
 from accounts.throttling import token_patterns_throttled
 
+from . import choice_views
 from . import rater_views as views
 from .models import Participant
 
@@ -31,6 +32,23 @@ register_converter(TokenConverter, "invite_token")
 
 urlpatterns = [
     path("join/<int:study_id>/", views.join, name="join"),
+    # Multiple-choice studies (CharToM-QA, DynToM): same link, their own steps.
+    path("<invite_token:token>/books/", choice_views.books, name="choice-books"),
+    path(
+        "<invite_token:token>/stages/<int:study_work_id>/take/",
+        choice_views.stage_take,
+        name="choice-stage-take",
+    ),
+    path(
+        "<invite_token:token>/choices/<int:assignment_id>/",
+        choice_views.answer,
+        name="choice-answer",
+    ),
+    path(
+        "<invite_token:token>/choices/<int:assignment_id>/result/",
+        choice_views.result,
+        name="choice-result",
+    ),
     path("<invite_token:token>/", views.start, name="start"),
     path("<invite_token:token>/consent/", views.consent, name="consent"),
     path(

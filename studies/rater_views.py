@@ -364,6 +364,10 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
             "This study is paused at the moment. Your answers so far are saved; "
             "open this same link again later to continue where you left off.",
         )
+    if study.benchmark in ("chartom-qa", "dyntom"):
+        from . import choice_views  # multiple-choice studies: same link, their own steps
+
+        return choice_views.step(request, participant)
     step = services.participant_next_step(participant=participant)
     if study.status == Study.Status.CLOSED and step.kind != "done":
         return _message(

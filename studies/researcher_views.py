@@ -27,7 +27,7 @@ from config.csv_safe import csv_writer
 from config.request_params import BadNumber, optional_number
 from modeling.views import researcher_required
 
-from . import selectors, services
+from . import choice_researcher_views, choice_services, selectors, services
 from .forms import AliasForm, GenderForm, InviteForm, StudyCreateForm, StudyTextsForm
 from .leaks import (
     EDITABLE_STATUSES,
@@ -158,6 +158,8 @@ def _names_context(study: Study, works: list[StudyWork]) -> list[dict[str, Any]]
 @researcher_required
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
+    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
+        return choice_researcher_views.detail(request, study)
     if request.htmx:
         response = render(request, PROGRESS_PARTIAL, _progress_context(study))
         if study.status == Study.Status.CLOSED:
@@ -472,6 +474,8 @@ def names_build(request: HttpRequest, study_id: int) -> HttpResponse:
 @researcher_required
 def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
+    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
+        return choice_researcher_views.responses(request, study)
     try:
         number = optional_number(request.GET.get("page"), name="page")
     except BadNumber as exc:
@@ -485,6 +489,8 @@ def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_responses_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     """One row per masked-speaker answer (withdrawn raters included, marked)."""
     study = _study(study_id)
+    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
+        return redirect("studies:choice-export", study_id=study.pk, fmt="csv")
     rows = selectors.response_rows(study)
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
     response = HttpResponse(content_type="text/csv; charset=utf-8")

@@ -155,7 +155,7 @@ def study_launch(*, study: Study) -> GoLive:
         name_maps_build(study=study)
         report = leaks_check(study=study)
     if not study.study_items.filter(held_back=False).exists():
-        raise StudyError("every item is held back: nothing to assign")
+        raise StudyError("every scene is held back: nothing to assign")
     if not study.item_set_hash:
         study.item_set_hash = item_set_hash(study)
         study.save(update_fields=["item_set_hash", "updated_at"])

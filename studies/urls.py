@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from . import choice_researcher_views as choice_views
 from . import researcher_views as views
 
 app_name = "studies"
@@ -9,6 +10,15 @@ app_name = "studies"
 urlpatterns = [
     path("", views.study_list, name="list"),
     path("new/", views.study_new, name="new"),
+    path("new/choice/", choice_views.study_new, name="choice-new"),
+    path("<int:study_id>/design/", choice_views.design, name="choice-design"),
+    path("<int:study_id>/directness/", choice_views.directness, name="choice-directness"),
+    path(
+        "<int:study_id>/choices.<str:fmt>",
+        choice_views.export,
+        name="choice-export",
+    ),
+    path("<int:study_id>/choices/import/", choice_views.import_, name="choice-import"),
     path("<int:study_id>/", views.study_detail, name="detail"),
     path("<int:study_id>/go-live/", views.study_go_live, name="go-live"),
     path("<int:study_id>/pause/", views.study_pause, name="pause"),
