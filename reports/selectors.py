@@ -32,7 +32,7 @@ from benchmarks.models import (
 )
 from modeling.models import Prediction, Run
 from reports.metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
-from studies.models import Assignment, Guess, Participant, Study
+from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
@@ -644,3 +644,38 @@ def _human_fields(guess: dict[str, Any], study: dict[str, Any]) -> dict[str, Any
         "instructions_version": version.get("instructions_version"),
         "version": version or None,
     }
+
+
+def human_choice_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """Final picks of multiple-choice studies (CharToM-QA, DynToM), one row per pick.
+
+    Only non-withdrawn participants' submitted assignments count (a CharToM-QA question
+    is final after its revision, a DynToM stage once every question is answered), as
+    do imported studies' rows. ``seen``: the participant had read the book.
+    """
+    return (
+        ChoiceAnswer.objects.filter(
+            assignment__participant__study_id__in=list(study_ids),
+            assignment__participant__withdrawn_at__isnull=True,
+            assignment__status=Assignment.Status.SUBMITTED,
+        )
+        .order_by("pk")
+        .values(
+            "round",
+            "option",
+            "correct",
+            "ms",
+            "qa_item_id",
+            "question_id",
+            participant_id=F("assignment__participant_id"),
+            participant=F("assignment__participant__label"),
+            study_id=F("assignment__participant__study_id"),
+            seen=F("assignment__seen"),
+            dimension=F("qa_item__dimension"),
+            directness=F("qa_item__directness"),
+            question_type=F("question__question_type"),
+            mental_state=F("question__mental_state"),
+            stage_id=F("question__stage_id"),
+        )
+        .iterator(chunk_size=CHUNK)
+    )

@@ -39,9 +39,8 @@ def build_report(
     study_ids: list[int] | None = None,
     seed: int = 0,
 ) -> Report:
-    """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and, for
-    the speaker benchmarks, the human studies ``study_ids`` (default: every study of it;
-    ``[]`` for none).
+    """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
+    human studies ``study_ids`` (default: every study of it; ``[]`` for none).
 
     Raises ``ValueError`` for an unknown benchmark or a run or study id that is not one
     of its own (callers turn it into a usage error / HTTP 400).
@@ -56,9 +55,10 @@ def build_report(
         studies = selectors.report_studies(benchmark, study_ids=study_ids)
         module.build(report, runs, studies=studies, seed=seed)
     else:
-        if study_ids:  # human studies are masked-speaker studies only
-            selectors.report_studies(benchmark, study_ids=study_ids)
+        studies = selectors.report_studies(benchmark, study_ids=study_ids)
         module.build(report, runs, seed=seed)
+        # Multiple-choice human studies (CharToM-QA, DynToM) beside the same runs.
+        import_module("reports.tables.human_choice").build(report, runs, studies, seed=seed)
     return report
 
 
