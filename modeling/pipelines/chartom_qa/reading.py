@@ -175,13 +175,16 @@ def read_pick(text: str, options: int = MULTICHOICE_OPTIONS) -> str | None:
 
     Read: an option number alone (``3``, ``(3)``, ``3.``), a reply starting with one
     (``(3). Vautrin ...``), exactly one ``(k)`` in a longer reply, or a lone letter
-    (``c``, ``(C)``: imported files give letters). A number outside 1..``options``
+    (``c``, ``(C)``, ``c. text``: imported files give letters). A reply naming two
+    candidates in parentheses chooses none. A number outside 1..``options``
     is returned as given (digits), for the caller to reject.
     """
     stripped = text.strip()
+    found = set(_PAREN_PICK_RE.findall(stripped))
+    if len(found) > 1:
+        return None  # "(1) or (3)": two candidates named, none chosen
     match = _BARE_PICK_RE.match(stripped) or _LEADING_PICK_RE.match(stripped)
     if match is None:
-        found = set(_PAREN_PICK_RE.findall(stripped))
         if len(found) == 1:
             return _number_letter(found.pop(), options)
         letter = _BARE_LETTER_RE.match(stripped) or _LEADING_LETTER_RE.match(stripped)
