@@ -419,6 +419,24 @@ def test_judging_again_is_free_and_changes_nothing(
 
 
 @django_db
+def test_run_pages_show_chartom_runs(chartom_items, records, openai_backend, llm_server, client,
+                                     researcher):  # fmt: skip
+    llm_server.responder = published_responder(records)
+    generative = execute("generative", openai_backend, {})
+    judge = execute("judge-defects", openai_backend, {"run": generative.pk})
+    client.force_login(researcher)
+
+    page = client.get(f"/runs/{judge.pk}/")
+    assert page.status_code == 200
+    assert "judge-defects" in page.content.decode()
+    page = client.get(f"/runs/{generative.pk}/")
+    assert page.status_code == 200 and generative.name in page.content.decode()
+    # The new-run form offers the context and the run to judge.
+    form = client.get("/runs/new/").content.decode()
+    assert 'name="context"' in form and 'name="responses_of"' in form
+
+
+@django_db
 def test_context_is_a_run_option(chartom_items, records, openai_backend, llm_server):
     llm_server.responder = published_responder(records)
     # The paper's examples publish no 1k/2k windows: such a run fails, saying why.
