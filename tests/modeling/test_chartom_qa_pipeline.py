@@ -513,7 +513,10 @@ def test_import_reads_raw_judge_replies_like_the_engine(chartom_items, tmp_path)
     }  # fmt: skip
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
 
-    call_command("import_predictions", str(path), "--name", "raw", stdout=StringIO())
+    out = StringIO()
+    call_command("import_predictions", str(path), "--name", "raw", stdout=out)
+
+    assert "1 with an unparseable judge reply" in out.getvalue()
 
     (prediction,) = Run.objects.get(name="raw (generative)").predictions.all()
     strict, reference = (response_score(prediction.details, m) for m in (STRICT, REFERENCE))
