@@ -44,6 +44,20 @@ class RunForm(forms.Form):
         choices=[("", "any"), *[(s.value, s.label) for s in Split if s.value]], required=False
     )
     limit = forms.IntegerField(min_value=1, required=False, help_text="At most this many works.")
+    context = forms.TypedChoiceField(
+        choices=[("", "0 (default)"), ("1000", "1k"), ("2000", "2k")],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="Context (CharToM-QA)",
+        help_text="The plot window shown, in tokens.",
+    )
+    responses_of = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Responses of run (CharToM-QA judge)",
+        help_text="For judge-bonus / judge-defects: the id of the generative run to judge.",
+    )
     temperature = forms.FloatField(min_value=0, max_value=2, required=False)
     top_p = forms.FloatField(min_value=0, max_value=1, required=False, label="Top-p")
     max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
@@ -126,6 +140,8 @@ class RunForm(forms.Form):
                 "works": data["works"],
                 "split": data["split"],
                 "limit": data["limit"],
+                "context": data["context"],
+                "run": data["responses_of"],
             }.items()
             if v
         }

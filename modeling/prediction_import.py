@@ -30,27 +30,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.importers.base import ImportDataError, ImportReport
-from benchmarks.importers.chartom_qa import natural_key as chartom_natural_key
-from benchmarks.models import Benchmark, DynToMQuestion, QAItem, SpeakerInstance
+from benchmarks.models import Benchmark, DynToMQuestion, SpeakerInstance
 
 from .models import Prediction, Run
+from .pipelines import chartom_qa
 from .pipelines.base import CallUnit, ParsedItem
 from .pipelines.dyntom import DynToMPipeline, option_letter
-
-# The pipeline's own reading of "b", "B", "(b)", "b." and "b. some text": one rule for
-# every lettered answer, ours or imported.
-from .pipelines.dyntom import _letter as read_letter
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
 
 DEFAULT_METHOD = "imported"
-GENERATIVE, MULTICHOICE = "generative", "multichoice"
+GENERATIVE, MULTICHOICE = chartom_qa.GENERATIVE, chartom_qa.MULTICHOICE
 CHARTOM_TASKS = (GENERATIVE, MULTICHOICE)
-MULTICHOICE_OPTIONS = 4
+MULTICHOICE_OPTIONS = chartom_qa.MULTICHOICE_OPTIONS
 
 NAME_MAX = Run._meta.get_field("name").max_length
 MODEL_MAX = Run._meta.get_field("model").max_length
@@ -83,11 +78,17 @@ REF_FIELDS = {
     Benchmark.TVSHOWGUESS: ("work", "scene", "code"),
     Benchmark.CHARTOM_QA: ("item", "book", "character", "question"),
 }
-CHARTOM_FIELDS = {"task", "choices", "bonus_points_included", "defects", "context"}
-# CharToM-QA's plot windows (tokens shown to the model), as the file may spell them,
-# and as run names spell them.
-CHARTOM_CONTEXTS = {0: 0, 1000: 1000, 2000: 2000, "0": 0, "1k": 1000, "2k": 2000}
-CONTEXT_LABELS = {0: "0", 1000: "1k", 2000: "2k"}
+CHARTOM_FIELDS = {
+    "task",
+    "choices",
+    "bonus_points_included",
+    "defects",
+    "bonus_reply",
+    "defects_reply",
+    "context",
+}
+# CharToM-QA's plot windows (tokens shown to the model) as run names spell them.
+CONTEXT_LABELS = chartom_qa.CONTEXT_LABELS
 # Keys of a paper example's published_results, after the "<model>_" prefix.
 PUBLISHED_SUFFIXES = (
     "multichoice_pick",
@@ -147,6 +148,7 @@ class RunSummary:
     bonus_included: int = 0
     bonus_total: int = 0
     with_defects: int = 0
+    judge_unparseable: int = 0  # responses with an unparseable judge reply (strict)
 
 
 @dataclass
@@ -343,12 +345,10 @@ class _Reader:
         value = data.get("context")
         if value is None:
             return None
-        # bool is an int in Python (true == 1); lists and objects cannot be looked up.
-        readable = isinstance(value, (int, str)) and not isinstance(value, bool)
-        context = CHARTOM_CONTEXTS.get(value) if readable else None
-        if context is None:
-            self.fail(number, f"{value!r} is not one of 0, 1000, 2000, '0', '1k', '2k'", "context")
-        return context
+        try:
+            return chartom_qa.read_context(value)
+        except ValueError as exc:
+            self.fail(number, str(exc), "context")
 
     def _common(self, number: int, data: dict[str, Any]) -> dict[str, Any]:
         """The optional fields every benchmark shares, checked and defaulted."""
@@ -408,18 +408,34 @@ class _Reader:
         if task == GENERATIVE:
             if not isinstance(values["raw_output"], str) or not values["raw_output"].strip():
                 self.fail(number, "the generative response is required", "raw_output")
-            included = data.get("bonus_points_included", _ABSENT)
-            if included is _ABSENT:
-                self.fail(number, "missing (the judge's verdict)", "bonus_points_included")
-            values["bonus_points_included"] = self._indices(
-                number, included, "bonus_points_included", base=0
-            )
-            values["defects"] = self._defects(number, data.get("defects", _ABSENT), "defects")
+            # The judge's verdict: read already (indices, defects) or its raw replies,
+            # which the pipeline reads as it reads its own judge's.
+            values["bonus_reply"] = self._reply(number, data, "bonus_reply")
+            values["defects_reply"] = self._reply(number, data, "defects_reply")
+            if values["bonus_reply"] is None:
+                included = data.get("bonus_points_included", _ABSENT)
+                if included is _ABSENT:
+                    self.fail(
+                        number,
+                        "missing (the judge's verdict, or its reply in bonus_reply)",
+                        "bonus_points_included",
+                    )
+                values["bonus_points_included"] = self._indices(
+                    number, included, "bonus_points_included", base=0
+                )
+            if values["defects_reply"] is None:
+                values["defects"] = self._defects(number, data.get("defects", _ABSENT), "defects")
         else:
             values["choices"] = self._choices(number, data.get("choices", _ABSENT), "choices")
             if values["answer"] is _ABSENT:
                 self.fail(number, "missing (the chosen letter, or null)", "answer")
         return task, ref
+
+    def _reply(self, number: int, data: dict[str, Any], name: str) -> str | None:
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            self.fail(number, "expected the judge's reply as a string", name)
+        return value
 
     def _indices(self, number: int, value: Any, name: str, *, base: int) -> list[int]:
         if not isinstance(value, list) or not all(
@@ -436,12 +452,12 @@ class _Reader:
             self.fail(number, "missing (null or [] when the judge found none)", name)
         if value is None:
             return []
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(d, str) for d in value):
+        if not isinstance(value, (str, list)) or (
+            isinstance(value, list) and not all(isinstance(d, str) for d in value)
+        ):
             self.fail(number, "expected a list of strings, a string or null", name)
         # A judge writing "None" (the paper's "Penalty: None") found no defect.
-        return [d.strip() for d in value if d.strip() and d.strip().lower() != "none"]
+        return chartom_qa.published_defects(value)
 
     def _choices(self, number: int, value: Any, name: str) -> list[str]:
         if value is _ABSENT:
@@ -560,6 +576,8 @@ class _Reader:
                 base=1,
             ),
             "defects": self._defects(number, results.get(key("defects")), where(key("defects"))),
+            "bonus_reply": None,
+            "defects_reply": None,
         }
 
     def _published_multichoice(self, number, results, key, where) -> dict[str, Any]:
@@ -799,100 +817,40 @@ class _SpeakerScorer(_Scorer):
 
 
 class _CharToMScorer(_Scorer):
-    """CharToM-QA: generative responses keep the judge's verdict; picks are scored here."""
+    """CharToM-QA: items found and answers scored by the pipeline's own functions."""
 
     def score_all(self, benchmark: str, lines: list[_Line]) -> list[_Scored]:
-        keys = {line.ref[1] for line in lines if line.ref[0] == "key"}
-        books = {line.ref[1] for line in lines if line.ref[0] == "text"}
-        rows = list(
-            QAItem.objects.filter(
-                Q(natural_key__in=keys)
-                | Q(work__benchmark=Benchmark.CHARTOM_QA, work__key__in=books)
-            ).values(
-                "id",
-                "natural_key",
-                "work__key",
-                "character__name",
-                "question",
-                "answer",
-                "bonus_points",
-                "misleading_choices",
-            )
+        index = chartom_qa.ItemIndex.load(
+            keys={line.ref[1] for line in lines if line.ref[0] == "key"},
+            books={line.ref[1] for line in lines if line.ref[0] == "text"},
         )
-        by_key = {r["natural_key"]: r for r in rows}
-        by_text: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            by_text[(row["work__key"], row["question"].strip())].append(row)
-        known_books = {r["work__key"] for r in rows}
-        return [self._score(line, self._item(line, by_key, by_text, known_books)) for line in lines]
-
-    def _item(self, line, by_key, by_text, known_books) -> dict[str, Any]:
-        if line.ref[0] == "key":
-            item = by_key.get(line.ref[1])
-            if item is None:
-                self.fail(line, f"no CharToM-QA item with key {line.ref[1]!r}", "item")
-            return item
-        _, book, character, question = line.ref
-        item = by_key.get(chartom_natural_key(book, character, question))
-        if item is not None:
-            return item
-        if book not in known_books:
-            self.fail(line, f"no CharToM-QA book {book!r} in the item bank", "book")
-        matches = by_text.get((book, question), [])
-        if character is not None:
-            # The item may have been imported without its character (the HuggingFace
-            # release names none); the question text then decides alone.
-            matches = [m for m in matches if m["character__name"] in (character, None)]
-        if not matches:
-            self.fail(line, f"{book!r} has no such question", "question")
-        if len(matches) > 1:
-            self.fail(line, "the question is asked about several characters; name one", "character")
-        return matches[0]
+        scored = []
+        for line in lines:
+            try:
+                scored.append(self._score(line, index.find(line.ref)))
+            except chartom_qa.AnswerError as exc:
+                self.fail(line, str(exc), exc.field)
+        return scored
 
     def _score(self, line: _Line, item: dict[str, Any]) -> _Scored:
         values = line.values
         if line.method == GENERATIVE:
-            total = len(item["bonus_points"])
-            included = values["bonus_points_included"]
-            if included and included[-1] >= total:
-                self.fail(
-                    line,
-                    f"the item has {total} bonus point(s); indices run from 0 to {total - 1}",
-                    "bonus_points_included",
-                )
-            details = {
-                "task": GENERATIVE,
-                "bonus_points_total": total,
-                "bonus_points_included": included,
-                "defects": values["defects"],
-            }
-            if line.context is not None:
-                details["context"] = line.context
-            return _Scored(line, item["id"], "", Prediction.ParseStatus.OK, None, details)
-        choices = values["choices"]
-        expected = sorted(c.strip() for c in [item["answer"], *item["misleading_choices"]])
-        if sorted(c.strip() for c in choices) != expected:
-            self.fail(line, "not the item's answer and its three misleading choices", "choices")
-        gold = option_letter([c.strip() for c in choices].index(item["answer"].strip()))
-        details = {"task": MULTICHOICE, "choices": choices, "gold_letter": gold}
-        if line.context is not None:
-            details["context"] = line.context
-        answer = values["answer"]
-        if answer is None:
-            return self.missing(line, item["id"], details)
-        letter = read_letter(answer)
-        last = option_letter(MULTICHOICE_OPTIONS - 1)
-        if letter is None or not "a" <= letter <= last:
-            details["reason"] = f"not one of the option letters a-{last}"
-            return _Scored(
-                line,
-                item["id"],
-                answer[:ANSWER_MAX],
-                Prediction.ParseStatus.UNPARSEABLE,
-                False,
-                details,
+            details = chartom_qa.generative_details(
+                item,
+                response=values["raw_output"],
+                included=values.get("bonus_points_included"),
+                defects=values.get("defects"),
+                bonus_reply=values["bonus_reply"],
+                defects_reply=values["defects_reply"],
+                context=line.context,
             )
-        return _Scored(line, item["id"], letter, Prediction.ParseStatus.OK, letter == gold, details)
+            return _Scored(line, item["id"], "", Prediction.ParseStatus.OK, None, details)
+        pick = chartom_qa.multichoice_score(
+            item, choices=values["choices"], answer=values["answer"], context=line.context
+        )
+        return _Scored(
+            line, item["id"], pick.parsed_answer, pick.status, pick.correct, pick.details
+        )
 
 
 _SCORERS: dict[str, Callable[[Path], _Scorer]] = {
@@ -1035,10 +993,15 @@ def _upsert_predictions(
             summary.scored += 1
             summary.correct += s.correct
         if s.details.get("task") == GENERATIVE:
+            score = chartom_qa.response_score(s.details)
             summary.judged += 1
-            summary.bonus_included += len(s.details["bonus_points_included"])
-            summary.bonus_total += s.details["bonus_points_total"]
-            summary.with_defects += bool(s.details["defects"])
+            summary.bonus_included += score.covered or 0
+            summary.bonus_total += score.total if score.covered is not None else 0
+            summary.with_defects += bool(score.penalised)
+            summary.judge_unparseable += chartom_qa.UNPARSEABLE in (
+                score.bonus_status,
+                score.defects_status,
+            )
         current = existing.get((s.item_id, s.line.sample_index))
         keys = {item_field: s.item_id, "sample_index": s.line.sample_index}
         if current is None:

@@ -67,3 +67,8 @@ DEFAULT_TEMPLATES: list[dict[str, Any]] = [
         "notes": "Default: DynToM zero-shot chain-of-thought (paper Appendix B.2, Figure 17).",
     },
 ]
+
+# CharToM-QA's templates live with the rest of its pipeline.
+from .pipelines.chartom_qa.prompts import TEMPLATES as _CHARTOM_QA_TEMPLATES  # noqa: E402
+
+DEFAULT_TEMPLATES += _CHARTOM_QA_TEMPLATES

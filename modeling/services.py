@@ -1048,6 +1048,8 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
             backend.close()
     elif to_call:
         stop_status = Run.Status.STOPPED
+    # Whatever was recorded, also on a stop: the hook is idempotent (see Pipeline.finish).
+    pipeline.finish(run=run)
     recorder.progress(force=True)
     return _finish(run.pk, stop_status, interrupt)
 

@@ -34,17 +34,22 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from benchmarks.models import Benchmark
 
 from .models import Prediction, Run
 
+# The benchmark's one reading of a response: the judge's truncation, its predictions.
+from .pipelines.chartom_qa import (
+    generative_predictions,
+    prediction_details_merge,
+    truncate_response,
+)
+
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 32
 CHUNK = 256
-GENERATIVE = "generative"
 
 
 @dataclass(frozen=True)
@@ -148,17 +153,6 @@ def bertscore_f1(
 # --- scoring stored predictions ------------------------------------------------------------
 
 
-def generative_predictions(run_ids: Sequence[int]):
-    """The generative CharToM-QA predictions of ``run_ids``.
-
-    Generative by ``details["task"]`` (the import convention) or, for predictions that
-    do not say, by the run's method: the rule ``reports/tables/chartom_qa.py`` uses.
-    """
-    return Prediction.objects.filter(run_id__in=list(run_ids), qa_item__isnull=False).filter(
-        Q(details__task=GENERATIVE) | (~Q(details__has_key="task") & Q(run__method=GENERATIVE))
-    )
-
-
 def _chunks(run_ids: Sequence[int]) -> Iterator[list[int]]:
     ids = list(generative_predictions(run_ids).order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), CHUNK):
@@ -170,10 +164,12 @@ def bertscore_model() -> str:
     return str(getattr(settings, "TOMLAB_BERTSCORE_MODEL", "") or "")
 
 
-def predictions_text_similarity(*, run_ids: list[int]) -> int:
+def predictions_text_similarity(*, run_ids: list[int], bertscore: bool = True) -> int:
     """Score every generative prediction of ``run_ids`` against its item's reference answer.
 
-    Stores ``details["rouge_l"]`` and, when ``settings.TOMLAB_BERTSCORE_MODEL`` is set,
+    The response is scored as the judge sees it: cut to the evaluator's length
+    (:func:`~modeling.pipelines.chartom_qa.truncate_response`). Stores
+    ``details["rouge_l"]`` and, when ``bertscore`` and ``settings.TOMLAB_BERTSCORE_MODEL`` are set,
     ``details["bertscore_f1"]`` with ``details["bertscore_model"]`` (the model
     directory's name) and ``details["bertscore_layers"]``. Running it again rewrites
     the same numbers. Returns how many predictions were scored. Raises ``ValueError``
@@ -191,7 +187,7 @@ def predictions_text_similarity(*, run_ids: list[int]) -> int:
     missing = [i for i in wanted if i not in found]
     if missing:
         raise ValueError(f"no CharToM-QA run with id {', '.join(map(str, missing))}")
-    model_path = bertscore_model()
+    model_path = bertscore_model() if bertscore else ""
     layers = int(getattr(settings, "TOMLAB_BERTSCORE_LAYERS", 0) or 0)
     scored = 0
     for ids in _chunks(wanted):
@@ -201,7 +197,9 @@ def predictions_text_similarity(*, run_ids: list[int]) -> int:
             .only("pk", "raw_output", "call__raw_output", "qa_item__answer")
             .order_by("pk")
         )
-        pairs = [(p.qa_item.answer, p.reply) for p in rows]
+        pairs = [
+            (p.qa_item.answer, truncate_response(p.reply.strip(), p.qa_item.answer)) for p in rows
+        ]
         values: dict[int, dict[str, Any]] = {
             p.pk: {"rouge_l": rouge_l(reference, candidate)}
             for p, (reference, candidate) in zip(rows, pairs, strict=True)
@@ -214,21 +212,9 @@ def predictions_text_similarity(*, run_ids: list[int]) -> int:
                     bertscore_model=Path(model_path).name,
                     bertscore_layers=layers,
                 )
-        scored += _details_merge(values)
+        scored += prediction_details_merge(values)
     logger.info("text similarity: %s prediction(s) of run(s) %s scored", scored, wanted)
     return scored
-
-
-@transaction.atomic
-def _details_merge(values: dict[int, dict[str, Any]]) -> int:
-    """Merge ``values`` into each prediction's ``details``, rows locked so no key is lost."""
-    rows = list(
-        Prediction.objects.select_for_update().filter(pk__in=list(values)).only("pk", "details")
-    )
-    for row in rows:
-        row.details = {**(row.details or {}), **values[row.pk]}
-    Prediction.objects.bulk_update(rows, ["details"], batch_size=CHUNK)
-    return len(rows)
 
 
 TEXT_SIMILARITY_QUEUE = "gpu"

@@ -27,7 +27,7 @@ def judge_defects(construction: Construction) -> tuple[list[str], list[str]]:
     """Distinct defects the judge found in answers to the construction's published item.
 
     Returns ``(defects, run names)``; a blank defect or the judge's literal "None" is
-    not a defect (as in :func:`reports.metrics.chartom.generative_judgement`).
+    not a defect (as in :func:`modeling.pipelines.chartom_qa.published_defects`).
     """
     if construction.qa_item_id is None:
         return [], []

@@ -181,6 +181,16 @@ class RunSelectionSerializer(StrictSerializer):
     )
     split = serializers.ChoiceField(choices=[s.value for s in Split if s.value], required=False)
     limit = serializers.IntegerField(min_value=1, required=False, help_text="at most this many")
+    context = serializers.ChoiceField(
+        choices=[0, 1000, 2000],
+        required=False,
+        help_text="CharToM-QA: the plot window shown, in tokens (default 0)",
+    )
+    run = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="CharToM-QA judge-bonus / judge-defects: the id of the generative run to judge",
+    )
 
 
 class RunParamsSerializer(StrictSerializer):

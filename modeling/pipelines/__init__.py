@@ -4,7 +4,10 @@ from django.utils.module_loading import import_string
 
 from .base import CallUnit, ParsedItem, Pipeline
 
-_REGISTRY = {"dyntom": "modeling.pipelines.dyntom.DynToMPipeline"}
+_REGISTRY = {
+    "chartom-qa": "modeling.pipelines.chartom_qa.CharToMQAPipeline",
+    "dyntom": "modeling.pipelines.dyntom.DynToMPipeline",
+}
 
 
 def get_pipeline(benchmark: str) -> Pipeline:

@@ -51,3 +51,10 @@ class Pipeline:
     def parse(self, *, unit: CallUnit, text: str) -> list[ParsedItem]:  # pragma: no cover
         """One ParsedItem per ``unit.item_ids`` entry, whatever the output looks like."""
         raise NotImplementedError
+
+    def finish(self, *, run: Any) -> None:
+        """Called when an execution of ``run`` ends (any status): work on what it recorded.
+
+        E.g. CharToM-QA's judge merges its verdicts into the responses it judged. It
+        must be safe to call again, as a resumed run ends again.
+        """

@@ -26,7 +26,7 @@ from reports.metrics.agreement import (
     percent_agreement,
 )
 from reports.metrics.bootstrap import bootstrap_ci, percentile_interval
-from reports.metrics.chartom import bonus_point_coverage, generative_judgement, penalty_rate
+from reports.metrics.chartom import bonus_point_coverage, length_ratio, penalty_rate
 from reports.metrics.correlation import (
     average_ranks,
     correlation_matrix,
@@ -64,8 +64,8 @@ __all__ = [
     "compositional_analysis",
     "correlation_matrix",
     "fleiss_kappa",
-    "generative_judgement",
     "krippendorff_alpha",
+    "length_ratio",
     "majority_baseline",
     "mean_sd",
     "pearson",

@@ -7,25 +7,32 @@ points can still contain defects." So BPC pools bonus points over all responses 
 micro-average: a question with three bonus points weighs three times one with one)
 and PR counts responses. Both are fractions here; tables print them in percent.
 
+How a judge's reply becomes ``(included, total, has_defect)`` is the pipeline's
+business (``modeling.pipelines.chartom_qa.response_score``, in a strict and a
+reference mode); this module only aggregates.
+
 The paper's two worked cases (Appendix M, Tables 18-19, GPT-4o) give BPC = (1 + 2) /
 (2 + 2) = 75% and PR = 1 / 2 = 50%.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 
-def bonus_point_coverage(judgements: Sequence[tuple[int, int]]) -> float | None:
+def bonus_point_coverage(
+    judgements: Sequence[tuple[int, int]], *, bounded: bool = True
+) -> float | None:
     """Included bonus points over all bonus points, pooled over responses.
 
     ``judgements`` holds ``(included, total)`` per judged response. ``None`` when there
-    are no bonus points at all.
+    are no bonus points at all. ``bounded=False`` accepts more included points than
+    exist: the published evaluator's aggregation counts an unreadable reply as 3
+    (see ``modeling.pipelines.chartom_qa``), and reproducing it needs that.
     """
     included_sum = total_sum = 0
     for included, total in judgements:
-        if not 0 <= included <= total:
+        if included < 0 or (bounded and included > total):
             raise ValueError(f"included bonus points must lie in 0..{total}, got {included}")
         included_sum += included
         total_sum += total
@@ -41,24 +48,10 @@ def penalty_rate(has_defect: Sequence[bool]) -> float | None:
     return sum(bool(d) for d in has_defect) / len(has_defect)
 
 
-def generative_judgement(details: Mapping[str, Any]) -> tuple[int, int, bool]:
-    """``(included, total, has_defect)`` from a generative prediction's ``details``.
+def length_ratio(response_lengths: Sequence[int], answer_lengths: Sequence[int]) -> float | None:
+    """Total response length over total reference-answer length (``None`` without answers).
 
-    ``details`` is the imported shape ``{"bonus_points_total": int,
-    "bonus_points_included": [indices], "defects": [str, ...]}``. Only the number of
-    distinct indices matters (so 0- or 1-based both work; an evaluator listing "1,1"
-    covered one point). A defect that is blank
-    or the evaluator's literal "None" ("Penalty: None" in the paper's Table 19) does
-    not count.
+    The published evaluator's "rate of token numbers" is this over character counts.
     """
-    total = int(details["bonus_points_total"])
-    included = {int(i) for i in details.get("bonus_points_included") or []}
-    if len(included) > total:
-        raise ValueError(f"{len(included)} bonus points included but only {total} exist")
-    defects = details.get("defects") or []
-    if isinstance(defects, str):
-        defects = [defects]
-    has_defect = any(
-        isinstance(d, str) and d.strip() and d.strip().lower() != "none" for d in defects
-    )
-    return len(included), total, has_defect
+    total = sum(answer_lengths)
+    return sum(response_lengths) / total if total else None

@@ -42,12 +42,12 @@ from annotation.models import (
     TaskKind,
 )
 from modeling.models import Prediction
+from modeling.pipelines.chartom_qa import STRICT, response_score
 from reports.metrics import (
     accuracy_ci,
     agreement_ci,
     bonus_point_coverage,
     cohen_kappa,
-    generative_judgement,
     pearson,
     percent_agreement,
 )
@@ -342,10 +342,10 @@ def qualification_table() -> Table:
 
 
 def _answer_bpc(details: dict[str, Any]) -> float | None:
-    if "bonus_points_total" not in details:
+    score = response_score(details, STRICT)
+    if score.covered is None or not score.total:
         return None
-    included, total, _ = generative_judgement(details)
-    return included / total if total else None
+    return score.covered / score.total
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -393,7 +393,8 @@ def table_7(
     for run in generative:
         answers = first.get(run["id"], [])
         details = [p["details"] or {} for p in answers]
-        pairs = [generative_judgement(d)[:2] for d in details if "bonus_points_total" in d]
+        judgements = [response_score(d, STRICT) for d in details]
+        pairs = [(j.covered, j.total) for j in judgements if j.covered is not None]
         run_judged = [p for p in answers if scores.get(p["id"])]
         judged += run_judged
         text = {
@@ -463,7 +464,10 @@ def table_7(
     )
     return Table(
         key="table-7",
-        title="Table 7: BPC, RougeL and BERTScore, and their correlation with expert scores",
+        title=(
+            "Table 7: BPC, RougeL and BERTScore, and their correlation with expert scores "
+            f"(BPC scoring: {STRICT})"
+        ),
         columns=[
             "System",
             "Answers",

@@ -1,7 +1,12 @@
 """CharToM-QA tables: generative QA (Table 1) and multiple choice (Tables 2-3).
 
 - ``generative``: per ToM dimension, each generative run's Bonus Point Coverage (with a
-  95% CI resampling responses) and Penalty Rate;
+  95% CI resampling responses), Penalty Rate and unparseable judge replies, scored
+  ``strict`` (the default: an unreadable reply is left out and counted);
+- ``generative-reference``: the same scored as the published evaluator aggregates
+  (``reference`` mode: an unreadable bonus reply counts 3 points, an unreadable
+  defect reply is a penalty), with its "rate of token numbers", to set beside
+  published numbers;
 - ``multichoice``: per dimension, each multiple-choice run's accuracy with 95% CI;
 - ``directness``: the same split into direct and indirect questions (Table 3);
 - ``by-context``: BPC / PR and accuracy by dimension and context length (the plot
@@ -22,12 +27,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.models import QAItem, ToMDimension
+from modeling.pipelines.chartom_qa import (
+    REFERENCE,
+    STRICT,
+    UNJUDGED,
+    UNPARSEABLE,
+    ResponseScore,
+    response_score,
+)
 from reports import selectors
 from reports.metrics import (
     accuracy_ci,
     bonus_point_coverage,
     bootstrap_ci,
-    generative_judgement,
+    length_ratio,
     penalty_rate,
 )
 from reports.report_types import Cell, Chart, Report, Table
@@ -72,6 +85,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
     if generative:
         table = _generative_table(generative, first, by_dimension, _dimension_order, seed=seed)
         report.tables.append(table)
+        report.tables.append(_reference_table(generative, first, by_dimension))
         report.charts.append(
             _chart(table, generative, "BPC", title="Bonus point coverage by ToM dimension")
         )
@@ -118,21 +132,33 @@ def _grouped(
     return sorted(groups), per_run
 
 
+def _scores(predictions: list[dict[str, Any]], mode: str) -> list[ResponseScore]:
+    """Each judged response's score in ``mode``; responses the judge never saw are left out."""
+    scores = [response_score(p["details"] or {}, mode) for p in predictions]
+    return [s for s in scores if (s.bonus_status, s.defects_status) != (UNJUDGED, UNJUDGED)]
+
+
+def _unparseable(scores: list[ResponseScore]) -> int:
+    """Responses with an unreadable judge reply (bonus or defects), as strict reads them."""
+    return sum(UNPARSEABLE in (s.bonus_status, s.defects_status) for s in scores)
+
+
 def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
-    # A response the judge never scored (no bonus point total) has no BPC or PR.
-    judgements = [
-        generative_judgement(p["details"])
-        for p in predictions
-        if "bonus_points_total" in (p["details"] or {})
-    ]
-    pairs = [(included, total) for included, total, _ in judgements]
+    """n, BPC, its CI, PR and unparseable replies, scored strict.
+
+    A reply strict cannot read is never taken as zero points or no defect: that half
+    of the response is left out of BPC or PR and counted as unparseable.
+    """
+    scores = _scores(predictions, STRICT)
+    pairs = [(s.covered, s.total) for s in scores if s.covered is not None]
     low, high = bootstrap_ci(pairs, bonus_point_coverage, n_resamples=N_RESAMPLES, seed=seed)
     return [
-        len(judgements),
+        len(scores),
         pct(bonus_point_coverage(pairs)),
         pct(low),
         pct(high),
-        pct(penalty_rate([defect for _, _, defect in judgements])),
+        pct(penalty_rate([s.penalised for s in scores if s.penalised is not None])),
+        _unparseable(scores),
     ]
 
 
@@ -160,16 +186,73 @@ def _generative_table(runs, first, groups_of, order, *, seed: int) -> Table:
             f"{label} BPC CI low %",
             f"{label} BPC CI high %",
             f"{label} PR %",
+            f"{label} judge unparseable",
         ]
     return Table(
         key="generative",
-        title="Generative QA: bonus point coverage (BPC) and penalty rate (PR)",
+        title=(
+            f"Generative QA: bonus point coverage (BPC) and penalty rate (PR), scoring: {STRICT}"
+        ),
         columns=columns,
         rows=rows,
         note=(
             "BPC: judged-included bonus points over all bonus points (pooled over "
             "responses); PR: share of responses with at least one defect. 95% CI: "
-            "percentile bootstrap over responses."
+            f"percentile bootstrap over responses. Scoring {STRICT}: a judge reply not in "
+            "the asked format is unparseable, left out of BPC (bonus reply) or PR (defect "
+            "reply) and counted under 'judge unparseable' (responses with either reply "
+            f"unreadable); the '{REFERENCE}' table scores them as the published evaluator."
+        ),
+    )
+
+
+def _reference_cells(predictions: list[dict[str, Any]]) -> list[Cell]:
+    scores = _scores(predictions, REFERENCE)
+    pairs = [(s.covered, s.total) for s in scores if s.covered is not None]
+    with_lengths = [s for s in scores if s.response_chars is not None and s.answer_chars]
+    return [
+        len(scores),
+        pct(bonus_point_coverage(pairs, bounded=False)),
+        pct(penalty_rate([s.penalised for s in scores if s.penalised is not None])),
+        _unparseable(scores),
+        _round(
+            length_ratio(
+                [s.response_chars for s in with_lengths], [s.answer_chars for s in with_lengths]
+            )
+        ),
+    ]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _reference_table(runs, first, groups_of) -> Table:
+    rows = _group_rows(runs, first, groups_of, _dimension_order, _reference_cells)
+    columns = ["Dimension"]
+    for run in runs:
+        label = run_label(run)
+        columns += [
+            f"{label} n",
+            f"{label} BPC %",
+            f"{label} PR %",
+            f"{label} judge unparseable",
+            f"{label} rate of token numbers",
+        ]
+    return Table(
+        key="generative-reference",
+        title=f"Generative QA as the published evaluator scores it, scoring: {REFERENCE}",
+        columns=columns,
+        rows=rows,
+        note=(
+            f"Scoring {REFERENCE}: the aggregation of the authors' evaluate_en.py, quirks "
+            "included, for comparison with published numbers. A bonus reply it cannot read "
+            'is stored as "Null" and counted as the set of its characters, 3 covered '
+            "points (BPC can then pass 100%); a defect reply it cannot read, or any defect "
+            "text without 'None', is a penalty. 'judge unparseable' counts the responses "
+            "whose replies the strict reading rejects (they are counted, not left out, "
+            "here). Rate of token numbers: characters of the responses (before truncation) "
+            "over characters of the reference answers, as that script computes it."
         ),
     )
 
@@ -215,8 +298,8 @@ def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
     for group in groups:
         row: list[Cell] = [group]
         for run in generative:
-            predictions = per_run[run["id"]].get(group, [])
-            row += [len(predictions), _bpc_cells(predictions, seed=seed)[1]]
+            n, bpc = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+            row += [n, bpc]
         for run in multichoice:
             row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
         rows.append(row)
@@ -227,7 +310,7 @@ def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
         columns += [f"{run_label(run)} n", f"{run_label(run)} accuracy %"]
     return Table(
         key="directness",
-        title="Direct and indirect questions",
+        title=f"Direct and indirect questions (BPC scoring: {STRICT})",
         columns=columns,
         rows=rows,
         note=(
@@ -256,20 +339,28 @@ def _context_table(generative, multichoice, first, run_contexts, *, seed: int) -
     for group in groups:
         row: list[Cell] = list(group)
         for run in generative:
-            n, bpc, _, _, pr = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
-            row += [n, bpc, pr]
+            n, bpc, _, _, pr, unparseable = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
+            row += [n, bpc, pr, unparseable]
         for run in multichoice:
             row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
         rows.append(row)
     columns = ["Context", "Dimension"]
     for run in generative:
         label = run_label(run)
-        columns += [f"{label} n", f"{label} BPC %", f"{label} PR %"]
+        columns += [
+            f"{label} n",
+            f"{label} BPC %",
+            f"{label} PR %",
+            f"{label} judge unparseable",
+        ]
     for run in multichoice:
         columns += [f"{run_label(run)} n", f"{run_label(run)} accuracy %"]
     return Table(
         key="by-context",
-        title="BPC / PR and accuracy by dimension × context length",  # noqa: RUF001
+        title=(
+            "BPC / PR and accuracy by dimension × context length, "  # noqa: RUF001
+            f"BPC/PR scoring: {STRICT}"
+        ),
         columns=columns,
         rows=rows,
         note=(

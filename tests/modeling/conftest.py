@@ -67,3 +67,53 @@ def gold_responder(stages, *, wrong: set[str] = frozenset()):
         )
 
     return responder
+
+
+TINY_BERT_SENTENCES = [
+    "Vautrin wants Eugene on his side so that his scheme goes ahead.",
+    "Goriot misses his daughters and longs to see them.",
+    "She believes the letter has already been read.",
+    "The boarding house smelled of soup and old wood.",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    """BERTScore's model: a random-init 2-layer BERT and a WordPiece tokenizer trained on
+    ``TINY_BERT_SENTENCES``."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    wordpiece.train_from_iterator(
+        TINY_BERT_SENTENCES, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials)
+    )
+    cls, sep = wordpiece.token_to_id("[CLS]"), wordpiece.token_to_id("[SEP]")
+    wordpiece.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
+    PreTrainedTokenizerFast(
+        tokenizer_object=wordpiece,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    ).save_pretrained(path)
+    config = BertConfig(
+        vocab_size=wordpiece.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(path)
+    return path

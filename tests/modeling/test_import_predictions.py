@@ -200,6 +200,12 @@ def test_chartom_lines_by_key_or_by_book_and_question(chartom_items, tmp_path):
         "bonus_points_included": [1],
         "defects": [],
         "extra": {"judge": "gpt-4o"},
+        # What the reports' length ratios need (the reference answer has 16 words).
+        "response_chars": 24,
+        "answer_chars": len(goriot.answer),
+        "response_words": 5,
+        "answer_words": 16,
+        "truncated": False,
     }
     assert "correct 1/3 (1 missing, 1 unparseable)" in out
     # The file said line 1 was wrong; the item bank says right, and wins.

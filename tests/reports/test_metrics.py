@@ -5,7 +5,6 @@ Agreement and DynToM metrics have their own files (test_metrics_agreement.py,
 test_metrics_dyntom.py).
 """
 
-import json
 import math
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from reports.metrics import (
     bootstrap_ci,
     chance_baseline,
     correlation_matrix,
-    generative_judgement,
+    length_ratio,
     majority_baseline,
     mean_sd,
     pearson,
@@ -354,34 +353,10 @@ def test_penalty_rate_counts_defective_responses():
     assert penalty_rate([]) is None
 
 
-def test_generative_judgement_reads_prediction_details():
-    details = {"bonus_points_total": 3, "bonus_points_included": [1, 1, 3], "defects": []}
-    assert generative_judgement(details) == (2, 3, False)
-    assert generative_judgement({**details, "defects": ["None"]})[2] is False
-    assert generative_judgement({**details, "defects": ["  "]})[2] is False
-    assert generative_judgement({**details, "defects": ["overclaims"]})[2] is True
-    assert generative_judgement({"bonus_points_total": 2, "defects": "Too long."}) == (0, 2, True)
+def test_bonus_point_coverage_unbounded_and_length_ratio():
+    # The published evaluator counts an unreadable reply as 3 points of 2: 5/4.
+    assert bonus_point_coverage([(3, 2), (2, 2)], bounded=False) == 1.25
     with pytest.raises(ValueError):
-        generative_judgement({**details, "bonus_points_included": [1, 2, 3, 4]})
-
-
-def test_published_gpt4o_judgements_give_bpc_75_and_pr_50(shared_data):
-    # CharToM-QA Appendix M: case 1 covers bonus point 1 of 2 and has a penalty;
-    # case 2 covers both and has "Penalty: None". BPC = 3/4, PR = 1/2.
-    judgements = []
-    for line in (shared_data / "chartom-qa" / "paper_examples.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        published = record["published_results"]
-        defect = published["gpt-4o_defects"]
-        judgements.append(
-            generative_judgement(
-                {
-                    "bonus_points_total": len(record["bonus_points"]),
-                    "bonus_points_included": published["gpt-4o_bonus_points_included"],
-                    "defects": [defect] if defect else [],
-                }
-            )
-        )
-    assert judgements == [(1, 2, True), (2, 2, False)]
-    assert bonus_point_coverage([(i, t) for i, t, _ in judgements]) == 0.75
-    assert penalty_rate([d for _, _, d in judgements]) == 0.5
+        bonus_point_coverage([(-1, 2)], bounded=False)
+    assert length_ratio([30, 10], [20, 20]) == 1.0
+    assert length_ratio([5], []) is None

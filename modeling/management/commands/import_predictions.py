@@ -58,6 +58,11 @@ class Command(BaseCommand):
                     f"; bonus points {summary.bonus_included}/{summary.bonus_total} covered, "
                     f"{summary.with_defects}/{summary.judged} responses with defects"
                 )
+                if summary.judge_unparseable:
+                    line += (
+                        f", {summary.judge_unparseable} with an unparseable judge reply "
+                        "(left out, scoring strict)"
+                    )
             problems = {s: n for s, n in summary.by_status.items() if s != "ok"}
             if problems:
                 line += " (" + ", ".join(f"{n} {s}" for s, n in sorted(problems.items())) + ")"

@@ -48,6 +48,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--split", default="")
         parser.add_argument("--limit", type=int, help="at most this many works")
+        parser.add_argument(
+            "--context",
+            choices=["0", "1k", "2k"],
+            help="CharToM-QA: the plot window shown, in tokens (default 0)",
+        )
+        parser.add_argument(
+            "--responses-of",
+            type=int,
+            dest="responses_of",
+            metavar="RUN_ID",
+            help="CharToM-QA judge-bonus / judge-defects: the generative run to judge",
+        )
         parser.add_argument("--model", help="model name (default: the backend's)")
         parser.add_argument("--template", help="template name[:version] (default: the method's)")
         parser.add_argument("--temperature", type=float)
@@ -99,9 +111,13 @@ class Command(BaseCommand):
                 "works": opts["works"],
                 "split": opts["split"],
                 "limit": opts["limit"],
+                "run": opts["responses_of"],
             }.items()
             if v
         }
+        if opts["context"]:
+            # Read as the import format spells it ("0", "1k", "2k"): stored in tokens.
+            selection["context"] = {"0": 0, "1k": 1000, "2k": 2000}[opts["context"]]
         params = {
             k: opts[k]
             for k in ("model", "temperature", "top_p", "max_tokens", "samples", "seed")
