@@ -10,6 +10,7 @@ only when the study's reveal setting allows it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -111,6 +112,12 @@ def _progress(participant: Participant) -> tuple[int, int]:
     return mine.filter(status=Assignment.Status.SUBMITTED).count() + 1, mine.count()
 
 
+def paragraphs(text: str | None) -> list[str]:
+    """A passage as paragraphs: blank lines split them, the book's hard wraps do not."""
+    blocks = re.split(r"\n\s*\n", (text or "").replace("\r\n", "\n").strip())
+    return [" ".join(line.strip() for line in b.splitlines()) for b in blocks if b.strip()]
+
+
 def _question(request, participant: Participant, assignment: Assignment, **extra) -> HttpResponse:
     item: QAItem = assignment.study_item.qa_item
     options = cs.chartom_options(item)
@@ -122,6 +129,7 @@ def _question(request, participant: Participant, assignment: Assignment, **extra
         "study": participant.study,
         "assignment": assignment,
         "item": item,
+        "passage": paragraphs(item.context_2000 if first is not None else item.context_0),
         "book": assignment.session.study_work.work,
         "options": [(shown, options[index]) for shown, index in enumerate(order)],
         "first": first,

@@ -2,6 +2,9 @@
 // button (Submit answer / Keep answer; Change answer once another option is picked).
 (function () {
   "use strict";
+  // The long window ends where the question's moment is: start the reader there.
+  const passage = document.querySelector("[data-scroll-end]");
+  if (passage) passage.scrollTop = passage.scrollHeight;
   const form = document.getElementById("choice-form");
   if (!form) return;
   const radios = Array.from(form.querySelectorAll('input[type="radio"][name="option"]'));

@@ -58,3 +58,30 @@ def screenshot(page):
         return path
 
     return take
+
+
+@pytest.fixture
+def log_in_as(live_server):
+    """Log ``page`` in through the login form (the researcher fixture's user by default)."""
+
+    def log_in(page, username: str = "res", password: str = "pw-res-123!") -> None:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{live_server.url}/")
+
+    return log_in
+
+
+@pytest.fixture
+def screenshot_of():
+    """Like ``screenshot``, for a second page of the test (another person's browser)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(other_page, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        other_page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
