@@ -170,14 +170,20 @@ def _styled(shown: str, matched: str) -> str:
     return shown
 
 
-def display_text(text: str, name_map: dict[str, str]) -> str:
-    """``text`` with every mapped name replaced, whole words, case-insensitively."""
+def display_text(text: str, name_map: dict[str, str], *, keep_case: bool = True) -> str:
+    """``text`` with every mapped name replaced, whole words, case-insensitively.
+
+    ``keep_case=False`` writes the replacement as the map spells it (mask codes such
+    as ``P0`` must stay upper case whatever the name's case was).
+    """
     if not name_map or not text:
         return text
     lookup = {k.casefold(): v for k, v in name_map.items() if k.strip()}
     if not lookup:
         return text
     pattern = _pattern(tuple(sorted(lookup)))
+    if not keep_case:
+        return pattern.sub(lambda m: lookup[m.group(0).casefold()], text)
     return pattern.sub(lambda m: _styled(lookup[m.group(0).casefold()], m.group(0)), text)
 
 
@@ -195,8 +201,8 @@ TITLE_REDACTED = "[title withheld]"
 def redact_titles(text: str, titles: list[str], *, replacement: str = TITLE_REDACTED) -> str:
     """``text`` with every whole-word occurrence of the ``titles`` replaced, any case.
 
-    Titles of one word that is also an everyday word ("Big" in "a big fish") are
-    redacted too: a leak costs more than a lost word.
+    A title that is also an everyday word ("Friends") is redacted wherever it stands:
+    a leak costs more than a lost word.
     """
     keys = tuple(sorted({" ".join(t.split()) for t in titles if t and t.strip()}))
     if not keys or not text:

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from benchmarks.importers.base import ImportDataError, ImportReport
 from benchmarks.importers.chartom_qa import natural_key as chartom_natural_key
-from benchmarks.models import Benchmark, DynToMQuestion, QAItem, SpeakerInstance
+from benchmarks.models import Benchmark, Character, DynToMQuestion, QAItem, SpeakerInstance
 
 from .models import Prediction, Run
 from .pipelines.base import CallUnit, ParsedItem
@@ -44,6 +44,7 @@ from .pipelines.dyntom import DynToMPipeline, option_letter
 # The pipeline's own reading of "b", "B", "(b)", "b." and "b. some text": one rule for
 # every lettered answer, ours or imported.
 from .pipelines.dyntom import _letter as read_letter
+from .pipelines.speaker_guess import score_answer as score_speaker_answer
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
 
@@ -754,6 +755,12 @@ class _SpeakerScorer(_Scorer):
             "gold_character__name",
         )
         instances = {(r["scene__work__key"], r["scene__source_id"], r["code"]): r for r in rows}
+        aliases: dict[str, dict[str, list[str]]] = defaultdict(dict)
+        for c in Character.objects.filter(
+            work__benchmark=benchmark, work__key__in={line.ref[0] for line in lines}
+        ).values("work__key", "name", "aliases"):
+            if c["aliases"]:
+                aliases[c["work__key"]][c["name"]] = c["aliases"]
         works = {key[0] for key in instances}
         scenes = {key[:2] for key in instances}
         scored = []
@@ -772,28 +779,23 @@ class _SpeakerScorer(_Scorer):
             if answer is None:
                 scored.append(self.missing(line, instance["id"], {}))
                 continue
-            # Names are matched as the scene lists them, ignoring case and spacing
-            # ("Rachel" is the candidate "rachel"); anything else is not an answer.
-            by_folded = {c.casefold(): c for c in instance["candidates"]}
-            name = by_folded.get(" ".join(answer.split()).casefold())
-            if name is None:
-                scored.append(
-                    _Scored(
-                        line,
-                        instance["id"],
-                        answer[:ANSWER_MAX],
-                        Prediction.ParseStatus.UNPARSEABLE,
-                        False,
-                        {
-                            "reason": "not one of the candidates: "
-                            + ", ".join(instance["candidates"])
-                        },
-                    )
-                )
-                continue
-            correct = name.casefold() == instance["gold_character__name"].casefold()
+            # Read as our pipeline reads a reply line: case, spacing, aliases and extra
+            # words are tolerated; a name that is no candidate is unparseable.
+            result = score_speaker_answer(
+                answer=answer,
+                candidates=list(instance["candidates"]),
+                gold=instance["gold_character__name"],
+                aliases=aliases.get(work, {}),
+            )
             scored.append(
-                _Scored(line, instance["id"], name, Prediction.ParseStatus.OK, correct, {})
+                _Scored(
+                    line,
+                    instance["id"],
+                    result.parsed_answer[:ANSWER_MAX],
+                    result.parse_status,
+                    result.correct,
+                    result.details,
+                )
             )
         return scored
 
