@@ -72,9 +72,12 @@ def parse_dimensions(text: str, wanted: list[str]) -> dict[str, str]:
     current: str | None = None
     for line in text.splitlines():
         match = _DIM_LINE_RE.match(line.strip())
-        if match and _dimension(match.group(1)) in wanted:
+        if match:
+            # A dimension not asked for ends the previous one and is dropped.
             current = _dimension(match.group(1))
-            found.setdefault(current, []).append(match.group(2).strip())
+            current = current if current in wanted else None
+            if current:
+                found.setdefault(current, []).append(match.group(2).strip())
         elif current and line.strip():
             found[current].append(line.strip())
     return {dim: " ".join(parts).strip() for dim, parts in found.items()}
