@@ -404,3 +404,25 @@ def test_anonymous_is_sent_to_login(client, pages):
         response = getattr(client, method)(url)
         assert response.status_code == 302, (method, url)
         assert response.url.startswith(f"{reverse('login')}?next="), (method, url)
+
+
+def test_mental_states_page_is_for_researchers(client, researcher, rater, openai_backend):
+    from benchmarks.models import Character, Work
+    from modeling.models import MentalStateRecord
+
+    work = Work.objects.create(benchmark="tvshowguess", key="show", title="Show", kind="tv_show")
+    character = Character.objects.create(work=work, name="rachel", is_main=True)
+    run = Run.objects.create(
+        name="tompro", benchmark="tvshowguess", method="tompro", model="m", backend=openai_backend
+    )
+    MentalStateRecord.objects.create(
+        run=run, character=character, source="memory", personality="warm <b>and</b> funny"
+    )
+    url = reverse("modeling:run-mental-states", args=[run.pk])
+    client.force_login(rater)
+    assert client.get(url).status_code == 403
+    client.force_login(researcher)
+    page = client.get(url).content.decode()
+    assert "warm &lt;b&gt;and&lt;/b&gt; funny" in page and "rachel" in page
+    detail = client.get(reverse("modeling:run-detail", args=[run.pk])).content.decode()
+    assert url in detail
