@@ -181,6 +181,9 @@ class RunSelectionSerializer(StrictSerializer):
     )
     split = serializers.ChoiceField(choices=[s.value for s in Split if s.value], required=False)
     limit = serializers.IntegerField(min_value=1, required=False, help_text="at most this many")
+    scene_limit = serializers.IntegerField(
+        min_value=1, required=False, help_text="speaker guessing: scenes to guess per work"
+    )
 
 
 class RunParamsSerializer(StrictSerializer):
@@ -191,6 +194,10 @@ class RunParamsSerializer(StrictSerializer):
         min_value=1, max_value=50, required=False, help_text="samples per prompt, averaged"
     )
     seed = serializers.IntegerField(required=False)
+    options = serializers.DictField(
+        required=False,
+        help_text='the method\'s run options, e.g. {"shots": 20, "perturb_names": true}',
+    )
 
 
 class RunCreateInputSerializer(StrictSerializer):
