@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from benchmarks.importers.base import ImportDataError, ImportReport
 from benchmarks.importers.chartom_qa import natural_key as chartom_natural_key
-from benchmarks.models import Benchmark, Character, DynToMQuestion, QAItem, SpeakerInstance
+from benchmarks.models import Benchmark, DynToMQuestion, QAItem
 
 from .models import Prediction, Run
 from .pipelines.base import CallUnit, ParsedItem
@@ -44,6 +44,7 @@ from .pipelines.dyntom import DynToMPipeline, option_letter
 # The pipeline's own reading of "b", "B", "(b)", "b." and "b. some text": one rule for
 # every lettered answer, ours or imported.
 from .pipelines.dyntom import _letter as read_letter
+from .pipelines.speaker_guess import instances_by_key
 from .pipelines.speaker_guess import score_answer as score_speaker_answer
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
@@ -743,24 +744,9 @@ class _SpeakerScorer(_Scorer):
     """Masked speakers (ToM-in-AMC, TVShowGuess): a name among the instance's candidates."""
 
     def score_all(self, benchmark: str, lines: list[_Line]) -> list[_Scored]:
-        rows = SpeakerInstance.objects.filter(
-            scene__work__benchmark=benchmark,
-            scene__work__key__in={line.ref[0] for line in lines},
-        ).values(
-            "id",
-            "scene__work__key",
-            "scene__source_id",
-            "code",
-            "candidates",
-            "gold_character__name",
+        instances, aliases = instances_by_key(
+            benchmark=benchmark, work_keys={line.ref[0] for line in lines}
         )
-        instances = {(r["scene__work__key"], r["scene__source_id"], r["code"]): r for r in rows}
-        aliases: dict[str, dict[str, list[str]]] = defaultdict(dict)
-        for c in Character.objects.filter(
-            work__benchmark=benchmark, work__key__in={line.ref[0] for line in lines}
-        ).values("work__key", "name", "aliases"):
-            if c["aliases"]:
-                aliases[c["work__key"]][c["name"]] = c["aliases"]
         works = {key[0] for key in instances}
         scenes = {key[:2] for key in instances}
         scored = []

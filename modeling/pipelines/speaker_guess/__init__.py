@@ -421,6 +421,27 @@ def parse_scene_reply(text: str, items: list[dict[str, Any]]) -> list[ParsedItem
     return parsed
 
 
+def instances_by_key(
+    *, benchmark: str, work_keys: set[str]
+) -> tuple[dict[tuple[str, str, str], dict[str, Any]], dict[str, dict[str, list[str]]]]:
+    """The masked speakers of some works by (work key, scene id, code), and each work's
+    character aliases (name -> aliases): what :func:`score_answer` needs, in two queries.
+    """
+    rows = SpeakerInstance.objects.filter(
+        scene__work__benchmark=benchmark, scene__work__key__in=work_keys
+    ).values(
+        "id", "scene__work__key", "scene__source_id", "code", "candidates", "gold_character__name"
+    )
+    instances = {(r["scene__work__key"], r["scene__source_id"], r["code"]): r for r in rows}
+    aliases: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for c in Character.objects.filter(work__benchmark=benchmark, work__key__in=work_keys).values(
+        "work__key", "name", "aliases"
+    ):
+        if c["aliases"]:
+            aliases[c["work__key"]][c["name"]] = c["aliases"]
+    return instances, dict(aliases)
+
+
 class ToMInAMCPipeline(SpeakerGuessPipeline):
     benchmark = Benchmark.TOM_IN_AMC
 
@@ -438,6 +459,7 @@ __all__ = [
     "SpeakerGuessPipeline",
     "TVShowGuessPipeline",
     "ToMInAMCPipeline",
+    "instances_by_key",
     "parse_scene_reply",
     "read_name",
     "read_reply",
