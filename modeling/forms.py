@@ -58,6 +58,16 @@ class RunForm(forms.Form):
         label="Responses of run (CharToM-QA judge)",
         help_text="For judge-bonus / judge-defects: the id of the generative run to judge.",
     )
+    scene_limit = forms.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="Speaker guessing: at most this many scenes per work.",
+    )
+    options = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Method options, one KEY=VALUE per line (e.g. shots=20, perturb_names=true).",
+    )
     temperature = forms.FloatField(min_value=0, max_value=2, required=False)
     top_p = forms.FloatField(min_value=0, max_value=1, required=False, label="Top-p")
     max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
@@ -102,6 +112,17 @@ class RunForm(forms.Form):
             **{k: defaults[k] for k in PARAM_FIELDS if k in defaults},
         }
 
+    def clean_options(self) -> dict[str, str]:
+        options = {}
+        for line in self.cleaned_data["options"].splitlines():
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise forms.ValidationError(f"{line.strip()!r}: expected KEY=VALUE")
+            options[key.strip()] = value.strip()
+        return options
+
     def clean_works(self) -> list[str]:
         return [key for key in re.split(r"[\s,]+", self.cleaned_data["works"]) if key]
 
@@ -142,10 +163,13 @@ class RunForm(forms.Form):
                 "limit": data["limit"],
                 "context": data["context"],
                 "run": data["responses_of"],
+                "scene_limit": data["scene_limit"],
             }.items()
             if v
         }
         params = {k: data[k] for k in ("model", *PARAM_FIELDS) if data[k] not in (None, "")}
+        if data["options"]:
+            params["options"] = data["options"]
         return {
             "benchmark": data["benchmark"],
             "method": data["method"],

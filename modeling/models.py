@@ -339,3 +339,59 @@ class Prediction(models.Model):
         if self.raw_output or self.call_id is None:
             return self.raw_output
         return self.call.raw_output
+
+
+class MentalStateRecord(models.Model):
+    """What a run's model wrote about one character after one scene (ToMPro, stage 1).
+
+    ToMPro (ToM-in-AMC section 6, Appendix D) walks a work's scenes in order: after
+    each scene a character appears in, the personality description is the updated
+    one (recurrent) and the four instant dimensions are read from that scene alone.
+    The guessing prompt for a scene uses only records of scenes before it. The
+    long-context ablation writes one record per character (at the last training
+    scene); the character-memory probe (Appendix H) one with no scene.
+    """
+
+    class Source(models.TextChoices):
+        SCENE = "scene", "scene by scene"
+        LONG_CONTEXT = "long_context", "one long-context pass"
+        MEMORY = "memory", "the model's memory of the character"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="mental_states")
+    character = models.ForeignKey(
+        "benchmarks.Character", on_delete=models.CASCADE, related_name="mental_states"
+    )
+    scene = models.ForeignKey(
+        "benchmarks.Scene",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="mental_states",
+    )
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.SCENE)
+    # The name the model saw (a perturbed run shows another name than the character's).
+    shown_name = models.CharField(max_length=255, blank=True, default="")
+    personality = models.TextField(blank=True, default="")
+    emotions = models.TextField(blank=True, default="")
+    beliefs = models.TextField(blank=True, default="")
+    desires = models.TextField(blank=True, default="")
+    intentions = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "character", "scene__position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "character", "scene"],
+                condition=models.Q(scene__isnull=False),
+                name="mental_state_scene_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "character", "source"],
+                condition=models.Q(scene__isnull=True),
+                name="mental_state_sceneless_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.shown_name or self.character_id} after {self.scene_id or self.source}"

@@ -33,12 +33,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.importers.base import ImportDataError, ImportReport
-from benchmarks.models import Benchmark, DynToMQuestion, SpeakerInstance
+from benchmarks.models import Benchmark, DynToMQuestion
 
 from .models import Prediction, Run
 from .pipelines import chartom_qa
 from .pipelines.base import CallUnit, ParsedItem
 from .pipelines.dyntom import DynToMPipeline, option_letter
+from .pipelines.speaker_guess import instances_by_key
+from .pipelines.speaker_guess import score_answer as score_speaker_answer
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
 
@@ -760,18 +762,9 @@ class _SpeakerScorer(_Scorer):
     """Masked speakers (ToM-in-AMC, TVShowGuess): a name among the instance's candidates."""
 
     def score_all(self, benchmark: str, lines: list[_Line]) -> list[_Scored]:
-        rows = SpeakerInstance.objects.filter(
-            scene__work__benchmark=benchmark,
-            scene__work__key__in={line.ref[0] for line in lines},
-        ).values(
-            "id",
-            "scene__work__key",
-            "scene__source_id",
-            "code",
-            "candidates",
-            "gold_character__name",
+        instances, aliases = instances_by_key(
+            benchmark=benchmark, work_keys={line.ref[0] for line in lines}
         )
-        instances = {(r["scene__work__key"], r["scene__source_id"], r["code"]): r for r in rows}
         works = {key[0] for key in instances}
         scenes = {key[:2] for key in instances}
         scored = []
@@ -790,28 +783,23 @@ class _SpeakerScorer(_Scorer):
             if answer is None:
                 scored.append(self.missing(line, instance["id"], {}))
                 continue
-            # Names are matched as the scene lists them, ignoring case and spacing
-            # ("Rachel" is the candidate "rachel"); anything else is not an answer.
-            by_folded = {c.casefold(): c for c in instance["candidates"]}
-            name = by_folded.get(" ".join(answer.split()).casefold())
-            if name is None:
-                scored.append(
-                    _Scored(
-                        line,
-                        instance["id"],
-                        answer[:ANSWER_MAX],
-                        Prediction.ParseStatus.UNPARSEABLE,
-                        False,
-                        {
-                            "reason": "not one of the candidates: "
-                            + ", ".join(instance["candidates"])
-                        },
-                    )
-                )
-                continue
-            correct = name.casefold() == instance["gold_character__name"].casefold()
+            # Read as our pipeline reads a reply line: case, spacing, aliases and extra
+            # words are tolerated; a name that is no candidate is unparseable.
+            result = score_speaker_answer(
+                answer=answer,
+                candidates=list(instance["candidates"]),
+                gold=instance["gold_character__name"],
+                aliases=aliases.get(work, {}),
+            )
             scored.append(
-                _Scored(line, instance["id"], name, Prediction.ParseStatus.OK, correct, {})
+                _Scored(
+                    line,
+                    instance["id"],
+                    result.parsed_answer[:ANSWER_MAX],
+                    result.parse_status,
+                    result.correct,
+                    result.details,
+                )
             )
         return scored
 

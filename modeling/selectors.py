@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, TextField, Value
 from django.db.models.functions import Coalesce, Concat, NullIf
 
-from .models import Backend, Prediction, PromptTemplate, Run, RunCall
+from .models import Backend, MentalStateRecord, Prediction, PromptTemplate, Run, RunCall
 
 
 def run_list() -> QuerySet[Run]:
@@ -107,4 +108,24 @@ def run_predictions(*, run: Run) -> QuerySet[Prediction]:
             ),
         )
         .order_by("pk")
+    )
+
+
+def run_mental_states(*, run: Run, character_id: int | None = None):
+    """A run's stage-1 records (ToMPro, character memory), by work, character and scene."""
+    records = MentalStateRecord.objects.filter(run=run).select_related("character__work", "scene")
+    if character_id is not None:
+        records = records.filter(character_id=character_id)
+    return records.order_by(
+        "character__work__key", "character__position", "character__name", "scene__position", "pk"
+    )
+
+
+def run_mental_state_characters(*, run: Run) -> list[dict[str, Any]]:
+    """The characters a run has records for, with how many (for the page's filter)."""
+    return list(
+        MentalStateRecord.objects.filter(run=run)
+        .values("character_id", "character__name", "character__work__title")
+        .annotate(records=Count("pk"))
+        .order_by("character__work__title", "character__name")
     )

@@ -162,6 +162,10 @@ def _resolve(
         )
     template = template or active_template(pipeline.default_template_name(method))
     merged = {**pipeline.default_params, "samples": 1, **(params or {})}
+    # Run options (k shots, name perturbation, ablations) are the pipeline's to check.
+    options = pipeline.clean_options(method=method, options=dict(merged.pop("options", None) or {}))
+    if options:
+        merged["options"] = options
     samples = int(merged["samples"])
     if samples < 1:
         raise ValueError("samples must be at least 1")
@@ -251,7 +255,18 @@ def run_plan(
     pipeline, template, merged, model = _resolve(
         benchmark=benchmark, method=method, backend=backend, params=params, template=template
     )
-    units = pipeline.build_units(selection=selection, template=template)
+    # An unsaved run: a pipeline that prepares (ToMPro) shows its prompts as they
+    # would look before any of the run's own replies exist.
+    draft = Run(
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        template=template,
+        model=model,
+        params=merged,
+        selection=selection,
+    )
+    units = pipeline.units_for_run(run=draft)
     samples = int(merged["samples"])
     tokens = sum(
         ChatRequest.build(u.messages, model=model, params={}).estimated_prompt_tokens()
@@ -556,8 +571,11 @@ def _cost(backend: Backend, prompt_tokens: int, completion_tokens: int) -> Decim
     ) / Decimal(1000)
 
 
-def _request_for(run: Run, unit: CallUnit, sample_index: int) -> ChatRequest:
+def _request_for(
+    run: Run, unit: CallUnit, sample_index: int, overrides: dict[str, Any] | None = None
+) -> ChatRequest:
     params = {k: run.params[k] for k in _SAMPLING_KEYS if k in run.params}
+    params.update({k: v for k, v in (overrides or {}).items() if k in _SAMPLING_KEYS})
     if params.get("seed") is not None:
         # One seed for every sample would make "3 samples" one sample three times.
         params["seed"] = int(params["seed"]) + sample_index
@@ -911,8 +929,10 @@ def _ensure_calls(run: Run, units: list[CallUnit]) -> dict[tuple[str, int], RunC
         ignore_conflicts=True,
     )
     calls = {(c.unit_key, c.sample_index): c for c in RunCall.objects.filter(run=run)}
+    # Calls a pipeline made while preparing (ToMPro's stage 1) count too.
+    prepared = len(calls.keys() - set(wanted))
     Run.objects.filter(pk=run.pk).update(
-        total_calls=len(wanted),
+        total_calls=len(wanted) + prepared,
         done_calls=sum(1 for c in calls.values() if c.status == RunCall.Status.DONE),
         # Errors from an earlier attempt are retried, so they no longer count.
         error_calls=0,
@@ -971,7 +991,14 @@ def _release(run_id: int, holder: LeaseHolder, *, status: str, error: str) -> bo
 
 def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
     pipeline = get_pipeline(run.benchmark)
-    units = pipeline.build_units(selection=run.selection, template=run.template)
+    steps = _PrepareCaller(run, on_progress, interrupt)
+    try:
+        pipeline.prepare(run=run, steps=steps)
+    except RunBudgetExceeded:
+        return _finish(run.pk, Run.Status.BUDGET_EXHAUSTED, interrupt)
+    except _PrepareStopped as stop:
+        return _finish(run.pk, stop.status, interrupt)
+    units = pipeline.units_for_run(run=run)
     order = {u.key: i for i, u in enumerate(units)}
     by_key = {u.key: u for u in units}
     calls = _ensure_calls(run, units)
@@ -1397,7 +1424,12 @@ def run_direct_create(
 
 
 def run_direct_call(
-    *, run: Run, unit_key: str, messages: list[dict[str, str]], sample_index: int = 0
+    *,
+    run: Run,
+    unit_key: str,
+    messages: list[dict[str, str]],
+    sample_index: int = 0,
+    params: dict[str, Any] | None = None,
 ) -> RunCall:
     """Send one prompt for a direct-call run and record it; returns the done RunCall.
 
@@ -1406,7 +1438,8 @@ def run_direct_call(
     (checked before sending) and its counters. A call already done under ``unit_key``
     is returned as it is, so a job that runs again repeats nothing. Raises
     :class:`RunBudgetExceeded`, or :class:`~modeling.llm.BackendError` after marking
-    the call ``error``.
+    the call ``error``. ``params`` overrides the run's sampling parameters for this
+    call (ToMPro's stage 1 samples at a temperature of its own).
     """
     call, created = RunCall.objects.get_or_create(
         run=run, unit_key=unit_key, sample_index=sample_index
@@ -1416,7 +1449,7 @@ def run_direct_call(
     if created:
         Run.objects.filter(pk=run.pk).update(total_calls=F("total_calls") + 1)
     unit = CallUnit(key=unit_key, messages=messages, item_ids=[])
-    request = _request_for(run, unit, sample_index)
+    request = _request_for(run, unit, sample_index, params)
     cache_key = request.cache_key(run.backend.name)
     hit = CachedResponse.objects.filter(key=cache_key).first()
     cost = Decimal(0)
@@ -1492,3 +1525,53 @@ def run_direct_finish(*, run_id: int, status: str, error: str = "") -> None:
     Run.objects.filter(pk=run_id).exclude(status__in=Run.FINISHED).update(
         status=status, error=error[:2000], finished_at=timezone.now()
     )
+
+
+# --- preparing calls: a pipeline's chained prompts before its units ----------------------
+
+
+class _PrepareStopped(Exception):
+    """The run must stop while a pipeline prepares (interrupt or lost lease)."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _PrepareCaller:
+    """The engine side of :class:`~modeling.pipelines.base.PrepareSteps`.
+
+    Each call goes through :func:`run_direct_call` (cache, budget, counters; a call
+    done before is returned as it is, so a resumed run repeats nothing), one at a
+    time because each prompt may depend on the previous reply. Between calls it
+    renews the run's lease, honours an interrupt and reports progress.
+    """
+
+    def __init__(self, run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> None:
+        self.run = run
+        self.on_progress = on_progress
+        self.interrupt = interrupt
+        self._lease: _Lease | None = None
+
+    def call(
+        self, *, key: str, messages: list[dict[str, str]], temperature: float | None = None
+    ) -> str:
+        if self._lease is None:
+            self._lease = _Lease(self.run.pk)
+        self._lease.renew_if_due()
+        if self._lease.lost:
+            raise _PrepareStopped(Run.Status.CANCELLED)
+        if self.interrupt.requested.is_set():
+            raise _PrepareStopped(Run.Status.STOPPED)
+        overrides = {} if temperature is None else {"temperature": temperature}
+        call = run_direct_call(run=self.run, unit_key=key, messages=messages, params=overrides)
+        if self.on_progress is not None:
+            counts = Run.objects.values("total_calls", "done_calls", "error_calls").get(
+                pk=self.run.pk
+            )
+            self.on_progress(
+                RunProgress(
+                    self.run.pk, counts["total_calls"], counts["done_calls"], counts["error_calls"]
+                )
+            )
+        return call.raw_output

@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:run_id>/", views.run_detail, name="run-detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="run-resume"),
+    path("<int:run_id>/mental-states/", views.run_mental_states, name="run-mental-states"),
     path("templates/", views.template_list, name="template-list"),
     path("templates/<int:template_id>/", views.template_detail, name="template-detail"),
     path("templates/<int:template_id>/revise/", views.template_revise, name="template-revise"),

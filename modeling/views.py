@@ -103,8 +103,36 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     calls = Paginator(selectors.run_calls(run=run), CALLS_PER_PAGE).get_page(
         request.GET.get("calls_page")
     )
-    context = {**_progress_context(run), "calls": calls}
+    context = {
+        **_progress_context(run),
+        "calls": calls,
+        "has_mental_states": run.mental_states.exists(),
+    }
     return render(request, "modeling/run_detail.html", context)
+
+
+MENTAL_STATES_PER_PAGE = 100
+
+
+@require_GET
+@researcher_required
+def run_mental_states(request: HttpRequest, run_id: int) -> HttpResponse:
+    """ToMPro's stage-1 records (and character-memory descriptions), one row per
+    character per scene, filterable by character."""
+    run = get_object_or_404(Run, pk=run_id)
+    characters = selectors.run_mental_state_characters(run=run)
+    chosen = request.GET.get("character")
+    character_id = int(chosen) if chosen and chosen.isdigit() else None
+    page = Paginator(
+        selectors.run_mental_states(run=run, character_id=character_id), MENTAL_STATES_PER_PAGE
+    ).get_page(request.GET.get("page"))
+    context = {
+        "run": run,
+        "characters": characters,
+        "character_id": character_id,
+        "page": page,
+    }
+    return render(request, "modeling/run_mental_states.html", context)
 
 
 def _after_action(request: HttpRequest, run: Run, *, error: str = "") -> HttpResponse:

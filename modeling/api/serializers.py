@@ -191,6 +191,9 @@ class RunSelectionSerializer(StrictSerializer):
         required=False,
         help_text="CharToM-QA judge-bonus / judge-defects: the id of the generative run to judge",
     )
+    scene_limit = serializers.IntegerField(
+        min_value=1, required=False, help_text="speaker guessing: scenes to guess per work"
+    )
 
 
 class RunParamsSerializer(StrictSerializer):
@@ -201,6 +204,10 @@ class RunParamsSerializer(StrictSerializer):
         min_value=1, max_value=50, required=False, help_text="samples per prompt, averaged"
     )
     seed = serializers.IntegerField(required=False)
+    options = serializers.DictField(
+        required=False,
+        help_text='the method\'s run options, e.g. {"shots": 20, "perturb_names": true}',
+    )
 
 
 class RunCreateInputSerializer(StrictSerializer):

@@ -2,11 +2,13 @@
 
 from django.utils.module_loading import import_string
 
-from .base import CallUnit, ParsedItem, Pipeline
+from .base import CallUnit, ParsedItem, Pipeline, PrepareSteps
 
 _REGISTRY = {
     "chartom-qa": "modeling.pipelines.chartom_qa.CharToMQAPipeline",
     "dyntom": "modeling.pipelines.dyntom.DynToMPipeline",
+    "tom-in-amc": "modeling.pipelines.speaker_guess.ToMInAMCPipeline",
+    "tvshowguess": "modeling.pipelines.speaker_guess.TVShowGuessPipeline",
 }
 
 
@@ -23,4 +25,11 @@ def pipeline_benchmarks() -> list[str]:
     return sorted(_REGISTRY)
 
 
-__all__ = ["CallUnit", "ParsedItem", "Pipeline", "get_pipeline", "pipeline_benchmarks"]
+__all__ = [
+    "CallUnit",
+    "ParsedItem",
+    "Pipeline",
+    "PrepareSteps",
+    "get_pipeline",
+    "pipeline_benchmarks",
+]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from modeling.models import PromptTemplate
+    from modeling.models import PromptTemplate, Run
 
 
 @dataclass
@@ -30,8 +30,28 @@ class ParsedItem:
     details: dict[str, Any] | None = None
 
 
+class PrepareSteps(Protocol):
+    """What the engine lends a pipeline's :meth:`Pipeline.prepare` to make its calls.
+
+    ``call`` sends one prompt under a stable key through the run's backend, cache,
+    budget and counters, and returns the reply text; a call done before (a resumed
+    run) is not sent again. It raises when the run must stop (budget, interrupt,
+    lost lease) or the backend fails; the engine turns that into the run's status.
+    """
+
+    def call(
+        self, *, key: str, messages: list[dict[str, str]], temperature: float | None = None
+    ) -> str: ...  # pragma: no cover - interface
+
+
 class Pipeline:
-    """Subclasses set the class attributes and implement the three methods."""
+    """Subclasses set the class attributes and implement build_units and parse.
+
+    Pipelines whose prompts depend on a run's own earlier replies (ToMPro's stage 1
+    writes the character descriptions its guessing prompts show) override
+    :meth:`prepare` and :meth:`units_for_run`; those with run options (k shots, name
+    perturbation, ablations) override :meth:`clean_options`.
+    """
 
     benchmark: str = ""
     methods: tuple[str, ...] = ()
@@ -58,3 +78,21 @@ class Pipeline:
         E.g. CharToM-QA's judge merges its verdicts into the responses it judged. It
         must be safe to call again, as a resumed run ends again.
         """
+
+    def clean_options(self, *, method: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The run options, checked and completed with defaults (``Run.params["options"]``).
+
+        Raises ``ValueError`` naming the option at fault. This base takes none.
+        """
+        if options:
+            raise ValueError(
+                f"{self.benchmark} runs take no options (got {', '.join(sorted(options))})"
+            )
+        return {}
+
+    def prepare(self, *, run: Run, steps: PrepareSteps) -> None:
+        """Calls to make, in order, before the run's units are built (none by default)."""
+
+    def units_for_run(self, *, run: Run) -> list[CallUnit]:
+        """The units of ``run`` (after :meth:`prepare`); by default from its selection."""
+        return self.build_units(selection=run.selection, template=run.template)

@@ -404,3 +404,54 @@ def test_anonymous_is_sent_to_login(client, pages):
         response = getattr(client, method)(url)
         assert response.status_code == 302, (method, url)
         assert response.url.startswith(f"{reverse('login')}?next="), (method, url)
+
+
+def test_mental_states_page_is_for_researchers(client, researcher, rater, openai_backend):
+    from benchmarks.models import Character, Work
+    from modeling.models import MentalStateRecord
+
+    work = Work.objects.create(benchmark="tvshowguess", key="show", title="Show", kind="tv_show")
+    character = Character.objects.create(work=work, name="rachel", is_main=True)
+    run = Run.objects.create(
+        name="tompro", benchmark="tvshowguess", method="tompro", model="m", backend=openai_backend
+    )
+    MentalStateRecord.objects.create(
+        run=run, character=character, source="memory", personality="warm <b>and</b> funny"
+    )
+    url = reverse("modeling:run-mental-states", args=[run.pk])
+    client.force_login(rater)
+    assert client.get(url).status_code == 403
+    client.force_login(researcher)
+    page = client.get(url).content.decode()
+    assert "warm &lt;b&gt;and&lt;/b&gt; funny" in page and "rachel" in page
+    detail = client.get(reverse("modeling:run-detail", args=[run.pk])).content.decode()
+    assert url in detail
+
+
+def test_new_run_form_passes_method_options(client_researcher, openai_backend, shared_data):
+    from django.core.management import call_command
+
+    call_command(
+        "import_benchmark",
+        "tvshowguess",
+        str(shared_data / "tvshowguess" / "friends.raw"),
+        "--no-progress",
+        verbosity=0,
+    )
+    data = {
+        "benchmark": "tvshowguess",
+        "method": "icl",
+        "backend": openai_backend.pk,
+        "scene_limit": 2,
+        "options": "shots=20\nperturb_names=true",
+        "action": "start",
+    }
+    response = client_researcher.post(reverse("modeling:run-new"), data)
+    assert response.status_code == 302
+    run = Run.objects.get()
+    assert run.params["options"] == {"perturb_names": True, "perturb_seed": 0, "shots": 20}
+    assert run.selection == {"scene_limit": 2}
+    # An option the method does not take is refused with the option's name.
+    data["options"] = "dimensions=emotions"
+    response = client_researcher.post(reverse("modeling:run-new"), data)
+    assert "dimensions" in response.content.decode() and Run.objects.count() == 1

@@ -60,6 +60,20 @@ class Command(BaseCommand):
             metavar="RUN_ID",
             help="CharToM-QA judge-bonus / judge-defects: the generative run to judge",
         )
+        parser.add_argument(
+            "--scene-limit",
+            type=int,
+            dest="scene_limit",
+            help="speaker guessing: at most this many scenes to guess per work",
+        )
+        parser.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a run option of the method, e.g. shots=20, perturb_names=true, "
+            "dimensions=personality,desires (repeatable)",
+        )
         parser.add_argument("--model", help="model name (default: the backend's)")
         parser.add_argument("--template", help="template name[:version] (default: the method's)")
         parser.add_argument("--temperature", type=float)
@@ -112,6 +126,7 @@ class Command(BaseCommand):
                 "split": opts["split"],
                 "limit": opts["limit"],
                 "run": opts["responses_of"],
+                "scene_limit": opts["scene_limit"],
             }.items()
             if v
         }
@@ -123,6 +138,8 @@ class Command(BaseCommand):
             for k in ("model", "temperature", "top_p", "max_tokens", "samples", "seed")
             if opts[k] is not None
         }
+        if options := self._options(opts["option"]):
+            params["options"] = options
         kwargs = dict(
             benchmark=opts["benchmark"],
             method=opts["method"],
@@ -148,6 +165,16 @@ class Command(BaseCommand):
             self.stdout.write(f"run {run.pk} queued: {run.name}")
             return
         self._execute(run.pk)
+
+    def _options(self, specs: list[str]) -> dict[str, str]:
+        """KEY=VALUE pairs; the pipeline checks and converts the values."""
+        options = {}
+        for spec in specs:
+            key, sep, value = spec.partition("=")
+            if not sep or not key.strip():
+                raise CommandError(f"--option {spec!r}: expected KEY=VALUE")
+            options[key.strip()] = value.strip()
+        return options
 
     def _template(self, spec: str | None) -> PromptTemplate | None:
         if not spec:
