@@ -266,7 +266,13 @@ class DesignView:
                 "read_books": [self.books[w] for w in sorted(self.declared[pid])],
                 "read": counts.get(pid, (0, 0))[0],
                 "not_read": counts.get(pid, (0, 0))[1],
-                "excluded": self.design.excluded.get(pid, ""),
+                "excluded": self.design.excluded.get(pid, "")
+                or (
+                    "no question left that keeps the design balanced (more readers of "
+                    "their books than questions)"
+                    if counts.get(pid, (0, 0)) == (0, 0) and self.design.slots
+                    else ""
+                ),
             }
             for pid, p in self.participants.items()
         ]
