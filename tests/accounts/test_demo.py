@@ -335,3 +335,18 @@ def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     assert "Hana Okafor" in page  # the whole stage is on the scoring screen
+
+
+def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
+    from studies.models import Participant, Study
+
+    out = run_demo()
+    study = Study.objects.get(name="Demo: DynToM human baseline")
+    assert (study.status, study.benchmark, study.study_items.count()) == ("live", "dyntom", 1)
+    (participant,) = Participant.objects.filter(study=study)
+    assert f"/s/{participant.token}/" in out
+    client.post(f"/s/{participant.token}/consent/")
+    assert "Start this story" in client.get(f"/s/{participant.token}/").content.decode()
+    run_demo()
+    assert Study.objects.filter(name=study.name).count() == 1
+    assert Participant.objects.filter(study=study).count() == 1

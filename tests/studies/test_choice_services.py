@@ -208,3 +208,44 @@ def test_paused_study_refuses_answers():
     p.refresh_from_db()
     with pytest.raises(StudyError, match="paused"):
         cs.choice_record(participant=p, assignment_id=_open(p).first().pk, action="submit", shown=0)
+
+
+def test_paper_design_through_the_study_150_questions_5_books_8_people():
+    from tests.studies.test_choice_design import DECLARED
+
+    works = _books(5, 32)  # 160 askable questions; the study samples 150 (30 per book)
+    created = cs.choice_study_create(
+        name="Paper design", benchmark="chartom-qa", works=works, questions=150, seed=7
+    )
+    study = created.study
+    assert Counter(i.qa_item.work_id for i in study.study_items.select_related("qa_item")) == {
+        w.pk: 30 for w in works
+    }
+    study_launch(study=study)
+    book = {
+        name: works[i] for i, name in enumerate(sorted({b for bs in DECLARED.values() for b in bs}))
+    }
+    for label, read in DECLARED.items():
+        (p,) = participants_invite(study=study, labels=[label])
+        participant_consent(participant=p)
+        cs.books_declare(participant=p, read_work_ids={book[b].pk for b in read})
+    view = cs.design_apply(study=study)
+    assert view.design.uncovered == [] and view.design.excluded == {}
+    slots = Counter(
+        (a.study_item_id, a.seen) for a in Assignment.objects.filter(study_item__study=study)
+    )
+    assert len(slots) == 300 and set(slots.values()) == {1}
+    per_person = Counter(
+        Assignment.objects.filter(study_item__study=study).values_list("participant__label", "seen")
+    )
+    loads = []
+    for label in DECLARED:
+        assert per_person[(label, True)] == per_person[(label, False)], label
+        loads.append(per_person[(label, True)] * 2)
+    assert sum(loads) == 300 and max(loads) - min(loads) <= 2
+    # Every assignment's read flag agrees with what its participant declared.
+    for a in Assignment.objects.filter(study_item__study=study).select_related(
+        "participant", "study_item__qa_item"
+    ):
+        declared = {book[b].pk for b in DECLARED[a.participant.label]}
+        assert a.seen == (a.study_item.qa_item.work_id in declared)

@@ -42,6 +42,7 @@ DEMO_SOURCES = (
 )
 
 DEMO_STUDY = "Demo: who is speaking?"
+DEMO_DYNTOM_STUDY = "Demo: DynToM human baseline"
 DEMO_VALIDATION_BATCH = "Demo: validate the DynToM stage"
 
 # scripts/run_embedded.py prints these logins; change both together.
@@ -67,7 +68,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             reports = [self._import(source) for source in DEMO_SOURCES]
             user_lines = self._ensure_users(reset=options["reset_passwords"])
-            study_lines = self._ensure_study()
+            study_lines = self._ensure_study() + self._ensure_dyntom_study()
             annotation_lines = self._ensure_annotation()
         created = sum(sum(r.created.values()) for r in reports)
         unchanged = sum(sum(r.unchanged.values()) for r in reports)
@@ -113,6 +114,37 @@ class Command(BaseCommand):
         if participant is not None:
             lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
         lines.append(f"  logged-in raters: {reverse('rater:join', args=[study.pk])}")
+        return lines
+
+    def _ensure_dyntom_study(self) -> list[str]:
+        """A live DynToM human-baseline study over the demo stage, with one invite link."""
+        from django.urls import reverse
+
+        from benchmarks.models import Work
+        from studies.choice_services import choice_study_create
+        from studies.models import Participant, Study
+        from studies.services import participants_invite, study_launch
+
+        study = Study.objects.filter(name=DEMO_DYNTOM_STUDY).first()
+        if study is None:
+            works = list(Work.objects.filter(benchmark="dyntom").order_by("key")[:1])
+            if not works:
+                return []
+            study = choice_study_create(
+                name=DEMO_DYNTOM_STUDY,
+                benchmark="dyntom",
+                works=works,
+                stage_fraction=1,
+                overlap=3,
+                reveal=Study.Reveal.AFTER_SCENE,
+                instructions="Read the story, then answer each question about its characters.",
+            ).study
+            study = study_launch(study=study).study
+            participants_invite(study=study, labels=["demo invite"])
+        participant = Participant.objects.filter(study=study).order_by("pk").first()
+        lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
+        if participant is not None:
+            lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
         return lines
 
     def _ensure_annotation(self) -> list[str]:
