@@ -133,6 +133,8 @@ class GoLive:
     def summary(self) -> str:
         """One line for the researcher (browser message and command output alike)."""
         held = f": {', '.join(self.held_back)}" if self.held_back else ""
+        if self.study.benchmark not in ("tom-in-amc", "tvshowguess"):
+            return "Multiple-choice items need no leak check; the item set is now fixed."
         if self.leaks is None:
             return f"{len(self.held_back)} scenes held back{held}."
         r = self.leaks

@@ -166,6 +166,14 @@ def test_participant_two_round_question_and_dyntom_stage_by_keyboard(
     expect(mine_rows.first.get_by_test_id("first-ms")).to_have_text(re.compile(r"^\d+ ms$"))
     expect(mine_rows.first.get_by_test_id("second-ms")).to_have_text(re.compile(r"^\d+ ms$"))
     screenshot_of(researcher_page, "choice-7-researcher-responses")
+    researcher_page.goto(f"{live_server.url}/studies/{study.pk}/directness/")
+    first_item = researcher_page.locator(".directness-item").first
+    first_item.get_by_role("button", name="Indirect").click()
+    expect(first_item.get_by_test_id("label")).to_have_text("indirect")  # swapped by htmx
+    screenshot_of(researcher_page, "choice-8-directness")
+    researcher_page.goto(f"{live_server.url}/studies/{study.pk}/")
+    expect(researcher_page.get_by_test_id("answers-done")).to_have_text("2")  # of 4
+    screenshot_of(researcher_page, "choice-9-study-page")
     researcher_page.goto(f"{live_server.url}/studies/{dyn.pk}/responses/")
     expect(researcher_page.get_by_test_id("choice-responses").locator("tbody tr")).to_have_count(20)
     researcher_page.close()
