@@ -226,6 +226,9 @@ class Trainer:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device cuda was asked for, but this worker has no CUDA device")
         self.cuda = self.device.type == "cuda"
+        # New rows of the embedding matrix ([P_x], [SPLIT]) and the heads start random:
+        # seeded, so two runs with the same seed start from the same weights.
+        torch.manual_seed(config.seed)
         tokenizer, encoder = load_encoder(
             run.params["encoder"],
             attention_window=config.attention_window,
