@@ -85,18 +85,16 @@ def baseline_run_create(
             raise ValueError(f"encoder directory {encoder!r} does not exist")
         run_params["encoder"] = str(Path(encoder).resolve())
         model = Path(encoder).name
-    selection = {
-        key: value
-        for key, value in {
-            "eval_split": "" if eval_works else eval_split,
-            "eval_works": eval_works,
-            "train_split": "" if (train_works or not trained) else train_split,
-            "train_works": train_works if trained else None,
-            "select_split": "" if (select_works or not trained) else select_split,
-            "select_works": select_works if trained else None,
-        }.items()
-        if value
-    }
+    # A works list replaces its split; a split may be "" (works imported without one).
+    selection: dict[str, Any] = {}
+    parts = [("eval", eval_split, eval_works)]
+    if trained:
+        parts += [("train", train_split, train_works), ("select", select_split, select_works)]
+    for part, split, works in parts:
+        if works:
+            selection[f"{part}_works"] = list(works)
+        else:
+            selection[f"{part}_split"] = split
     run = Run.objects.create(
         name=name or f"{benchmark} {method}" + (f" {model}" if trained else ""),
         kind=Run.Kind.TRAINED,

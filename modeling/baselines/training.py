@@ -114,10 +114,9 @@ def task_sets(run: Run) -> TaskSets:
 
     def load(split_key: str, works_key: str) -> list[Task]:
         works = selection.get(works_key) or None
-        split = selection.get(split_key) or ""
-        if not works and not split:
+        if not works and split_key not in selection:
             return []
-        return tasks_load(benchmark=benchmark, splits=[split], works=works)
+        return tasks_load(benchmark=benchmark, splits=[selection.get(split_key, "")], works=works)
 
     return TaskSets(
         train=load("train_split", "train_works"),

@@ -186,14 +186,20 @@ def test_tasks_mask_screenplay_history_and_test_on_instances(movies):
 def test_a_work_without_history_scenes_learns_from_its_first_three_fifths(db, shared_data):
     call_command(
         "import_benchmark", "tvshowguess", str(shared_data / "tvshowguess" / "friends.raw"),
-        "--split", "dev", verbosity=0,
+        verbosity=0,
     )  # fmt: skip
-    (friends,) = tasks_load(benchmark="tvshowguess", splits=["dev"])
+    (friends,) = tasks_load(benchmark="tvshowguess", splits=[""])  # imported without a split
     scenes = list(Scene.objects.filter(work__key="friends").order_by("position"))
     assert len(friends.history) == len(scenes) * 3 // 5
     assert list(friends.history) == [s.pk for s in scenes[: len(friends.history)]]
     assert len(friends.history) + len(friends.tests) == len(scenes)
     assert all(e.instance_id for e in friends.test_examples)
+
+    call_command("train_baseline", "majority", "--benchmark", "tvshowguess", "--eval-split", "")
+    run = Run.objects.get(benchmark="tvshowguess")
+    assert sorted(run.predictions.values_list("speaker_instance_id", flat=True)) == sorted(
+        e.instance_id for e in friends.test_examples
+    )
 
 
 # --- training ---------------------------------------------------------------------------------
