@@ -37,6 +37,7 @@ from modeling.baselines.services import baseline_run_create
 from modeling.baselines.training import TRAINERS, Hooks, task_sets
 from modeling.models import Prediction, Run
 from modeling.services import run_queue
+from tests.celery_worker import drain_queue, purge_queues
 
 pytestmark = pytest.mark.django_db
 
@@ -309,13 +310,40 @@ def test_train_baseline_protonet_then_leopard_and_mtl_end_to_end(movies, tiny_en
         assert f"#{run.pk} {run.name}" in report
 
 
-def test_runs_of_kind_trained_go_to_the_gpu_queue(movies, tiny_encoder):
-    from config.celery import app
+def test_queued_baselines_go_to_the_gpu_queue_and_its_task_runs_them(
+    movies, tiny_encoder, researcher, rater, client, django_capture_on_commit_callbacks
+):
+    from modeling.tasks import train_baseline_task
 
-    run = _run("protonet", tiny_encoder)
-    assert run_queue(run) == "gpu"
-    route = app.amqp.router.route({}, "modeling.tasks.train_baseline")
-    assert route["queue"].name == "gpu"
+    purge_queues()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("train_baseline", "majority", "--background")
+    client.force_login(researcher)
+    form = {
+        "method": "protonet", "benchmark": "tom-in-amc", "train_split": "train",
+        "select_split": "dev", "eval_split": "dev", "encoder": str(tiny_encoder),
+        "epochs": "1", "seed": "2", "device": "cpu",
+    }  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("modeling:baseline-run-new"), form)
+    majority, protonet = Run.objects.order_by("pk")
+    assert response.status_code == 302 and response["Location"].endswith(f"/runs/{protonet.pk}/")
+    assert protonet.created_by == researcher and protonet.params["config"]["epochs"] == 1
+    assert run_queue(protonet) == "gpu"
+    assert drain_queue("gpu") == [
+        ("modeling.tasks.train_baseline", [majority.pk]),
+        ("modeling.tasks.train_baseline", [protonet.pk]),
+    ]
+    assert drain_queue("default") == []
+
+    assert train_baseline_task(majority.pk) == Run.Status.SUCCEEDED  # what the worker runs
+    assert majority.predictions.count() == len(_dev_instances(movies))
+
+    refused = client.post(reverse("modeling:baseline-run-new"), {**form, "encoder": "/nowhere"})
+    assert refused.status_code == 200 and b"does not exist" in refused.content
+    assert Run.objects.count() == 2
+    client.force_login(rater)
+    assert client.get(reverse("modeling:baseline-run-new")).status_code == 403
 
 
 def test_bad_settings_are_refused_with_what_is_wrong(movies, tiny_encoder, tmp_path):
