@@ -213,8 +213,10 @@ def load_encoder(
         # RoBERTa-style position ids start after the padding index (2 slots).
         max_length = min(max_length, positions - 2)
     if gradient_checkpointing:
-        encoder.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False}
+        # transformers 5 names it activation checkpointing (gradient_checkpointing_enable is
+        # deprecated); non-reentrant, as torch recommends.
+        encoder.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False}
         )
     return SceneTokenizer(tokenizer, max_length=max_length), LongformerP(encoder)
 

@@ -112,6 +112,30 @@ def test_scene_tokens_carry_speaker_ids_split_tokens_and_masks(tiny_encoder):
     assert batch.masks[1].nonzero().flatten().tolist() == [0]
 
 
+def test_gradient_checkpointing_path_gives_the_same_embeddings_and_gradients(tiny_encoder):
+    """What --device cuda turns on, checked on CPU: recomputing activations in the
+    backward pass changes nothing but memory."""
+    from modeling.baselines.data import Line
+
+    lines = [Line("dialog", "P0", "Hello there, son."), Line("dialog", "P1", "Dad.")]
+    results = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        tokenizer, model = load_encoder(
+            tiny_encoder, attention_window=16, max_length=64, gradient_checkpointing=checkpointing
+        )
+        model.train()  # checkpointing only acts in training; the same seed, the same dropout
+        batch = collate([tokenizer.encode(lines)], [(0, "P0"), (0, "P1")], pad_id=tokenizer.pad_id)
+        torch.manual_seed(1)
+        embeddings = model(batch)
+        embeddings.sum().backward()
+        results.append((embeddings.detach(), model.attention.weight.grad.clone()))
+        assert model.encoder.is_activation_checkpointing == checkpointing
+    assert embeddings.shape == (2, 32)
+    assert torch.allclose(results[0][0], results[1][0], atol=1e-5)
+    assert torch.allclose(results[0][1], results[1][1], atol=1e-5)
+
+
 # --- ProtoNet and LEOPARD math --------------------------------------------------------------
 
 
