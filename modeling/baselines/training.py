@@ -402,7 +402,12 @@ class Trainer:
         if final is not None:
             self.model.load_state_dict(final["model"])
         self.predict()
-        return Outcome(message=self._summary(state))
+        # Which epoch's weights made the predictions: the best on the selection split,
+        # else the last.
+        kept = state.best_epoch or (state.metrics[-1]["epoch"] if state.metrics else None)
+        metrics = [{**m, "kept": m["epoch"] == kept} for m in state.metrics]
+        Run.objects.filter(pk=self.run.pk).update(metrics=metrics)
+        return Outcome()
 
     def _examples(self, spec: Spec, scene_id: int) -> list:
         return (spec.task.history if spec.part == "history" else spec.task.tests)[scene_id]
@@ -437,11 +442,6 @@ class Trainer:
             state.finished = True
         self.save(state)
         Run.objects.filter(pk=self.run.pk).update(metrics=state.metrics)
-
-    def _summary(self, state: State) -> str:
-        if state.best_epoch is None:
-            return ""
-        return f"kept epoch {state.best_epoch} (mean dev accuracy {state.best_score:.3f})"
 
     def accuracy(self, tasks: list[Task]) -> float:
         """Mean over tasks of instance accuracy (the paper's "averaged performance")."""

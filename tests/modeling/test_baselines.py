@@ -304,6 +304,10 @@ def test_train_baseline_protonet_then_leopard_and_mtl_end_to_end(movies, tiny_en
         assert run.kind == Run.Kind.TRAINED and run.model == tiny_encoder.name
         assert [m["epoch"] for m in run.metrics] == [1, 2]
         assert all(m["train_loss"] > 0 and 0 <= m["dev_accuracy"] <= 1 for m in run.metrics)
+        best = max(m["dev_accuracy"] for m in run.metrics)
+        kept = [m for m in run.metrics if m["kept"]]  # the first epoch with the best dev score
+        assert len(kept) == 1 and kept[0]["dev_accuracy"] == best
+        assert kept[0] == next(m for m in run.metrics if m["dev_accuracy"] == best)
         ids = list(run.predictions.values_list("speaker_instance_id", flat=True))
         assert sorted(ids) == sorted(dev)  # one prediction per instance, no more
         assert run.done_calls == run.total_calls > len(dev)

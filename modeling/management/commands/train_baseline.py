@@ -107,7 +107,7 @@ class Command(RunModelCommand):
         return params
 
     def _execute(self, run_id: int) -> None:
-        bar = tqdm(total=None, desc=f"run {run_id}", unit="batch", file=self.stderr)
+        bar = tqdm(total=None, desc=f"run {run_id}", unit="step", file=self.stderr)
 
         def progress(state: RunProgress) -> None:
             bar.total = state.total
@@ -130,6 +130,7 @@ class Command(RunModelCommand):
             self.stdout.write(
                 f"  epoch {entry['epoch']}: train loss {entry.get('train_loss')}"
                 + (f", dev accuracy {dev:.3f}" if dev is not None else "")
+                + (" (kept)" if entry.get("kept") else "")
             )
         predictions = run.predictions.count()
         correct = run.predictions.filter(correct=True).count()
