@@ -24,7 +24,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -631,10 +631,3 @@ def baseline_train(*, run: Run, hooks: Hooks | None = None) -> Outcome:
     if not outcome.stopped:
         _save({"model": trainer.model.state_dict()}, trainer.directory / "final.pt")
     return outcome
-
-
-def iter_checkpoints(run_id: int) -> Iterator[Path]:
-    """The checkpoint files a run has written (for the run page and cleanup)."""
-    directory = checkpoint_dir(run_id)
-    if directory.is_dir():
-        yield from sorted(directory.glob("*.pt"))
