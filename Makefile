@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run setup test lint fmt bench bench-llm bench-parser
+.PHONY: run setup test lint fmt bench bench-llm bench-parser bench-baselines
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,6 @@ bench-llm: $(VENV)/.installed
 
 bench-parser: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_screenplay_parser.py
+
+bench-baselines: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_baseline_training.py --threads 1

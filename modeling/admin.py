@@ -220,17 +220,18 @@ class RunAdmin(ReadOnlyAdmin):
         "cost",
         "created_at",
     )
-    list_filter = ("status", "benchmark", "method", "backend", "imported")
+    list_filter = ("status", "kind", "benchmark", "method", "backend", "imported")
     list_select_related = ("backend", "template")
     search_fields = ("name", "model", "backend__name", "template__name")
     date_hierarchy = "created_at"
     actions = ("cancel_runs", "resume_runs")
     fields = (
         ("name", "status"),
-        ("benchmark", "method", "imported"),
+        ("kind", "benchmark", "method", "imported"),
         ("backend", "model", "template"),
         "params",
         "selection",
+        "metrics",
         ("progress", "error_calls", "calls_link", "predictions_link"),
         ("prompt_tokens", "completion_tokens", "cost"),
         ("budget_tokens", "budget_cost"),

@@ -215,3 +215,61 @@ class TemplateReviseForm(forms.Form):
 
     def clean_user(self) -> str:
         return self._check_fields("user")
+
+
+class BaselineRunForm(forms.Form):
+    """A trained-baseline run (``modeling.baselines``); blank numbers keep the paper's values."""
+
+    method = forms.ChoiceField(
+        choices=[
+            ("random", "Random"),
+            ("majority", "Majority"),
+            ("protonet", "ProtoNet"),
+            ("mtl", "MTL"),
+            ("leopard", "LEOPARD"),
+        ]
+    )
+    benchmark = forms.ChoiceField(
+        choices=[("tom-in-amc", "ToM-in-AMC"), ("tvshowguess", "TVShowGuess")]
+    )
+    train_split = forms.ChoiceField(choices=(), initial="train", required=False)
+    eval_split = forms.ChoiceField(choices=(), initial="dev", required=False)
+    select_split = forms.ChoiceField(
+        choices=(),
+        initial="dev",
+        required=False,
+        help_text="Its movies' mean accuracy picks the epoch kept.",
+    )
+    encoder = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="Local model directory on the GPU worker. Blank: TOMLAB_BASELINE_ENCODER.",
+    )
+    init_from = forms.IntegerField(
+        min_value=1, required=False, label="Start from run", help_text="LEOPARD: a ProtoNet run."
+    )
+    epochs = forms.IntegerField(min_value=1, required=False, help_text="Blank: 20 (LEOPARD 10).")
+    seed = forms.IntegerField(min_value=0, required=False)
+    device = forms.ChoiceField(choices=[("cuda", "cuda"), ("cpu", "cpu")], initial="cuda")
+    name = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        splits = [(s.value, s.label) for s in Split]
+        for name in ("train_split", "eval_split", "select_split"):
+            self.fields[name].choices = splits
+
+    def service_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        params = {k: data[k] for k in ("epochs", "seed", "device") if data[k] not in (None, "")}
+        return {
+            "method": data["method"],
+            "benchmark": data["benchmark"],
+            "train_split": data["train_split"],
+            "eval_split": data["eval_split"],
+            "select_split": data["select_split"],
+            "encoder": data["encoder"],
+            "init_from": data["init_from"],
+            "params": params,
+            "name": data["name"],
+        }

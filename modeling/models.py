@@ -167,7 +167,14 @@ class Run(models.Model):
         Status.STOPPED,
     )
 
+    class Kind(models.TextChoices):
+        LLM = "llm", "LLM pipeline"
+        # A model trained here (modeling.baselines): no backend, no prompts or calls;
+        # progress counts training batches and evaluated instances instead of calls.
+        TRAINED = "trained", "trained baseline"
+
     name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.LLM)
     benchmark = models.CharField(max_length=20)
     method = models.CharField(max_length=50)
     backend = models.ForeignKey(
@@ -190,6 +197,9 @@ class Run(models.Model):
     budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     budget_cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    # Trained runs: one object per finished epoch ({"epoch", "train_loss", "dev_accuracy",
+    # …}), drawn as the training curve on the run page.
+    metrics = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

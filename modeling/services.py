@@ -213,19 +213,28 @@ def run_create(
 
 
 def run_queue(run: Run) -> str:
-    """The Celery queue a run goes to: local models need a GPU worker (SPEC: scale-out)."""
+    """The Celery queue a run goes to: local models and training need a GPU worker
+    (SPEC: scale-out)."""
+    if run.kind == Run.Kind.TRAINED:
+        return "gpu"
     if run.backend is not None and run.backend.kind == Backend.Kind.TRANSFORMERS:
         return "gpu"
     return "default"
+
+
+def run_enqueue(run: Run) -> None:
+    """Send ``run`` to its queue (see :func:`run_queue`) once the transaction commits."""
+    _enqueue(run)
 
 
 def _enqueue(run: Run) -> None:
     queue = run_queue(run)
 
     def send() -> None:
-        from .tasks import run_model_task
+        from .tasks import run_model_task, train_baseline_task
 
-        run_model_task.apply_async((run.pk,), queue=queue)
+        task = train_baseline_task if run.kind == Run.Kind.TRAINED else run_model_task
+        task.apply_async((run.pk,), queue=queue)
 
     transaction.on_commit(send)
 
@@ -960,6 +969,8 @@ def run_execute(
         return "skipped"
     holder = LeaseHolder.current()
     try:
+        if run.kind == Run.Kind.TRAINED:
+            return _execute_trained(run, on_progress, interrupt or RunInterrupt())
         return _execute(run, on_progress, interrupt or RunInterrupt())
     except Exception as exc:
         logger.exception("run %s crashed", run.pk)
@@ -1079,6 +1090,41 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
     pipeline.finish(run=run)
     recorder.progress(force=True)
     return _finish(run.pk, stop_status, interrupt)
+
+
+def _execute_trained(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
+    """Train and evaluate a baseline (modeling.baselines) under this run's lease.
+
+    Progress counts training mini-batches and evaluated instances (``total_calls`` /
+    ``done_calls``). A stop request or a lost lease (cancelled) checkpoints and stops at
+    the next mini-batch; a resume continues from that checkpoint.
+    """
+    from .baselines.training import Hooks, baseline_train
+
+    lease = _Lease(run.pk)
+    holder = LeaseHolder.current()
+
+    def keep_going() -> bool:
+        lease.renew_if_due()
+        return not lease.lost and not interrupt.requested.is_set()
+
+    def progress(done: int, total: int) -> None:
+        lease.renew_if_due()
+        Run.objects.filter(pk=run.pk).update(total_calls=total, done_calls=done)
+        if on_progress is not None:
+            on_progress(RunProgress(run.pk, total, done, 0))
+
+    outcome = baseline_train(run=run, hooks=Hooks(keep_going=keep_going, progress=progress))
+    if lease.lost:
+        return Run.objects.get(pk=run.pk).status  # cancelled meanwhile
+    if outcome.stopped:
+        reason = interrupt.reason or "request"
+        status, message = Run.Status.STOPPED, f"{outcome.message} by {reason}; resume to continue"
+    else:
+        status, message = Run.Status.SUCCEEDED, outcome.message
+    if not _release(run.pk, holder, status=status, error=message):
+        return Run.objects.get(pk=run.pk).status
+    return status
 
 
 def _record_in_chunks(recorder: _Recorder, outcomes: list[_Outcome]) -> None:

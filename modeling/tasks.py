@@ -17,6 +17,17 @@ def run_model_task(self, run_id: int) -> str:
         raise self.retry(countdown=exc.seconds + 0.5) from None
 
 
+# Routed to the "gpu" queue by CELERY_TASK_ROUTES ("modeling.tasks.train_*"): only GPU
+# workers (celery -A config worker -Q gpu) train the baselines.
+@shared_task(bind=True, name="modeling.tasks.train_baseline", max_retries=None, acks_late=True)
+def train_baseline_task(self, run_id: int) -> str:
+    """Train (or resume from its last checkpoint) and evaluate a trained-baseline run."""
+    try:
+        return run_execute(run_id=run_id)
+    except RunLeased as exc:
+        raise self.retry(countdown=exc.seconds + 0.5) from None
+
+
 @worker_ready.connect
 def requeue_orphaned_runs(**kwargs) -> None:
     """A starting worker picks up the runs a dead worker left unfinished."""

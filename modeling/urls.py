@@ -9,6 +9,7 @@ app_name = "modeling"
 urlpatterns = [
     path("", views.run_list, name="run-list"),
     path("new/", views.run_new, name="run-new"),
+    path("baselines/new/", views.baseline_run_new, name="baseline-run-new"),
     path("<int:run_id>/", views.run_detail, name="run-detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="run-resume"),

@@ -24,7 +24,8 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.roles import is_researcher
 
 from . import selectors, services
-from .forms import RunForm, TemplateReviseForm
+from .baselines.services import baseline_run_create
+from .forms import BaselineRunForm, RunForm, TemplateReviseForm
 from .models import PromptTemplate, Run
 
 RUNS_PER_PAGE = 50
@@ -77,6 +78,24 @@ def run_new(request: HttpRequest) -> HttpResponse:
         except ValueError as exc:
             form.add_error(None, str(exc))
     return render(request, "modeling/run_new.html", {"form": form, "plan": plan})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def baseline_run_new(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST: record a trained-baseline run and queue it on the gpu queue."""
+    if request.method == "GET":
+        return render(request, "modeling/baseline_run_new.html", {"form": BaselineRunForm()})
+    form = BaselineRunForm(request.POST)
+    if form.is_valid():
+        try:
+            run = baseline_run_create(**form.service_kwargs(), created_by=request.user)
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Run {run.pk} queued for a GPU worker.")
+            return redirect("modeling:run-detail", run_id=run.pk)
+    return render(request, "modeling/baseline_run_new.html", {"form": form})
 
 
 def _progress_context(run: Run) -> dict[str, Any]:

@@ -42,6 +42,11 @@ urlpatterns = [
         views.report_job_table_csv,
         name="job-table-csv",
     ),
+    path(
+        "runs/<int:run_id>/training/<slug:key>.<report_image:fmt>",
+        views.run_training_chart,
+        name="run-training-chart",
+    ),
     # Before the benchmark routes: "validation" would otherwise read as a benchmark.
     path("validation/", validation_views.validation_report, name="validation"),
     path(

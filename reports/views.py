@@ -42,6 +42,7 @@ from modeling.models import Run
 from . import charts, exports, selectors, services
 from .models import ReportJob
 from .report_types import Cell, Report, Table
+from .tables.training import training_report
 
 JOB_PROGRESS_PARTIAL = "reports/job_detail.html#job-progress"
 RECENT_JOBS = 5
@@ -410,6 +411,19 @@ def report_chart(request: HttpRequest, benchmark: str, key: str, fmt: str) -> Ht
     except BadRunSelection as exc:
         return _bad_selection(exc)
     return _chart_response(report, key, fmt, _file_stem(benchmark, run_ids))
+
+
+@require_GET
+@researcher_required
+def run_training_chart(request: HttpRequest, run_id: int, key: str, fmt: str) -> HttpResponse:
+    """A trained-baseline run's curve (``loss`` or ``accuracy``) by epoch, for its run page."""
+    run = get_object_or_404(
+        Run.objects.only("pk", "name", "benchmark", "metrics"), pk=run_id, kind=Run.Kind.TRAINED
+    )
+    report = training_report(
+        run_id=run.pk, name=run.name, benchmark=run.benchmark, metrics=run.metrics or []
+    )
+    return _chart_response(report, key, fmt, f"run-{run.pk}-training")
 
 
 @require_GET

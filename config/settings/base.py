@@ -299,5 +299,13 @@ TOMLAB_CHARTOM_QUESTION_CANDIDATES = env.int("TOMLAB_CHARTOM_QUESTION_CANDIDATES
 TOMLAB_BERTSCORE_MODEL = env.str("TOMLAB_BERTSCORE_MODEL", default="")
 TOMLAB_BERTSCORE_LAYERS = env.int("TOMLAB_BERTSCORE_LAYERS", default=0)  # 0 = last layer
 
+# Trained baselines (modeling/baselines, ToM-in-AMC §5 and Appendix B): the local
+# directory of the Longformer they start from (e.g. allenai/longformer-base-4096 saved
+# with save_pretrained; nothing is downloaded), and where runs keep their checkpoints.
+TOMLAB_BASELINE_ENCODER = env.str("TOMLAB_BASELINE_ENCODER", default="")
+TOMLAB_BASELINE_CHECKPOINT_DIR = Path(
+    env.str("TOMLAB_BASELINE_CHECKPOINT_DIR", default=str(DATA_DIR / "baselines"))
+)
+
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

@@ -95,6 +95,7 @@ class RunSerializer(serializers.ModelSerializer):
         fields = (
             "id",
             "name",
+            "kind",
             "benchmark",
             "method",
             "backend",
@@ -112,6 +113,7 @@ class RunSerializer(serializers.ModelSerializer):
             "budget_tokens",
             "budget_cost",
             "error",
+            "metrics",
             "created_by",
             "created_at",
             "started_at",

@@ -9,6 +9,9 @@ import pytest
 from django.core.management import call_command
 
 from tests.llm_server import LLMTestServer
+from tests.tiny_longformer import build_tiny_longformer
+
+SCREENPLAYS = ("big_fish.fountain", "dead_poets_society.txt")
 
 
 @pytest.fixture
@@ -117,3 +120,39 @@ def tiny_bert(tmp_path_factory) -> Path:
     )
     BertModel(config).save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory, shared_data: Path) -> Path:
+    """A tiny Longformer whose tokenizer is trained on the two screenplays' text.
+
+    Torch runs on one thread in the tests: on the shared 2-core machines, OpenMP threads
+    spinning against other jobs made the tiny models' steps many times slower.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    texts = []
+    for name in SCREENPLAYS:
+        text = (shared_data / "screenplays" / name).read_text(encoding="utf-8", errors="replace")
+        texts += [line.strip() for line in text.splitlines() if line.strip()]
+    return build_tiny_longformer(tmp_path_factory.mktemp("tiny-longformer"), texts)
+
+
+@pytest.fixture
+def movies(db, shared_data: Path, tmp_path, settings):
+    """Big Fish (train split) and Dead Poets Society (dev), imported from the screenplays;
+    baseline checkpoints go to a temporary directory."""
+    settings.TOMLAB_BASELINE_CHECKPOINT_DIR = tmp_path / "checkpoints"
+    for name, split in zip(SCREENPLAYS, ("train", "dev"), strict=True):
+        call_command(
+            "import_benchmark",
+            "screenplay",
+            str(shared_data / "screenplays" / name),
+            "--split",
+            split,
+            verbosity=0,
+        )
+    from benchmarks.models import Work
+
+    return {w.split: w for w in Work.objects.filter(benchmark="tom-in-amc")}
