@@ -223,18 +223,25 @@ def books(request: HttpRequest, token: str) -> HttpResponse:
         read = {int(v) for v in request.POST.getlist("read")}
     except ValueError:
         return _message(request, "Not saved", "Unknown book.", status=422, participant=participant)
-    try:
-        cs.books_declare(participant=participant, read_work_ids=read)
-    except StudyError as exc:
-        return _refused(request, participant, exc)
-    return redirect("rater:start", token=participant.token)
+    return _after(
+        request, participant, lambda: cs.books_declare(participant=participant, read_work_ids=read)
+    )
 
 
 @require_POST
 def stage_take(request: HttpRequest, token: str, study_work_id: int) -> HttpResponse:
     participant = _participant(token)
+    return _after(
+        request,
+        participant,
+        lambda: cs.dyntom_stage_take(participant=participant, study_work_id=study_work_id),
+    )
+
+
+def _after(request, participant: Participant, call) -> HttpResponse:
+    """Run one service; back to the participant's step, or the refusal with its reason."""
     try:
-        cs.dyntom_stage_take(participant=participant, study_work_id=study_work_id)
+        call()
     except StudyError as exc:
         return _refused(request, participant, exc)
     return redirect("rater:start", token=participant.token)

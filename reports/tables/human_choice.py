@@ -70,6 +70,10 @@ def _model_picks(runs: list[dict[str, Any]], items: set[int]) -> dict[tuple[int,
     return out
 
 
+def _by_dimension(picks: list[dict[str, Any]]) -> list[Cell]:
+    return [pct(accuracy([p["correct"] for p in picks if p["dimension"] == d])) for d in DIMENSIONS]
+
+
 def _chartom(report: Report, runs, rows, *, seed: int) -> None:
     items = {r["qa_item_id"] for r in rows}
     indirect = {r["qa_item_id"] for r in rows if r["directness"] == "indirect"}
@@ -93,32 +97,14 @@ def _chartom(report: Report, runs, rows, *, seed: int) -> None:
         for _context, round_, window in WINDOWS:
             picks = [r for r in rows if keep(r) and r["round"] == round_]
             table_rows.append([label, window, *cells(picks, "qa_item_id")])
-            by_dimension.append(
-                [
-                    label,
-                    window,
-                    *(
-                        pct(accuracy([p["correct"] for p in picks if p["dimension"] == d]))
-                        for d in DIMENSIONS
-                    ),
-                ]
-            )
+            by_dimension.append([label, window, *_by_dimension(picks)])
     models = _model_picks(runs, items)
     by_run = {r["id"]: r for r in runs}
     for (run_id, context), picks in sorted(models.items()):
         window = {"0": "c=0", "1000": "c=1k", "2000": "c=2k"}.get(context, f"c={context}")
         label = f"{run_label(by_run[run_id])} ({by_run[run_id]['model']})"
         table_rows.append([label, window, *cells(picks, "item_id")])
-        by_dimension.append(
-            [
-                label,
-                window,
-                *(
-                    pct(accuracy([p["correct"] for p in picks if p["dimension"] == d]))
-                    for d in DIMENSIONS
-                ),
-            ]
-        )
+        by_dimension.append([label, window, *_by_dimension(picks)])
     columns = ["System", "Window"]
     for subset in ("All", "Indirect"):
         columns += [f"{subset} n", f"{subset} %", f"{subset} CI low %", f"{subset} CI high %"]
