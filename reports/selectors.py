@@ -287,6 +287,8 @@ def _human_guesses(study_ids: Iterable[int]):
     return Guess.objects.filter(
         assignment__participant__study_id__in=list(study_ids),
         assignment__participant__withdrawn_at__isnull=True,
+        # Practice scenes and attention checks are not answers to the benchmark.
+        assignment__study_item__role="test",
     ).filter(
         Q(assignment__status=Assignment.Status.SUBMITTED)
         | Q(assignment__participant__study__imported=True)

@@ -403,3 +403,37 @@ def confidence_record(*, participant: Participant, assignment_id: int, value: st
     ).update(confidence=int(value))
     if not updated:
         raise StudyError("no such open scene in your assignments")
+
+
+@transaction.atomic
+def study_running_update(*, study: Study, **fields: Any) -> Study:
+    """Save the recruitment, pacing and quality settings (``RunningForm.study_fields``)."""
+    for name, value in fields.items():
+        setattr(study, name, value)
+    study.save(update_fields=[*fields, "updated_at"])
+    return study
+
+
+@transaction.atomic
+def item_roles_set(*, study: Study, practice: StudyItem | None, attention: list[StudyItem]) -> int:
+    """Mark the practice scene and the attention checks; every other scene is a test item.
+
+    Only before anyone has been given scenes: a role changed mid-study would change
+    quotas and scores already handed out. Checks are meant to give their answer away,
+    so they are released from the leak check's hold. Returns how many items changed.
+    """
+    if Assignment.objects.filter(study_item__study=study).exists():
+        raise StudyError("scenes have been handed out: practice and checks can no longer change")
+    chosen = {item.pk: StudyItem.Role.ATTENTION for item in attention}
+    if practice is not None:
+        chosen[practice.pk] = StudyItem.Role.PRACTICE
+    changed = 0
+    for item in StudyItem.objects.filter(study=study).select_for_update():
+        role = chosen.get(item.pk, StudyItem.Role.TEST)
+        if item.role != role or (role != StudyItem.Role.TEST and item.held_back):
+            item.role = role
+            if role != StudyItem.Role.TEST:
+                item.held_back = False
+            item.save(update_fields=["role", "held_back"])
+            changed += 1
+    return changed
