@@ -131,7 +131,8 @@ def submit_refused(participant: Participant, exc: StudyError) -> HttpResponse:
     else:
         query["problem"] = "missing"
     url = reverse("rater:start", kwargs={"token": participant.token})
-    return redirect(f"{url}?{urlencode(query)}#guess-form")
+    # No #fragment: scrolling to one after load takes the focus off the speaker.
+    return redirect(f"{url}?{urlencode(query)}")
 
 
 # -- views --------------------------------------------------------------------------------

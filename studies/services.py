@@ -334,6 +334,7 @@ def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
             assignment=open_assignment,
         )
     if offer_work:
+        assignments_release_idle(study=participant.study)  # no query without a timeout
         for study_work in _open_works(participant):
             if _work_has_room(study_work):
                 return NextStep("familiarity", study_work=study_work)
