@@ -311,7 +311,9 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
         number = optional_number(request.GET.get("page"), name="page")
     except BadNumber as exc:
         return _bad_request(exc)
-    page = Paginator(selectors.leaking_scenes(study), LEAK_SCENES_PER_PAGE).get_page(number)
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in selectors.LEAK_KINDS else ""
+    page = Paginator(selectors.leaking_scenes(study, kind), LEAK_SCENES_PER_PAGE).get_page(number)
     scenes = []
     for s in page:
         by_line: dict[int, list[dict]] = {}
@@ -352,6 +354,7 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
         "page": page,
         "scenes": scenes,
         "counts": selectors.leak_counts(study),
+        "kind": kind,
         "alias_forms": alias_forms,
         "editable": study.status in EDITABLE_STATUSES,
     }
@@ -379,11 +382,7 @@ def study_leaks_check(request: HttpRequest, study_id: int) -> HttpResponse:
     except services.StudyError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Checked {report.scenes} scenes: {report.flagged} name a candidate outside "
-            f"dialogue, {report.mentions} only in dialogue; {report.held_back} held back.",
-        )
+        messages.success(request, f"Checked: {report.summary()}.")
     return _leaks_back(study)
 
 

@@ -128,11 +128,7 @@ class GoLive:
         held = f": {', '.join(self.held_back)}" if self.held_back else ""
         if self.leaks is None:
             return f"{len(self.held_back)} scenes held back{held}."
-        r = self.leaks
-        return (
-            f"Leak check: {r.flagged} of {r.scenes} scenes name a candidate outside "
-            f"dialogue, {r.mentions} only in dialogue; {r.held_back} held back{held}."
-        )
+        return f"Leak check: {self.leaks.summary()}{held}."
 
 
 @transaction.atomic

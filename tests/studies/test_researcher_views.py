@@ -283,7 +283,8 @@ def test_go_live_rechecks_and_holds_back_tom_in_amc_leaks(res_client, night_shif
     assert _held(study) == BLOCKING
     html = response.content.decode()
     assert (
-        "Leak check: 3 of 5 scenes name a candidate outside dialogue, 1 only in dialogue; "
+        "Leak check: 3 of 5 scenes give a candidate away (held back until released), "
+        "0 name one where this benchmark&#x27;s task shows it anyway, 1 only in dialogue; "
         "3 held back: "
         "01 heading, 02 direction, 03 cue." in html
     )
