@@ -121,6 +121,12 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     assert chartom.notes.count() == 3
     assert Construction.objects.filter(note__batch=chartom, stage="filter").count() == 12
     assert "CharToM-QA demo batch: CharToM-QA demo, 3 notes" in out
+    # The demo study asks for 3 raters per scene: it makes 3 invite links (issue 16).
+    from studies.models import Study
+
+    demo_study = Study.objects.get(benchmark="tom-in-amc")
+    assert demo_study.overlap == 3 and demo_study.participants.count() == 3
+    assert out.count("  invite link: /s/") == 3
     for username, password in LOGINS.items():
         user = get_user_model().objects.get(username=username)
         assert has_role(user, username)

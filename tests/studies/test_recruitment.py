@@ -268,3 +268,14 @@ def test_roles_are_offered_by_the_form_and_refused_once_handed_out(res_client, l
         roles, {"practice": items[0].pk, "attention": [items[0].pk]}, follow=True
     )
     assert "both the practice and a check" in page.content.decode()
+
+
+def test_a_duplicate_study_name_is_refused(res_client, live_study, friends):
+    response = res_client.post(
+        reverse("studies:new"),
+        {"name": "  friends GUESSING ", "works": [friends.pk], "scenes": "all", "seed": "0"}
+        | {"overlap": "2", "min_seen": "0", "min_unseen": "0", "reveal": "at_end", "tags": "x"},
+    )
+    assert response.status_code == 200
+    assert "a study with this name exists already" in response.content.decode()
+    assert Study.objects.count() == 1
