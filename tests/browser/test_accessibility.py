@@ -76,6 +76,7 @@ def test_researcher_pages_have_no_serious_violations(live_server, page, live_stu
         "/runs/new/",
         "/reports/",
         "/reports/tvshowguess/",
+        "/accounts/users/",
     ):
         page.goto(f"{live_server.url}{path}")
         check(page, path)
