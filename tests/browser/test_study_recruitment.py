@@ -53,6 +53,11 @@ def start(page, participant: Participant, live_server, *, seen: bool = False) ->
 
 def answer_scene(page, participant: Participant, *, wrong: tuple[str, ...] = ()) -> Assignment:
     assignment = current(participant)
+    # This scene's page, with its keyboard script running: keys pressed before the
+    # deferred script is attached would be lost.
+    form = page.locator(f"form#guess-form[action$='/scenes/{assignment.pk}/submit/']")
+    expect(form).to_have_count(1)
+    page.wait_for_load_state("domcontentloaded")
     answer_with_keys(page, speakers_of(assignment), wrong=wrong)
     page.keyboard.press("Enter")
     return assignment
