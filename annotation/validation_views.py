@@ -22,9 +22,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.decorators import researcher_required
 from accounts.roles import ANNOTATOR, has_role, is_researcher
 from config.request_params import BadNumber, optional_number
-from modeling.views import researcher_required
 
 from . import validation_selectors as selectors
 from . import validation_services as services

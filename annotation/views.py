@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from modeling.views import researcher_required
+from accounts.decorators import researcher_required
 
 from . import selectors, services
 from .forms import GenerationJobForm

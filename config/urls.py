@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts.user_views import user_list
 from accounts.views import ThrottledLoginView, admin_login
 
 from . import views
@@ -10,8 +13,16 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page says: send them to the SVG.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/users/", user_list, name="users"),
+    path(
+        "accounts/password/",
+        auth_views.PasswordChangeView.as_view(success_url="/"),
+        name="password_change",
+    ),
     # Before admin.site.urls, which has the same path: the admin log-in, throttled.
     path("admin/login/", admin_login),
     path("admin/", admin.site.urls),

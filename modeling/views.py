@@ -8,20 +8,16 @@ with htmx and gets 286 (stop polling) once the run is finished.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from accounts.roles import is_researcher
+from accounts.decorators import researcher_required as researcher_only
 
 from . import selectors, services
 from .baselines.services import baseline_run_create
@@ -31,19 +27,7 @@ from .models import PromptTemplate, Run
 RUNS_PER_PAGE = 50
 CALLS_PER_PAGE = 50
 PROGRESS_PARTIAL = "modeling/run_detail.html#run-progress"
-
-
-def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Anonymous users go to the login page; logged-in non-researchers get 403."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not is_researcher(request.user):
-            raise PermissionDenied("Model runs are for researchers only.")
-        return view(request, *args, **kwargs)
-
-    return wrapped
+researcher_required = researcher_only("Model runs are for researchers only.")
 
 
 @require_GET

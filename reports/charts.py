@@ -58,7 +58,9 @@ def render(chart: Chart, table: Table, fmt: ImageFormat) -> bytes:
     """Draw ``chart`` from ``table`` and encode it."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"unknown image format {fmt!r}")
-    if not table.rows:
+    if chart.kind not in ("bar", "heatmap", "line"):
+        raise ValueError(f"unknown chart kind {chart.kind!r}")
+    if not table.rows or not _has_values(chart, table):
         figure = _empty(chart)
     elif chart.kind == "bar":
         figure = _bar(chart, table)
@@ -72,6 +74,16 @@ def render(chart: Chart, table: Table, fmt: ImageFormat) -> bytes:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _has_values(chart: Chart, table: Table) -> bool:
+    """Whether any cell the chart would draw holds a number: rows of blanks (a study with
+    no answers yet) get "No data yet", not axes around nothing (-0.04 to 0.04 s)."""
+    if chart.kind == "heatmap":
+        columns = table.columns[1:]
+    else:
+        columns = chart.series or [c for c in table.columns if c != chart.x][:1]
+    return any(not math.isnan(_number(value)) for name in columns for value in _column(table, name))
 
 
 def _number(value: Cell) -> float:

@@ -239,9 +239,9 @@ def speaker_annotation_rows(benchmark: str) -> list[dict[str, Any]]:
 def report_studies(
     benchmark: str, *, study_ids: Sequence[int] | None = None
 ) -> list[dict[str, Any]]:
-    """The human studies a report covers, oldest first: every study of the benchmark by
-    default, each with its participant counts (``participant_count`` invited or joined,
-    ``withdrawn_count`` of them, left out of every number).
+    """The human studies a report covers, oldest first: every study of the benchmark that
+    is not a draft by default, each with its participant counts (``participant_count``
+    invited or joined, ``withdrawn_count`` of them, left out of every number).
 
     Raises ``ValueError`` naming the ids that are not studies of this benchmark, as
     ``report_runs`` does for runs.
@@ -249,6 +249,9 @@ def report_studies(
     studies = Study.objects.filter(benchmark=_benchmark(benchmark))
     if study_ids is not None:
         studies = studies.filter(pk__in=list(study_ids))
+    else:
+        # A draft has no answers and may never run: not a system to compare by default.
+        studies = studies.exclude(status=Study.Status.DRAFT)
     rows = list(
         studies.order_by("pk")
         .annotate(
@@ -287,6 +290,8 @@ def _human_guesses(study_ids: Iterable[int]):
     return Guess.objects.filter(
         assignment__participant__study_id__in=list(study_ids),
         assignment__participant__withdrawn_at__isnull=True,
+        # Practice scenes and attention checks are not answers to the benchmark.
+        assignment__study_item__role="test",
     ).filter(
         Q(assignment__status=Assignment.Status.SUBMITTED)
         | Q(assignment__participant__study__imported=True)

@@ -38,6 +38,7 @@ from benchmarks.models import Benchmark
 from benchmarks.selectors import item_bank_counts
 from config.request_params import BadNumber, number_list
 from modeling.models import Run
+from modeling.pipelines import pipeline_benchmarks
 
 from . import charts, exports, selectors, services
 from .models import ReportJob
@@ -335,6 +336,8 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         "label": Benchmark(benchmark).label,
         "runs": runs,
         "jobs": jobs,
+        # "Start one" only where the run form has a pipeline for this benchmark.
+        "runnable": benchmark in pipeline_benchmarks(),
     }
     try:
         run_ids = _selection(request, benchmark)

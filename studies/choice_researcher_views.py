@@ -18,18 +18,20 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.decorators import researcher_required as researcher_only
 from config.csv_safe import csv_stream
 from config.request_params import BadNumber, optional_number
-from modeling.views import researcher_required
 
 from . import choice_exchange, selectors
 from . import choice_services as cs
 from .choice_forms import ChoiceStudyForm
 from .forms import InviteForm, StudyTextsForm
 from .models import Assignment, ChoiceAnswer, Study, StudyItem
+from .running_forms import CsvInviteForm, RunningForm
 from .services import StudyError
 
 PER_PAGE = 100
+researcher_required = researcher_only("Studies are for researchers only.")
 
 
 def _choice_study(study_id: int) -> Study:
@@ -100,6 +102,13 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
             initial={"instructions": study.instructions, "consent": study.consent}
         ),
         "invite_form": InviteForm(),
+        "csv_form": CsvInviteForm(),
+        "running_form": RunningForm.for_study(study),
+        "public_url": (
+            request.build_absolute_uri(reverse("rater:public", args=[study.public_token]))
+            if study.public_cap and study.public_token
+            else ""
+        ),
         "editable": study.status in (Study.Status.DRAFT,),
     }
     return render(request, "studies/choice_study_detail.html", context)

@@ -21,9 +21,9 @@ from benchmarks.models import DynToMScenario, QAItem
 from config.request_params import BadNumber, optional_number
 
 from . import choice_services as cs
-from . import services
+from . import participant_views, services
 from .models import Assignment, ChoiceAnswer, Participant, Study, StudyWork
-from .services import StudyError
+from .services import NextStep, StudyError
 
 QUESTION_PAGE = "studies/choice_question.html"
 STAGE_PAGE = "studies/choice_stage.html"
@@ -165,6 +165,10 @@ def _stage(request, participant: Participant, assignment: Assignment, **extra) -
 
 
 def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
+    # The exit questionnaire, when the study has one, comes before the last page.
+    screen = participant_views.interstitial(request, participant, NextStep("done"))
+    if screen is not None:
+        return screen
     revealed = _reveal(participant)
     rows = []
     if revealed:
@@ -175,6 +179,7 @@ def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
         "revealed": revealed,
         "rows": rows,
         "correct": sum(1 for r in rows if r["correct"]),
+        "finished": finished(participant),
     }
     return render(request, "studies/choice_done.html", context)
 

@@ -97,6 +97,14 @@ class StudyCreateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["works"].queryset = works_for_studies()
 
+    def clean_name(self) -> str:
+        from .recruitment import study_name_taken
+
+        name = self.cleaned_data["name"].strip()
+        if study_name_taken(name):
+            raise forms.ValidationError("a study with this name exists already; choose another")
+        return name
+
     def clean_tags(self) -> list[str]:
         tags = list(dict.fromkeys(_lines(self.cleaned_data["tags"])))
         if not tags:

@@ -157,6 +157,17 @@ class LeakReport:
     flagged: int  # scenes with a blocking finding
     mentions: int  # scenes whose only findings are names spoken in dialogue
     held_back: int
+    # Scenes naming a candidate outside dialogue where the benchmark's task shows that
+    # text anyway (TVShowGuess backgrounds): listed and flagged, never held back.
+    shown: int = 0
+
+    def summary(self) -> str:
+        """One line whose counts add up to the scenes the leak page lists."""
+        return (
+            f"{self.flagged} of {self.scenes} scenes give a candidate away (held back until "
+            f"released), {self.shown} name one where this benchmark's task shows it anyway, "
+            f"{self.mentions} only in dialogue; {self.held_back} held back"
+        )
 
 
 @transaction.atomic
@@ -179,7 +190,7 @@ def leaks_check(*, study: Study) -> LeakReport:
     for c in Character.objects.filter(work_id__in={r.study_work.work_id for r in rows}):
         characters[c.work_id][c.name.casefold()] = c
     blocking_where = BLOCKING_WHERE_BY_BENCHMARK.get(study.benchmark, BLOCKING_WHERE)
-    flagged = mentions = 0
+    flagged = mentions = shown = 0
     for row in rows:
         work_chars = characters[row.study_work.work_id]
         # A candidate the item bank has no row for is still scanned by its name.
@@ -197,13 +208,16 @@ def leaks_check(*, study: Study) -> LeakReport:
             row.held_back = False  # its leaks are gone
         row.leaks = findings
         flagged += bool(new)
-        mentions += bool(findings) and not new
+        outside = any(f.get("where") != "speech" for f in findings)
+        shown += bool(findings) and not new and outside
+        mentions += bool(findings) and not new and not outside
     StudyItem.objects.bulk_update(rows, ["leaks", "held_back"], batch_size=200)
     return LeakReport(
         scenes=len(rows),
         flagged=flagged,
         mentions=mentions,
         held_back=sum(r.held_back for r in rows),
+        shown=shown,
     )
 
 

@@ -87,6 +87,30 @@ class Study(models.Model):
     # CharToM-QA: when the researcher applied the read/not-read design (then late joiners
     # and withdrawals rebalance it automatically).
     design_applied_at = models.DateTimeField(null=True, blank=True)
+    # -- running it with recruited participants (studies.recruitment) ---------------------
+    # Query parameters of the recruiting platform's link (Prolific's names by default).
+    param_participant = models.CharField(max_length=40, default="PROLIFIC_PID", blank=True)
+    param_study = models.CharField(max_length=40, default="STUDY_ID", blank=True)
+    param_session = models.CharField(max_length=40, default="SESSION_ID", blank=True)
+    completion_code = models.CharField(max_length=100, blank=True, default="")
+    completion_url = models.URLField(max_length=500, blank=True, default="")
+    # The public link (/s/p/<public_token>/) creates participants up to the cap.
+    public_token = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    public_cap = models.PositiveIntegerField(default=0, help_text="0: no public link")
+    minutes_estimate = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="shown before consent; blank: estimated per scene"
+    )
+    debrief = models.TextField(blank=True, default="")
+    # [{"key": "age", "label": "Age band", "choices": ["18-24", ...]}]; no choices: free text.
+    exit_questions = BulkJSONField(default=list, blank=True)
+    # Pacing: a break screen after this many scenes in one sitting (0: none), and open
+    # assignments idle this long go back to the pool (0: never).
+    session_cap = models.PositiveSmallIntegerField(default=0)
+    idle_timeout_minutes = models.PositiveIntegerField(default=0)
+    allow_cant_tell = models.BooleanField(default=False, help_text="offer “can't tell”")
+    ask_confidence = models.BooleanField(default=False, help_text="confidence rating per scene")
+    # Raters who fail more attention checks than this are flagged as excluded.
+    attention_max_failures = models.PositiveSmallIntegerField(default=0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -123,6 +147,11 @@ class StudyItem(models.Model):
     Assignment locks these rows to keep quotas exact.
     """
 
+    class Role(models.TextChoices):
+        TEST = "test", "test"
+        PRACTICE = "practice", "practice"
+        ATTENTION = "attention", "attention check"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="study_items")
     study_work = models.ForeignKey(StudyWork, on_delete=models.CASCADE, related_name="items")
     scene = models.ForeignKey(
@@ -137,6 +166,10 @@ class StudyItem(models.Model):
     # DynToM: the question ids a participant answers, when the researcher chose a subset.
     question_ids = BulkJSONField(default=list, blank=True)
     position = models.PositiveIntegerField(default=0)
+    # Practice items come first with feedback and are never scored; attention checks
+    # (an item whose answer is given away) go to everyone and flag inattentive raters.
+    # Neither counts toward quotas or reports.
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.TEST)
     # Held back scenes are never assigned (the leak check found the answer in them).
     held_back = models.BooleanField(default=False)
     # [{"line": i, "kind": "name"|"alias"|"cue", "match": "...", "text": "..."}]
@@ -179,6 +212,18 @@ class Participant(models.Model):
     # Withdrawn raters keep their responses, but reports and quotas leave them out.
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The recruiting platform's ids from the link: {"participant", "study", "session"}.
+    platform_ids = BulkJSONField(default=dict, blank=True)
+    via_public_link = models.BooleanField(default=False)
+    refused_at = models.DateTimeField(null=True, blank=True, help_text="did not consent")
+    exit_answers = BulkJSONField(default=dict, blank=True)
+    exit_done_at = models.DateTimeField(null=True, blank=True)
+    # "Withdraw my data": the participant's answers were deleted at their request.
+    data_withdrawn_at = models.DateTimeField(null=True, blank=True)
+    # Submitted scenes when the current sitting began (the break screen resets it).
+    sitting_start = models.PositiveIntegerField(default=0)
+    # Open assignments released after the idle timeout; cleared once the rater is told.
+    released_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -209,6 +254,7 @@ class Familiarity(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["participant", "work"], name="familiarity_unique")
         ]
+        verbose_name_plural = "familiarities"
 
     def __str__(self) -> str:
         return f"{self.participant} {'has' if self.seen else 'has not'} seen {self.work}"
@@ -271,6 +317,7 @@ class Assignment(models.Model):
     option_seed = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ASSIGNED)
     history_needed = models.BooleanField(null=True, blank=True)
+    confidence = models.PositiveSmallIntegerField(null=True, blank=True, help_text="1 to 5")
     # Server-side timing: total from first display to submit; active cuts idle gaps.
     first_shown_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)
@@ -300,6 +347,8 @@ class Guess(models.Model):
         "benchmarks.SpeakerInstance", on_delete=models.PROTECT, related_name="human_guesses"
     )
     answer = models.CharField(max_length=255, blank=True, default="", help_text="candidate name")
+    # "Can't tell" (when the study offers it) answers the speaker without a name.
+    cant_tell = models.BooleanField(default=False)
     # Set when the scene is submitted, never before: the gold stays on the server.
     correct = models.BooleanField(null=True, blank=True)
     tags = BulkJSONField(default=list, blank=True)
@@ -311,6 +360,7 @@ class Guess(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["assignment", "instance"], name="guess_once")
         ]
+        verbose_name_plural = "guesses"
 
     def __str__(self) -> str:
         return f"{self.assignment} {self.instance.code}: {self.answer}"

@@ -7,7 +7,7 @@ from django.urls import path, register_converter
 
 from accounts.throttling import token_patterns_throttled
 
-from . import choice_views
+from . import choice_views, participant_views
 from . import rater_views as views
 from .models import Participant
 
@@ -49,7 +49,22 @@ urlpatterns = [
         choice_views.result,
         name="choice-result",
     ),
+    path("p/<invite_token:public_token>/", participant_views.public_join, name="public"),
     path("<invite_token:token>/", views.start, name="start"),
+    path("<invite_token:token>/refuse/", participant_views.refuse, name="refuse"),
+    path("<invite_token:token>/continue/", participant_views.sitting_continue, name="continue"),
+    path(
+        "<invite_token:token>/released/",
+        participant_views.released_acknowledge,
+        name="released-ack",
+    ),
+    path("<invite_token:token>/exit/", participant_views.exit_answers, name="exit"),
+    path("<invite_token:token>/withdraw/", participant_views.withdraw_data, name="withdraw"),
+    path(
+        "<invite_token:token>/scenes/<int:assignment_id>/confidence/",
+        participant_views.confidence,
+        name="confidence",
+    ),
     path("<invite_token:token>/consent/", views.consent, name="consent"),
     path(
         "<invite_token:token>/works/<int:study_work_id>/familiarity/",

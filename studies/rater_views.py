@@ -29,7 +29,8 @@ from django.views.decorators.http import require_GET, require_POST
 from benchmarks.models import Scene, SpeakerInstance
 from config.request_params import BadNumber, optional_number, parse_number
 
-from . import services
+from . import participant_views, recruitment, services
+from .errors import SubmitIncomplete
 from .models import (
     Assignment,
     Guess,
@@ -175,7 +176,7 @@ class Speaker:
     instance_id: int
     code: str
     candidates: list[tuple[int, str]]  # (index, display name)
-    chosen: int | None = None
+    chosen: int | str | None = None  # a candidate's index, or "cant" (can't tell)
     tags: list[str] = field(default_factory=list)
     evidence: str = ""
 
@@ -194,7 +195,9 @@ def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]
     for instance in sorted(instances, key=lambda i: _code_order(i.code)):
         guess = guesses.get(instance.pk)
         chosen = None
-        if guess is not None and guess.answer in instance.candidates:
+        if guess is not None and guess.cant_tell:
+            chosen = "cant"
+        elif guess is not None and guess.answer in instance.candidates:
             chosen = instance.candidates.index(guess.answer)
         speakers.append(
             Speaker(
@@ -247,6 +250,7 @@ def _render_scene(
 ) -> HttpResponse:
     services.scene_shown(participant=participant, assignment=assignment)
     context = _scene_context(participant, assignment, error)
+    context |= participant_views.scene_extras(request, assignment)
     return render(request, SCENE_PAGE, context, status=status)
 
 
@@ -319,6 +323,7 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
         "revealed": revealed,
         "score": services.participant_score(participant=participant) if revealed else None,
         "results": _results(participant, submitted),
+        "finished": services.participant_finished(participant=participant),
     }
     return render(request, "studies/rater_done.html", context)
 
@@ -347,6 +352,10 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
     """Render whatever step the rater is at; the same URL always resumes there."""
     participant = _participant(token)
     study = participant.study
+    if request.GET:  # a recruiting platform's ids on the invite link
+        recruitment.platform_ids_capture(participant=participant, params=request.GET)
+    if (last_page := participant_views.ended(request, participant)) is not None:
+        return last_page
     if participant.withdrawn_at is not None:
         return _message(
             request,
@@ -373,10 +382,15 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         return _message(
             request, "Study closed", "This study is closed. Thank you for your interest."
         )
+    if (screen := participant_views.interstitial(request, participant, step)) is not None:
+        return screen
     if step.kind == "consent":
-        return render(
-            request, "studies/rater_consent.html", {"participant": participant, "study": study}
-        )
+        context = {
+            "participant": participant,
+            "study": study,
+            "estimate": recruitment.study_estimate(study=study),
+        }
+        return render(request, "studies/rater_consent.html", context)
     if step.kind == "familiarity":
         context = {
             "participant": participant,
@@ -520,7 +534,9 @@ def _answers(post: QueryDict) -> tuple[dict[int, dict[str, Any]], bool | None]:
             continue
         kind, instance_id = match[1], _instance_id(key, match[2])
         values = per_instance.setdefault(instance_id, {})
-        if kind == "choice":
+        if kind == "choice" and post.get(key) == "cant":
+            values["choice"] = services.CANT_TELL
+        elif kind == "choice":
             try:
                 values["choice"] = parse_number(post.get(key), name=_field_name(key))
             except BadNumber:
@@ -582,6 +598,12 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
         return _not_yours(request, participant)
     if assignment.status != Assignment.Status.SUBMITTED:
         try:
+            if request.POST.get("confidence") and participant.study.ask_confidence:
+                recruitment.confidence_record(
+                    participant=participant,
+                    assignment_id=assignment.pk,
+                    value=request.POST["confidence"],
+                )
             # One call, one lock: a submit that raced another tab's finds the scene
             # submitted and lands where a replay lands, below.
             per_instance, flag = _answers(request.POST)
@@ -592,12 +614,14 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
                 history_needed=flag,
             )
         except StudyError as exc:
-            if participant.study.status != Study.Status.LIVE or participant.withdrawn_at:
+            refused = participant.study.status != Study.Status.LIVE or participant.withdrawn_at
+            if refused or not isinstance(exc, SubmitIncomplete):  # tampered or closed
                 return _message(request, "Not saved", str(exc), status=400, participant=participant)
-            # Answers that were valid stay saved; the page shows what is still missing.
-            assignment = _own_assignment(participant, assignment.pk)
-            return _render_scene(request, participant, assignment, error=str(exc), status=400)
-    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
+            # Answers that were valid stay saved; the page (a GET, so a reload does not
+            # post again) marks what is still missing.
+            return participant_views.submit_refused(participant, exc)
+    practice = assignment.study_item.role == assignment.study_item.Role.PRACTICE
+    if participant.study.reveal == Study.Reveal.AFTER_SCENE or practice:
         return redirect("rater:scene-result", token=participant.token, assignment_id=assignment.pk)
     return redirect("rater:start", token=participant.token)
 
@@ -609,8 +633,9 @@ def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
     assignment = _own_assignment(participant, assignment_id)
     if assignment is None:
         return _not_yours(request, participant)
+    practice = assignment.study_item.role == assignment.study_item.Role.PRACTICE
     if assignment.status != Assignment.Status.SUBMITTED or not (
-        services.participant_reveal_allowed(participant=participant)
+        practice or services.participant_reveal_allowed(participant=participant)
     ):
         raise Http404("no result to show yet")
     (result,) = _results(participant, [assignment])

@@ -21,13 +21,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from accounts.decorators import researcher_required as researcher_only
 from benchmarks.models import Character, Scene
 from benchmarks.services import character_aliases_set, character_gender_set
 from config.csv_safe import csv_writer
 from config.request_params import BadNumber, optional_number
-from modeling.views import researcher_required
 
-from . import choice_researcher_views, choice_services, selectors, services
+from . import choice_researcher_views, choice_services, quality, selectors, services
 from .forms import AliasForm, GenderForm, InviteForm, StudyCreateForm, StudyTextsForm
 from .leaks import (
     EDITABLE_STATUSES,
@@ -37,11 +37,13 @@ from .leaks import (
     leaks_check,
     scene_hold,
 )
-from .models import Participant, Study, StudyItem, StudyWork
+from .models import Assignment, Participant, Study, StudyItem, StudyWork
 from .perturbation import gender_for, name_maps_build
+from .running_forms import CsvInviteForm, ItemRolesForm, RunningForm
 from .sampling import ALL, sample_scenes
 
 PROGRESS_PARTIAL = "studies/study_detail.html#progress"
+researcher_required = researcher_only("Studies are for researchers only.")
 RESPONSES_PER_PAGE = 100
 
 
@@ -179,6 +181,15 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "invite_form": InviteForm(),
         "invites": invites,
         "editable": study.status in EDITABLE_STATUSES,
+        "running_form": RunningForm.for_study(study),
+        "roles_form": ItemRolesForm(study=study),
+        "csv_form": CsvInviteForm(),
+        "quality": quality.study_quality(study, context["raters"]),
+        "public_url": (
+            request.build_absolute_uri(reverse("rater:public", args=[study.public_token]))
+            if study.public_cap and study.public_token
+            else ""
+        ),
     }
     return render(request, "studies/study_detail.html", context)
 
@@ -225,10 +236,18 @@ def study_resume(request: HttpRequest, study_id: int) -> HttpResponse:
     return _transition(request, study_id, services.study_launch, "The study is live again.")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @researcher_required
 def study_close(request: HttpRequest, study_id: int) -> HttpResponse:
-    return _transition(request, study_id, services.study_close, "The study is closed.")
+    """GET: what closing does, and a button; POST: close. One click never closes."""
+    if request.method == "POST":
+        return _transition(request, study_id, services.study_close, "The study is closed.")
+    study = _study(study_id)
+    open_count = Assignment.objects.filter(
+        participant__study=study, status=Assignment.Status.ASSIGNED
+    ).count()
+    context = {"study": study, "open_count": open_count}
+    return render(request, "studies/study_close.html", context)
 
 
 @require_POST
@@ -255,6 +274,9 @@ def study_texts(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_invite(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form = InviteForm(request.POST)
+    if study.status == Study.Status.CLOSED:
+        messages.error(request, "The study is closed: it takes no new invites.")
+        return _back(study)
     if not form.is_valid():
         messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
         return _back(study)
@@ -291,7 +313,9 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
         number = optional_number(request.GET.get("page"), name="page")
     except BadNumber as exc:
         return _bad_request(exc)
-    page = Paginator(selectors.leaking_scenes(study), LEAK_SCENES_PER_PAGE).get_page(number)
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in selectors.LEAK_KINDS else ""
+    page = Paginator(selectors.leaking_scenes(study, kind), LEAK_SCENES_PER_PAGE).get_page(number)
     scenes = []
     for s in page:
         by_line: dict[int, list[dict]] = {}
@@ -332,6 +356,7 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
         "page": page,
         "scenes": scenes,
         "counts": selectors.leak_counts(study),
+        "kind": kind,
         "alias_forms": alias_forms,
         "editable": study.status in EDITABLE_STATUSES,
     }
@@ -359,11 +384,7 @@ def study_leaks_check(request: HttpRequest, study_id: int) -> HttpResponse:
     except services.StudyError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Checked {report.scenes} scenes: {report.flagged} name a candidate outside "
-            f"dialogue, {report.mentions} only in dialogue; {report.held_back} held back.",
-        )
+        messages.success(request, f"Checked: {report.summary()}.")
     return _leaks_back(study)
 
 

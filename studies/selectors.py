@@ -161,28 +161,45 @@ def progress_summary(
     )
 
 
-def leaking_scenes(study: Study) -> list[StudyItem]:
-    """Scenes whose leak check found anything, in study order."""
+LEAK_KINDS = ("blocking", "shown", "speech")
+
+
+def leak_kind(leaks: list[dict[str, Any]]) -> str:
+    """A scene's group on the leak page: ``blocking`` (gives a candidate away: held back
+    until released), ``shown`` (names one outside dialogue where the benchmark's task
+    shows that text anyway), ``speech`` (names only in dialogue), or "" (nothing)."""
+    from .leaks import is_blocking
+
+    if not leaks:
+        return ""
+    if any(is_blocking(f) for f in leaks):
+        return "blocking"
+    return "shown" if any(f.get("where") != "speech" for f in leaks) else "speech"
+
+
+def leaking_scenes(study: Study, kind: str = "") -> list[StudyItem]:
+    """Scenes whose leak check found anything (of one ``kind`` if given), in study order."""
     return [
         s
         for s in StudyItem.objects.filter(study=study)
         .select_related("scene", "study_work__work")
         .order_by("study_work__position", "position")
-        if s.leaks
+        if s.leaks and (not kind or leak_kind(s.leaks) == kind)
     ]
 
 
 def leak_counts(study: Study) -> dict[str, int]:
-    from .leaks import is_blocking
-
+    """Scenes, held back, and scenes per :func:`leak_kind`: the groups add up to the
+    scenes the leak page lists (``listed``). ``flagged`` and ``mentions`` are the
+    blocking and dialogue-only counts under their older names."""
     counts: Counter[str] = Counter()
     for leaks, held in StudyItem.objects.filter(study=study).values_list("leaks", "held_back"):
         counts["scenes"] += 1
         counts["held_back"] += held
-        if any(is_blocking(f) for f in leaks or []):
-            counts["flagged"] += 1
-        elif leaks:
-            counts["mentions"] += 1
+        if kind := leak_kind(leaks or []):
+            counts[kind] += 1
+            counts["listed"] += 1
+    counts["flagged"], counts["mentions"] = counts["blocking"], counts["speech"]
     return dict(counts)
 
 

@@ -26,7 +26,10 @@ from accounts.roles import RATER, has_role
 from benchmarks.models import Scene, SpeakerInstance, Work
 
 from .assignment import items_assign_with_room
-from .errors import StudyError  # views, commands and tests import it from here
+from .errors import (
+    StudyError,  # views, commands and tests import it from here
+    SubmitIncomplete,
+)
 from .leaks import LeakReport, leaks_check
 from .models import (
     Assignment,
@@ -40,9 +43,12 @@ from .models import (
     WorkSession,
 )
 from .perturbation import name_maps_build
+from .recruitment import assignments_release_idle, session_prepare, study_work_has_history
 
 # Gaps between a rater's actions longer than this are idle time, not work.
 IDLE_CUTOFF = timedelta(minutes=2)
+# The choice index that stands for "can't tell" (studies that offer it).
+CANT_TELL = -2
 
 
 # -- set-up -----------------------------------------------------------------------------
@@ -137,11 +143,7 @@ class GoLive:
             return "Multiple-choice items need no leak check; the item set is now fixed."
         if self.leaks is None:
             return f"{len(self.held_back)} scenes held back{held}."
-        r = self.leaks
-        return (
-            f"Leak check: {r.flagged} of {r.scenes} scenes name a candidate outside "
-            f"dialogue, {r.mentions} only in dialogue; {r.held_back} held back{held}."
-        )
+        return f"Leak check: {self.leaks.summary()}{held}."
 
 
 @transaction.atomic
@@ -346,6 +348,7 @@ def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
             assignment=open_assignment,
         )
     if offer_work:
+        assignments_release_idle(study=participant.study)  # no query without a timeout
         for study_work in _open_works(participant):
             if _work_has_room(study_work):
                 return NextStep("familiarity", study_work=study_work)
@@ -356,7 +359,7 @@ def _work_has_room(study_work: StudyWork) -> bool:
     """Cheap pre-check (no locks) that some scene of the work is not yet full."""
     study = study_work.study
     full = (
-        StudyItem.objects.filter(study_work=study_work, held_back=False)
+        StudyItem.objects.filter(study_work=study_work, held_back=False, role=StudyItem.Role.TEST)
         .annotate(
             n=Count(
                 "assignments",
@@ -381,6 +384,7 @@ def familiarity_declare(
     if study_work.study_id != participant.study_id:
         raise StudyError("that work is not part of your study")
     study = participant.study
+    assignments_release_idle(study=study)  # idle raters' open scenes count as free
     with transaction.atomic():
         session, created = WorkSession.objects.get_or_create(
             participant=participant,
@@ -397,7 +401,9 @@ def familiarity_declare(
         # Lock, count per familiarity group, keep scenes with room, create: the shared
         # routine of studies.assignment (DynToM validation uses it too).
         given = items_assign_with_room(
-            items=StudyItem.objects.filter(study_work=study_work, held_back=False),
+            items=StudyItem.objects.filter(
+                study_work=study_work, held_back=False, role=StudyItem.Role.TEST
+            ),
             assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
             item_field="study_item",
             group_field="seen",
@@ -415,6 +421,7 @@ def familiarity_declare(
         )
         if not given:
             WorkSession.objects.filter(pk=session.pk).update(finished_at=timezone.now())
+        session_prepare(participant=participant, session=session, given=given)
     return session
 
 
@@ -481,7 +488,10 @@ def _guess_values(
 ) -> dict[str, Any]:
     """Validated Guess fields for what the rater sent (``None``: not sent)."""
     values: dict[str, Any] = {}
-    if choice is not None:
+    if choice == CANT_TELL and study.allow_cant_tell:
+        values["answer"], values["cant_tell"] = "", True
+    elif choice is not None:
+        values["cant_tell"] = False
         if not 0 <= choice < len(instance.candidates):
             raise StudyError(f"choose one of the {len(instance.candidates)} candidates")
         values["answer"] = instance.candidates[choice]
@@ -632,11 +642,11 @@ def scene_submit(
             _answers_apply(participant, assignment, answers or {}, history_needed)
         problem = _submit_finalise(participant, assignment)
     if problem:  # raised after the commit, so the answers just saved are kept
-        raise StudyError(problem)
+        raise problem
     return assignment
 
 
-def _submit_finalise(participant: Participant, assignment: Assignment) -> str:
+def _submit_finalise(participant: Participant, assignment: Assignment) -> SubmitIncomplete | None:
     """Score and close the locked assignment; returns what is missing instead, if anything."""
     instances = list(
         SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id)
@@ -644,17 +654,28 @@ def _submit_finalise(participant: Participant, assignment: Assignment) -> str:
         .order_by("code")
     )
     guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
-    if missing := [i.code for i in instances if not guesses.get(i.pk, Guess()).answer]:
-        return f"choose a character for {', '.join(missing)} first"
-    if assignment.history_needed is None:
-        return "say whether you needed earlier scenes"
+    if missing := [i.code for i in instances if not _answered(guesses.get(i.pk, Guess()))]:
+        return SubmitIncomplete(
+            f"choose a character for {', '.join(missing)} first",
+            code="missing",
+            missing=tuple(missing),
+        )
+    if assignment.history_needed is None and study_work_has_history(
+        assignment.session.study_work_id
+    ):
+        return SubmitIncomplete("say whether you needed earlier scenes", code="history")
     if participant.study.one_to_one:
-        answers = [guesses[i.pk].answer for i in instances]
+        answers = [guesses[i.pk].answer for i in instances if not guesses[i.pk].cant_tell]
         if len(set(answers)) < len(answers):
-            return "each masked speaker must be a different character"
+            return SubmitIncomplete(
+                "each masked speaker must be a different character", code="one_to_one"
+            )
     for instance in instances:
         guess = guesses[instance.pk]
-        guess.correct = guess.answer.casefold() == instance.gold_character.name.casefold()
+        guess.correct = (
+            not guess.cant_tell
+            and guess.answer.casefold() == instance.gold_character.name.casefold()
+        )
     Guess.objects.bulk_update(list(guesses.values()), ["correct"])
     now = timezone.now()
     fields = _time_event(assignment, now)
@@ -666,7 +687,11 @@ def _submit_finalise(participant: Participant, assignment: Assignment) -> str:
     session = assignment.session
     if not session.assignments.filter(status=Assignment.Status.ASSIGNED).exists():
         WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
-    return ""
+    return None
+
+
+def _answered(guess: Guess) -> bool:
+    return bool(guess.answer) or guess.cant_tell
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from django.urls import path
 
 from . import choice_researcher_views as choice_views
 from . import researcher_views as views
+from . import running_views
 
 app_name = "studies"
 
@@ -24,6 +25,11 @@ urlpatterns = [
     path("<int:study_id>/pause/", views.study_pause, name="pause"),
     path("<int:study_id>/resume/", views.study_resume, name="resume"),
     path("<int:study_id>/close/", views.study_close, name="close"),
+    path("<int:study_id>/running/", running_views.study_running, name="running"),
+    path("<int:study_id>/invite.csv/", running_views.study_invite_csv, name="invite-csv"),
+    path("<int:study_id>/roles/", running_views.study_item_roles, name="roles"),
+    path("<int:study_id>/preview/", running_views.study_preview, name="preview"),
+    path("<int:study_id>/raters.csv", running_views.study_quality_csv, name="raters-csv"),
     path("<int:study_id>/texts/", views.study_texts, name="texts"),
     path("<int:study_id>/invite/", views.study_invite, name="invite"),
     path(

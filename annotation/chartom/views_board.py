@@ -22,9 +22,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
 from modeling.models import Backend
-from modeling.views import researcher_required
 
 from ..chartom_models import Construction, NoteBatch, TaskAssignment, TaskKind
 from ..validation_views import annotator_required

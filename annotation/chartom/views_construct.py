@@ -23,9 +23,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
 from benchmarks.models import ToMDimension
-from modeling.views import researcher_required
 
 from ..chartom_models import QualificationItem, QualificationSet, TaskAssignment, TaskKind
 from ..validation_views import annotator_required

@@ -238,12 +238,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"redact_tokens": {"()": "config.log_redaction.RedactInviteTokens"}},
+    "filters": {
+        "redact_tokens": {"()": "config.log_redaction.RedactInviteTokens"},
+        "no_denial_tracebacks": {"()": "accounts.log_filters.NoTracebackForDenials"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "plain",
-            "filters": ["redact_tokens"],
+            "filters": ["redact_tokens", "no_denial_tracebacks"],
         }
     },
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},

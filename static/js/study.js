@@ -106,12 +106,41 @@
     }
   }, true);
 
+  // One-to-one studies: say at once when two speakers are given the same character
+  // (the server checks it again at submit). "Can't tell" never clashes.
+  function checkOneToOne(form) {
+    if (!form.hasAttribute("data-one-to-one")) return;
+    var chosen = speakers(form).map(function (s) {
+      var radio = s.querySelector("input[type=radio]:checked");
+      if (!radio || radio.value === "cant") return null;
+      var name = radio.closest("label").querySelector("span");
+      return name ? name.textContent.trim() : radio.value;
+    });
+    speakers(form).forEach(function (s, i) {
+      var clash = chosen[i] !== null && chosen.some(function (c, j) { return j !== i && c === chosen[i]; });
+      var warning = s.querySelector(".one-to-one-warning");
+      if (warning) warning.hidden = !clash;
+    });
+  }
+  document.addEventListener("change", function (event) {
+    var form = document.getElementById("guess-form");
+    if (form && form.contains(event.target) && event.target.type === "radio") checkOneToOne(form);
+  });
+
   // Start on the first speaker still to answer, without scrolling past the scene.
+  // Clues and evidence are folded on narrow screens (a 6-speaker scene is long) and
+  // open on wide ones.
   function init() {
     var form = document.getElementById("guess-form");
-    if (!form || form.querySelector("[autofocus]")) return;
-    var pending = speakers(form).filter(function (s) { return !answered(s); })[0];
-    if (pending) focusSpeaker(pending);
+    if (!form) return;
+    if (window.matchMedia("(min-width: 821px)").matches) {
+      form.querySelectorAll("details.speaker-more").forEach(function (d) { d.open = true; });
+    }
+    checkOneToOne(form);
+    if (form.querySelector("[autofocus]")) return;
+    var pending = form.querySelector(".unanswered") ||
+      speakers(form).filter(function (s) { return !answered(s); })[0];
+    if (pending) focusSpeaker(pending, true);
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);

@@ -121,6 +121,13 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     assert chartom.notes.count() == 3
     assert Construction.objects.filter(note__batch=chartom, stage="filter").count() == 12
     assert "CharToM-QA demo batch: CharToM-QA demo, 3 notes" in out
+    # The demo study asks for 3 raters per scene: it makes 3 invite links (issue 16).
+    from studies.models import Study
+
+    demo_study = Study.objects.get(benchmark="tom-in-amc")
+    assert demo_study.overlap == 3 and demo_study.participants.count() == 3
+    # ... and the DynToM demo study asks for 3 people per stage: 3 more links.
+    assert out.count("  invite link: /s/") == 6
     for username, password in LOGINS.items():
         user = get_user_model().objects.get(username=username)
         assert has_role(user, username)
@@ -343,10 +350,10 @@ def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
     out = run_demo()
     study = Study.objects.get(name="Demo: DynToM human baseline")
     assert (study.status, study.benchmark, study.study_items.count()) == ("live", "dyntom", 1)
-    (participant,) = Participant.objects.filter(study=study)
-    assert f"/s/{participant.token}/" in out
+    participant, *others = Participant.objects.filter(study=study).order_by("pk")
+    assert len(others) == 2 and f"/s/{participant.token}/" in out
     client.post(f"/s/{participant.token}/consent/")
     assert "Start this story" in client.get(f"/s/{participant.token}/").content.decode()
     run_demo()
     assert Study.objects.filter(name=study.name).count() == 1
-    assert Participant.objects.filter(study=study).count() == 1
+    assert Participant.objects.filter(study=study).count() == 3

@@ -57,14 +57,19 @@ def _settle(page) -> None:
     page.wait_for_timeout(300)
 
 
-def test_rater_pages_work_under_the_policy(live_server, page, screenshot, violations, live_study):
+def test_rater_pages_work_under_the_policy(
+    live_server, page, screenshot, violations, live_study, friends
+):
+    from tests.studies.test_rater_views import add_history
+
+    add_history(friends)  # earlier scenes: the history step and panel are there
     live_study.study_items.exclude(position__in=(2, 3)).update(held_back=True)
     (participant,) = services.participants_invite(study=live_study, labels=["CSP rater"])
 
     page.goto(f"{live_server.url}/s/{participant.token}/")
     page.get_by_role("button", name="I agree, start").click()
     page.get_by_role("button", name="No, I have not").click()
-    page.get_by_role("button", name="Continue").click()
+    page.get_by_role("button", name="I have read it").click()
     expect(page.get_by_test_id("progress")).to_have_text("Scene 1 / 2")
     _settle(page)
 
@@ -73,7 +78,7 @@ def test_rater_pages_work_under_the_policy(live_server, page, screenshot, violat
     expect(page.locator("[id^=status-]").first).to_have_text("✓ Saved")
     # ... and the history panel loads its body by htmx when first opened.
     page.get_by_text("Earlier scenes (history)").click()
-    expect(page.locator(".history-panel .history-body")).to_contain_text("no earlier scenes")
+    expect(page.locator(".history-panel .history-body")).to_contain_text("we need to talk")
     bar = page.locator(".progress-bar").first
     assert bar.evaluate("el => getComputedStyle(el).width") == "0px"  # scene 1 of 2: 0%
     screenshot("csp-rater-scene")

@@ -71,8 +71,11 @@ def log_in(page, live_server) -> None:
 
 
 def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
-    live_server, page, screenshot, live_study
+    live_server, page, screenshot, live_study, friends
 ):
+    from tests.studies.test_rater_views import add_history
+
+    add_history(friends)  # two earlier scenes: the history step, panel and flag are shown
     live_study.reveal = Study.Reveal.AFTER_SCENE
     live_study.save(update_fields=["reveal"])
     live_study.study_items.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
@@ -89,9 +92,9 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     screenshot("rater-2-seen")
     page.get_by_role("button", name="No, I have not").click()
 
-    expect(page.get_by_text("has no earlier scenes to read")).to_be_visible()
+    expect(page.get_by_role("heading", name="Read the earlier scenes first")).to_be_visible()
     screenshot("rater-3-history")
-    page.get_by_role("button", name="Continue").click()
+    page.get_by_role("button", name="I have read it").click()
 
     # Scene 1: every speaker right, two tags, a note, the flag, Enter.
     first = open_scene(participant)
@@ -134,7 +137,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     expect(page.locator(f"#status-{instances[0].pk}")).to_have_text("✓ Saved")
 
     page.get_by_text("Earlier scenes (history)").click()
-    expect(page.locator(".history-panel .history-body")).to_contain_text("no earlier scenes")
+    expect(page.locator(".history-panel .history-body")).to_contain_text("we need to talk")
     assert HistoryView.objects.filter(
         session=second.session, where="panel", assignment=second
     ).exists()

@@ -190,3 +190,18 @@ def test_rendering_in_threads_gives_the_same_pictures(report):
     for thread in threads:
         thread.join()
     assert [results[i] for i in range(len(keys))] == [expected[k] for k in keys]
+
+
+def test_rows_without_a_number_say_no_data_instead_of_empty_axes():
+    """Issue 16: time per scene of a study nobody answered drew a -0.04..0.04 s axis."""
+    table = Table(
+        key="time",
+        title="Time per scene",
+        columns=["Speakers", "Median s"],
+        rows=[[2, None], [3, None]],
+    )
+    chart = Chart(key="time", title="Time", kind="line", table="time", x="Speakers")
+    blank = charts.render(chart, table, "svg")
+    assert b"<!-- No data yet -->" in blank
+    table.rows[1][1] = 12.5
+    assert b"<!-- No data yet -->" not in charts.render(chart, table, "svg")

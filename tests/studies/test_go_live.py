@@ -69,7 +69,8 @@ def test_command_browser_and_service_hold_back_the_same_scenes(client, researche
     assert with_findings > 1 and held == BIG_FISH_HELD  # checked: names found, one held
     printed = out.getvalue()
     assert (
-        f"Leak check: 1 of {BIG_FISH_SCENES} scenes name a candidate outside dialogue, "
+        f"Leak check: 1 of {BIG_FISH_SCENES} scenes give a candidate away (held back until "
+        "released), 0 name one where this benchmark's task shows it anyway, "
         f"{with_findings - 1} only in dialogue; 1 held back: {BIG_FISH_HELD[0]}." in printed
     )
 

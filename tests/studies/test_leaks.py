@@ -208,7 +208,8 @@ def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(frie
     study = study_create(name="f", benchmark="tvshowguess", works=[friends], created_by=researcher)
     report = leaks_check(study=study)
     assert (report.scenes, report.flagged, report.held_back) == (53, 0, 0)
-    assert report.mentions == 52
+    # Names in the background the task shows: their own group, not "dialogue only".
+    assert (report.shown, report.mentions) == (52, 0)
     rows = list(study.study_items.select_related("scene"))
     # Every scene but one names a candidate in its heading or a stage direction...
     outside = {s.scene.source_id for s in rows if any(f["where"] != "speech" for f in s.leaks)}
@@ -236,7 +237,7 @@ def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(frie
     scene.lines[0]["title"] = gold.title()
     scene.save(update_fields=["lines"])
     report = leaks_check(study=study)
-    assert (report.flagged, report.held_back, report.mentions) == (1, 1, 51)
+    assert (report.flagged, report.held_back, report.shown, report.mentions) == (1, 1, 51, 0)
     first.refresh_from_db()
     assert first.held_back
     blocking = [(f["line"], f["kind"], f["match"]) for f in first.leaks if f["blocking"]]
@@ -249,3 +250,23 @@ def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(frie
     scene.lines[0]["title"] = "P0"
     scene.save(update_fields=["lines"])
     assert leaks_check(study=study).held_back == 0
+
+
+def test_leak_page_counts_add_up_to_the_list_grouped_and_paged(client, researcher, friends):
+    """Issue 16: the summary said 0 flagged while 52 scenes were listed."""
+    from django.urls import reverse
+
+    from studies.services import study_create
+
+    client.force_login(researcher)
+    study = study_create(name="Friends leaks", benchmark="tvshowguess", works=[friends])
+    leaks_check(study=study)
+    page = client.get(reverse("studies:leaks", args=[study.pk])).content.decode()
+    assert 'data-testid="leaks-listed">52<' in page and 'data-testid="leaks-shown">52<' in page
+    assert "(1\N{EN DASH}20 of 52)" in page and "Shown by the task (52)" in page
+    blocking = client.get(reverse("studies:leaks", args=[study.pk]) + "?kind=blocking")
+    assert "No scene names a candidate." in blocking.content.decode()
+    last = client.get(reverse("studies:leaks", args=[study.pk]) + "?kind=shown&page=3")
+    assert "(41\N{EN DASH}52 of 52)" in last.content.decode()
+    detail = client.get(reverse("studies:detail", args=[study.pk])).content.decode()
+    assert "<strong>52</strong> of 53 scenes have findings: 0 give a candidate away" in detail

@@ -125,33 +125,31 @@ def test_every_step_through_the_same_url(client, live_study):
     assert session.seen is True
     assert participant.familiarities.get().seen is True
 
-    # Friends is a TV show with no training scenes: the reader says so.
+    # Friends is a TV show with no training scenes: no history step, no history panel,
+    # no "I needed earlier scenes" flag (issue 16).
     page = client.get(start)
-    assert b"has no earlier scenes to read" in page.content
-    assert HistoryView.objects.filter(session=session, where="reader").count() == 1
-    client.post(url("history-confirm", participant, session_id=session.pk))
-
-    page = client.get(start)
+    assert b"has no earlier scenes to read" not in page.content
+    assert HistoryView.objects.filter(session=session).count() == 0
     assignment = current(participant)
     total = session.assignments.count()
     html = page.content.decode()
     assert f"Scene 1 / {total}" in html
     for instance in instances(assignment):
         assert f'Who is <span class="masked">{instance.code}</span>?' in html
-    assert "I needed earlier scenes" in html
+    assert "I needed earlier scenes" not in html
+    assert "Earlier scenes (history)" not in html
     assert "Submit scene" in html
     for tag in live_study.tags:
         assert f'value="{tag}"' in html
     assignment.refresh_from_db()
     assert assignment.first_shown_at is not None  # server-side timing started
 
-    response = client.post(
-        url("scene-submit", participant, assignment_id=assignment.pk),
-        full_form(assignment, flag=True),
-    )
+    form = full_form(assignment)
+    del form["history_needed-sent"]  # the page has no flag to send
+    response = client.post(url("scene-submit", participant, assignment_id=assignment.pk), form)
     assert response.status_code == 302 and response.url == start
     assignment.refresh_from_db()
-    assert assignment.status == "submitted" and assignment.history_needed is True
+    assert assignment.status == "submitted" and assignment.history_needed is None
     guesses = Guess.objects.filter(assignment=assignment)
     assert guesses.count() == len(instances(assignment))
     assert all(g.correct for g in guesses)
@@ -159,7 +157,8 @@ def test_every_step_through_the_same_url(client, live_study):
     assert f"Scene 2 / {total}" in client.get(start).content.decode()
 
 
-def test_reload_resumes_at_the_same_scene_with_saved_answers(client, live_study):
+def test_reload_resumes_at_the_same_scene_with_saved_answers(client, live_study, friends):
+    add_history(friends)  # the "I needed earlier scenes" flag is only asked with a history
     participant = invite(live_study)
     to_scenes(client, participant)
     client.get(url("start", participant))
@@ -246,10 +245,20 @@ def test_submit_reports_what_is_missing_and_keeps_the_scene_open(client, live_st
         url("scene-submit", participant, assignment_id=assignment.pk),
         {f"choice-{first.pk}": "0", "history_needed-sent": "1"},
     )
-    assert response.status_code == 400
-    html = response.content.decode()
-    assert "Not submitted" in html and "choose a character for" in html
+    # Post/redirect/get: a reload of the page cannot post the form again (issue 16).
+    unanswered = [i.code for i in instances(assignment)[1:]]
+    assert response.status_code == 302
+    assert response.url.startswith(url("start", participant) + "?problem=missing&missing=")
+    html = client.get(response.url).content.decode()
+    assert "Not submitted" in html
+    assert f"choose a character for {', '.join(unanswered)} first" in html
     assert re.search(rf'name="choice-{first.pk}" value="0" checked', html)  # kept
+    for instance in instances(assignment):
+        marked = f'id="missing-{instance.pk}"' in html
+        assert marked == (instance.code in unanswered)
+    # The address carries codes only: a message planted in it is never shown.
+    planted = client.get(url("start", participant) + "?problem=pwned&missing=<b>x</b>")
+    assert b"pwned" not in planted.content and b"<b>x" not in planted.content
     assignment.refresh_from_db()
     assert assignment.status == "assigned"
     assert not Guess.objects.filter(assignment=assignment, correct__isnull=False).exists()

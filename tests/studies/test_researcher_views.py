@@ -283,7 +283,8 @@ def test_go_live_rechecks_and_holds_back_tom_in_amc_leaks(res_client, night_shif
     assert _held(study) == BLOCKING
     html = response.content.decode()
     assert (
-        "Leak check: 3 of 5 scenes name a candidate outside dialogue, 1 only in dialogue; "
+        "Leak check: 3 of 5 scenes give a candidate away (held back until released), "
+        "0 name one where this benchmark&#x27;s task shows it anyway, 1 only in dialogue; "
         "3 held back: "
         "01 heading, 02 direction, 03 cue." in html
     )
@@ -374,8 +375,10 @@ def test_progress_queries_do_not_grow_with_raters(
         response = res_client.get(url, headers={"HX-Request": "true"})
     html = response.content.decode()
     assert all(f"<td>r{i}</td>" in html for i in range(1, 6))
-    with django_assert_max_num_queries(14):
-        assert res_client.get(url).status_code == 200  # the full page, fixed cost too
+    # The full page, fixed cost too (+2 since issue 16: the quality table and the
+    # practice/attention-check choices, one query each).
+    with django_assert_max_num_queries(16):
+        assert res_client.get(url).status_code == 200
 
 
 # -- texts, invites, withdraw -----------------------------------------------------------

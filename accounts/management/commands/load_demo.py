@@ -83,7 +83,8 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     def _ensure_study(self) -> list[str]:
-        """A live demo study over the demo movie, with one invite link (created once)."""
+        """A live demo study over the demo movie, one invite link per rater it asks for
+        (its overlap: three raters per scene, three links), created once."""
         from django.urls import reverse
 
         from benchmarks.models import Work
@@ -108,16 +109,18 @@ class Command(BaseCommand):
                 ),
             )
             study = study_go_live(study=study)
-            participants_invite(study=study, labels=["demo invite"])
-        participant = Participant.objects.filter(study=study).order_by("pk").first()
+            participants_invite(
+                study=study, labels=[f"demo invite {n}" for n in range(1, study.overlap + 1)]
+            )
+        invited = Participant.objects.filter(study=study, user__isnull=True).order_by("pk")
         lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
-        if participant is not None:
+        for participant in invited:
             lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
         lines.append(f"  logged-in raters: {reverse('rater:join', args=[study.pk])}")
         return lines
 
     def _ensure_dyntom_study(self) -> list[str]:
-        """A live DynToM human-baseline study over the demo stage, with one invite link."""
+        """A live DynToM human-baseline study over the demo stage, one invite per participant."""
         from django.urls import reverse
 
         from benchmarks.models import Work
@@ -140,10 +143,11 @@ class Command(BaseCommand):
                 instructions="Read the story, then answer each question about its characters.",
             ).study
             study = study_launch(study=study).study
-            participants_invite(study=study, labels=["demo invite"])
-        participant = Participant.objects.filter(study=study).order_by("pk").first()
+            participants_invite(
+                study=study, labels=[f"demo invite {n}" for n in range(1, study.overlap + 1)]
+            )
         lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
-        if participant is not None:
+        for participant in Participant.objects.filter(study=study).order_by("pk"):
             lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
         return lines
 
