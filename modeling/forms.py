@@ -61,7 +61,8 @@ class RunForm(forms.Form):
     scene_limit = forms.IntegerField(
         min_value=1,
         required=False,
-        help_text="Speaker guessing: at most this many scenes per work.",
+        label="Scenes per work (speaker guessing)",
+        help_text="At most this many scenes guessed per work.",
     )
     options = forms.CharField(
         required=False,

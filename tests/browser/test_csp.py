@@ -135,9 +135,11 @@ def test_researcher_pages_work_under_the_policy(
     with page.expect_request(lambda r: r.headers.get("hx-request") == "true", timeout=6000):
         pass
     expect(page.get_by_test_id("run-status")).to_be_visible()
-    track, bar = (
-        page.locator(sel).first.evaluate("el => el.getBoundingClientRect().width")
-        for sel in ("#run-progress .progress", "#run-progress .progress-bar")
+    # Both widths in one evaluation: the region swaps itself every 2 s, and two separate
+    # reads could straddle a swap (a detached element measures 0).
+    track, bar = page.locator("#run-progress").evaluate(
+        "s => ['.progress', '.progress-bar'].map("
+        "c => s.querySelector(c).getBoundingClientRect().width)"
     )
     assert abs(bar / track - 0.25) < 0.02  # pct-25: 1 of 4 calls
     screenshot("csp-run-detail")
