@@ -23,10 +23,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from benchmarks.models import Scene, SpeakerInstance
+from benchmarks.models import Scene
 from config.request_params import BadNumber, optional_number, parse_number
 
 from . import services
@@ -38,6 +40,7 @@ from .models import (
     StudyWork,
     WorkSession,
 )
+from .scene_cache import code_order, scene_body, scene_speakers
 from .services import StudyError
 
 SCENE_PAGE = "studies/rater_scene.html"
@@ -180,25 +183,25 @@ class Speaker:
     evidence: str = ""
 
 
-def _code_order(code: str) -> tuple[int, str]:
-    return (int(code[1:]) if code[1:].isdigit() else 10**6, code)
-
-
-def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
-    # only(): the gold_character column is not even read for an open scene.
-    instances = SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).only(
-        "pk", "code", "candidates"
-    )
-    guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+def _speakers(study: Study, assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
+    # The scene's speakers (without the gold) come from the cache; only the rater's
+    # own guesses are read.
+    instances = scene_speakers(scene_id=assignment.study_item.scene_id, version=study.item_set_hash)
+    guesses = {
+        g.instance_id: g
+        for g in Guess.objects.filter(assignment=assignment).only(
+            "instance_id", "answer", "tags", "evidence"
+        )
+    }
     speakers = []
-    for instance in sorted(instances, key=lambda i: _code_order(i.code)):
-        guess = guesses.get(instance.pk)
+    for instance in instances:
+        guess = guesses.get(instance.instance_id)
         chosen = None
         if guess is not None and guess.answer in instance.candidates:
             chosen = instance.candidates.index(guess.answer)
         speakers.append(
             Speaker(
-                instance_id=instance.pk,
+                instance_id=instance.instance_id,
                 code=instance.code,
                 candidates=[
                     (index, display_name(name, name_map))
@@ -212,6 +215,22 @@ def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]
     return speakers
 
 
+def _scene_body(study: Study, scene_id: int, name_map: dict[str, str]) -> dict[str, str]:
+    """The scene's heading and lines as shown under ``name_map``, rendered once and cached."""
+
+    def render(scene: Scene) -> dict[str, str]:
+        return {
+            "heading": display_text(scene.heading, name_map),
+            "lines_html": render_to_string(
+                "studies/rater_lines.html", {"lines": _lines(scene, name_map)}
+            ),
+        }
+
+    return scene_body(
+        scene_id=scene_id, version=study.item_set_hash, name_map=name_map, render=render
+    )
+
+
 def _scene_context(
     participant: Participant, assignment: Assignment, error: str = ""
 ) -> dict[str, Any]:
@@ -219,20 +238,21 @@ def _scene_context(
     session = assignment.session
     study_work = session.study_work
     name_map = _name_map(study, study_work)
-    scene = assignment.study_item.scene
-    speakers = _speakers(assignment, name_map)
+    body = _scene_body(study, assignment.study_item.scene_id, name_map)
+    speakers = _speakers(study, assignment, name_map)
+    total = getattr(assignment, "session_total", None)
     return {
         "participant": participant,
         "study": study,
         "study_work": study_work,
         "session": session,
         "assignment": assignment,
-        "heading": display_text(scene.heading, name_map),
-        "lines": _lines(scene, name_map),
+        "heading": body["heading"],
+        "lines_html": mark_safe(body["lines_html"]),  # our own template escaped it
         "speakers": speakers,
         "candidate_names": speakers[0].candidates if speakers else [],
         "number": assignment.position + 1,
-        "total": session.assignments.count(),
+        "total": session.assignments.count() if total is None else total,
         "error": error,
     }
 
@@ -286,7 +306,7 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
                 "correct": bool(g.correct),
             }
             for g in sorted(
-                by_assignment.get(assignment.pk, []), key=lambda g: _code_order(g.instance.code)
+                by_assignment.get(assignment.pk, []), key=lambda g: code_order(g.instance.code)
             )
         ]
         rows.append(
@@ -345,6 +365,19 @@ def join(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def start(request: HttpRequest, token: str) -> HttpResponse:
     """Render whatever step the rater is at; the same URL always resumes there."""
+    # The common case first, in one query: a rater answering scenes of a live study.
+    assignment = services.rater_open_assignment(token=token)
+    if assignment is not None:
+        participant = assignment.participant
+        if (
+            participant.study.status == Study.Status.LIVE
+            and participant.withdrawn_at is None
+            and participant.consented_at is not None
+            and assignment.session.history_confirmed_at is not None
+        ):
+            return _render_scene(request, participant, assignment)
+    # Any other step: the rater on their own (with the study's texts, which the
+    # query above leaves out), then wherever ``participant_next_step`` says.
     participant = _participant(token)
     study = participant.study
     if participant.withdrawn_at is not None:
@@ -553,49 +586,57 @@ def scene_save(request: HttpRequest, token: str, assignment_id: int) -> HttpResp
     Rejected input (another rater's scene, an instance not in it, a choice outside the
     candidates, a submitted scene) stores nothing and answers 422 with the message;
     ``static/js/study.js`` lets htmx show it. Without htmx the page is rendered again.
+    An unknown token is a plain 404, as everywhere.
     """
-    participant = _participant(token)
     try:
-        saved = _save(participant, assignment_id, request.POST)
+        per_instance, flag = _answers(request.POST)
+        services.answers_record(
+            token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
+        )
+        saved = len(per_instance) + (flag is not None)
     except StudyError as exc:
+        participant = _participant(token)  # only now: the error page needs it
         if request.htmx:
             return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
         return _message(request, "Not saved", str(exc), status=400, participant=participant)
     if request.htmx:
         return render(request, SAVE_STATUS, {"saved": saved})
-    return redirect("rater:start", token=participant.token)
+    return redirect("rater:start", token=token)
 
 
 @require_POST
 def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     """Save the whole form (the no-JS path; with JS it is already saved), then submit.
 
-    Idempotent: a second submit of a submitted scene changes nothing and moves on.
+    Idempotent: a second submit of a submitted scene changes nothing and moves on. The
+    service reads the rater and the scene in its one locked query; the rater is read
+    on its own only on the way to an error page.
     """
-    participant = _participant(token)
-    assignment = _own_assignment(participant, assignment_id)
-    if assignment is None:
-        return _not_yours(request, participant)
-    if assignment.status != Assignment.Status.SUBMITTED:
-        try:
-            # One call, one lock: a submit that raced another tab's finds the scene
-            # submitted and lands where a replay lands, below.
-            per_instance, flag = _answers(request.POST)
-            assignment = services.scene_submit(
-                participant=participant,
-                assignment_id=assignment.pk,
-                answers=per_instance,
-                history_needed=flag,
-            )
-        except StudyError as exc:
-            if participant.study.status != Study.Status.LIVE or participant.withdrawn_at:
-                return _message(request, "Not saved", str(exc), status=400, participant=participant)
+    try:
+        # One call, one lock: a submit that raced another tab's finds the scene
+        # submitted and lands where a replay lands, below.
+        per_instance, flag = _answers(request.POST)
+        assignment = services.scene_submit(
+            token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
+        )
+    except services.AssignmentNotFound:
+        return _not_yours(request, _participant(token))
+    except StudyError as exc:
+        participant = _participant(token)
+        assignment = _own_assignment(participant, assignment_id)
+        if assignment is None:
+            return _not_yours(request, participant)
+        if assignment.status == Assignment.Status.SUBMITTED:
+            pass  # a replay whose form did not parse: it lands where a replay lands
+        elif participant.study.status != Study.Status.LIVE or participant.withdrawn_at:
+            return _message(request, "Not saved", str(exc), status=400, participant=participant)
+        else:
             # Answers that were valid stay saved; the page shows what is still missing.
-            assignment = _own_assignment(participant, assignment.pk)
             return _render_scene(request, participant, assignment, error=str(exc), status=400)
+    participant = assignment.participant
     if participant.study.reveal == Study.Reveal.AFTER_SCENE:
-        return redirect("rater:scene-result", token=participant.token, assignment_id=assignment.pk)
-    return redirect("rater:start", token=participant.token)
+        return redirect("rater:scene-result", token=token, assignment_id=assignment.pk)
+    return redirect("rater:start", token=token)
 
 
 @require_GET
