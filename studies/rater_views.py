@@ -40,11 +40,12 @@ from .models import (
     StudyWork,
     WorkSession,
 )
-from .scene_cache import code_order, scene_body, scene_speakers
+from .scene_cache import code_order, scene_body, scene_rendered, scene_speakers
 from .services import StudyError
 
 SCENE_PAGE = "studies/rater_scene.html"
 SAVE_STATUS = "studies/rater_scene.html#save-status"
+SPEAKERS_FORM = "studies/rater_scene.html#speakers-form"
 HISTORY_PAGE = "studies/rater_history.html"
 HISTORY_PANEL = "studies/rater_history.html#history-scenes"
 MESSAGE_PAGE = "studies/rater_message.html"
@@ -231,6 +232,38 @@ def _scene_body(study: Study, scene_id: int, name_map: dict[str, str]) -> dict[s
     )
 
 
+# Stands for the save URL in the cached blank form: URL-safe, so escaping keeps it as it is.
+_SAVE_URL_SLOT = "/s/SAVE-URL-SLOT/"
+
+
+def _speakers_html(
+    study: Study,
+    assignment: Assignment,
+    name_map: dict[str, str],
+    speakers: list[Speaker],
+    save_url: str,
+) -> str:
+    """The speakers' fields as ``rater_scene.html#speakers-form`` renders them, from the
+    cache when nothing is answered yet (a scene's first showing, the usual case); ""
+    when something is, and the page renders them itself."""
+    if any(s.chosen is not None or s.tags or s.evidence for s in speakers):
+        return ""
+
+    def render() -> dict[str, str]:
+        context = {"speakers": speakers, "study": study, "save_url": _SAVE_URL_SLOT}
+        return {"html": render_to_string(SPEAKERS_FORM, context)}
+
+    blank = scene_rendered(
+        kind="form",
+        scene_id=assignment.study_item.scene_id,
+        version=study.item_set_hash,
+        variant=[name_map, study.tags],
+        render=render,
+    )
+    # Our own template's escaped output; the URL is made of URL-safe characters.
+    return mark_safe(blank["html"].replace(_SAVE_URL_SLOT, save_url))
+
+
 def _scene_context(
     participant: Participant, assignment: Assignment, error: str = ""
 ) -> dict[str, Any]:
@@ -240,6 +273,9 @@ def _scene_context(
     name_map = _name_map(study, study_work)
     body = _scene_body(study, assignment.study_item.scene_id, name_map)
     speakers = _speakers(study, assignment, name_map)
+    save_url = reverse(
+        "rater:scene-save", kwargs={"token": participant.token, "assignment_id": assignment.pk}
+    )
     total = getattr(assignment, "session_total", None)
     return {
         "participant": participant,
@@ -250,6 +286,7 @@ def _scene_context(
         "heading": body["heading"],
         "lines_html": mark_safe(body["lines_html"]),  # our own template escaped it
         "speakers": speakers,
+        "speakers_html": _speakers_html(study, assignment, name_map, speakers, save_url),
         "candidate_names": speakers[0].candidates if speakers else [],
         "number": assignment.position + 1,
         "total": session.assignments.count() if total is None else total,

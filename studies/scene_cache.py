@@ -80,6 +80,28 @@ def scene_gold(*, scene_id: int, version: str = "") -> dict[int, str]:
     return gold
 
 
+def scene_rendered(
+    *,
+    kind: str,
+    scene_id: int,
+    version: str,
+    variant: object,
+    render: Callable[[], dict[str, str]],
+) -> dict[str, str]:
+    """Strings rendered for a scene (its body, its blank answer form), cached per variant.
+
+    ``variant`` is everything else the strings depend on (name map, tags…), JSON-able;
+    ``render`` makes them on a miss.
+    """
+    digest = hashlib.sha256(json.dumps(variant, sort_keys=True).encode()).hexdigest()[:16]
+    key = _key(kind, scene_id, version, digest)
+    rendered = cache.get(key)
+    if rendered is None:
+        rendered = render()
+        cache.set(key, rendered, TIMEOUT_S)
+    return rendered
+
+
 def scene_body(
     *,
     scene_id: int,
@@ -92,10 +114,10 @@ def scene_body(
     ``render`` gets the Scene row and returns strings (e.g. heading and the lines'
     HTML); the result is cached per (scene, name map).
     """
-    names = hashlib.sha256(json.dumps(name_map, sort_keys=True).encode()).hexdigest()[:16]
-    key = _key("body", scene_id, version, names)
-    body = cache.get(key)
-    if body is None:
-        body = render(Scene.objects.only("pk", "heading", "lines").get(pk=scene_id))
-        cache.set(key, body, TIMEOUT_S)
-    return body
+    return scene_rendered(
+        kind="body",
+        scene_id=scene_id,
+        version=version,
+        variant=name_map,
+        render=lambda: render(Scene.objects.only("pk", "heading", "lines").get(pk=scene_id)),
+    )

@@ -160,3 +160,30 @@ def test_an_autosave_racing_a_submit_never_changes_a_scored_answer(live_study):
     guess = Guess.objects.get(assignment=assignment, instance=first)
     assert guess.answer == first.gold_character.name
     assert guess.correct is True
+
+
+@pytest.mark.django_db
+def test_the_cached_blank_form_is_the_form_the_template_renders(client, live_study):
+    """The speakers' fields served from the cache are byte for byte what the page's own
+    partial renders for them (and a resumed scene, with answers, is rendered afresh)."""
+    from django.template.loader import render_to_string
+
+    from studies.rater_views import SPEAKERS_FORM, Speaker
+
+    participant, assignment = _at_scene(client, live_study)
+    save_url = url("scene-save", participant, assignment_id=assignment.pk)
+    speakers = [
+        Speaker(instance_id=i.pk, code=i.code, candidates=list(enumerate(i.candidates)))
+        for i in instances(assignment)
+    ]
+    for speaker in speakers:
+        speaker.candidates = [(n, name.title()) for n, name in speaker.candidates]
+    expected = render_to_string(
+        SPEAKERS_FORM, {"speakers": speakers, "study": live_study, "save_url": save_url}
+    )
+    page = client.get(url("start", participant)).content.decode()
+    assert expected in page
+    first = instances(assignment)[0]
+    client.post(save_url, {f"choice-{first.pk}": "1"}, **HTMX)
+    page = client.get(url("start", participant)).content.decode()
+    assert f'name="choice-{first.pk}" value="1" checked' in page
