@@ -199,9 +199,12 @@ class Loop:
     csrf: str = ""
     conn: http.client.HTTPConnection | None = None
     first_request: bool = True
+    onboarding: bool = False  # the last page was a step before the scenes
 
     def request(self, kind: str, method: str, path: str, data=None, htmx=False):
-        if self.think and not self.first_request:
+        # As annotation_load.py paces: before every request but a loop's first, except
+        # the onboarding steps (the next page is fetched first, then found to be one).
+        if self.think and not self.first_request and kind != "onboarding":
             time.sleep(self.rng.uniform(*self.think))
         self.first_request = False
         headers = {"Connection": "keep-alive", "Accept": "text/html"}
@@ -253,10 +256,13 @@ class Loop:
     def run(self, stop: threading.Event) -> None:
         try:
             while not stop.is_set():
-                status, page = self.request("next", "GET", f"/s/{self.token}/")
+                kind = "onboarding" if self.onboarding else "next"
+                status, page = self.request(kind, "GET", f"/s/{self.token}/")
                 if status != 200:
                     raise RuntimeError(f"GET start: {status}")
+                self.onboarding = not SUBMIT_RE.search(page)
                 if match := SUBMIT_RE.search(page):
+                    self.timings[-1].kind = "next"
                     if self.mode == "rich":
                         self.scene_rich(page, match[1], int(match[2]))
                     else:
