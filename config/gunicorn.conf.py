@@ -1,12 +1,11 @@
 """gunicorn settings for `make serve`: the production web server.
 
-gthread workers: each process serves several connections with threads, keeps
-connections alive (the sync worker closes each after one request) and lets one
+gthread workers: each process serves several connections with threads and lets one
 thread wait on PostgreSQL while another renders. Every value comes from the
 environment: WEB_WORKERS (default 2 x CPU cores), WEB_THREADS (4), BIND
-(127.0.0.1:PORT, PORT 8000), WEB_TIMEOUT (30 s), WEB_KEEPALIVE (0 s). No access log by default: rater
-URLs carry invite tokens (runserver's request lines go through our redacting filter;
-gunicorn's access log would not).
+(127.0.0.1:PORT, PORT 8000), WEB_TIMEOUT (30 s), WEB_KEEPALIVE (0 s). No access log
+by default: rater URLs carry invite tokens (runserver's request lines go through our
+redacting filter; gunicorn's access log would not).
 https://docs.gunicorn.org/en/stable/settings.html
 """
 
