@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run setup test lint fmt bench bench-llm bench-parser bench-baselines
+.PHONY: run serve setup test lint fmt bench bench-llm bench-parser bench-baselines bench-load
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,16 @@ setup: $(VENV)/.installed
 
 run: setup
 	PORT=$(PORT) $(PY) scripts/run_embedded.py
+
+# The production web server (gunicorn, gthread workers; config/gunicorn.conf.py):
+# WEB_WORKERS processes (default 2 x cores) x WEB_THREADS threads (4) on BIND
+# (127.0.0.1:$(PORT)); static files from whitenoise. No demo data and no Celery
+# worker: start those yourself (`.venv/bin/celery -A config worker`).
+serve: $(VENV)/.installed
+	$(PY) scripts/ensure_env.py
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	PORT=$(PORT) $(VENV)/bin/gunicorn -c config/gunicorn.conf.py
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -45,3 +55,6 @@ bench-parser: $(VENV)/.installed
 
 bench-baselines: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_baseline_training.py --threads 1
+
+bench-load: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_study_load.py $(BENCH_ARGS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -94,9 +95,16 @@ def interstitial(request: HttpRequest, participant: Participant, step) -> HttpRe
 def scene_extras(request: HttpRequest, assignment: Assignment) -> dict[str, Any]:
     """What the scene page shows beyond the answers: practice label, history, problems."""
     session = assignment.session
-    counts = session.assignments.values_list("study_item__role", flat=True)
-    roles = list(counts)
-    n_practice = roles.count(StudyItem.Role.PRACTICE)
+    # A session's practice items are given with its test items and never change, so
+    # their count is cached (the scene page is the rater path's hottest request).
+    n_practice = cache.get_or_set(
+        f"studies:session-practice:{session.pk}",
+        lambda: session.assignments.filter(study_item__role=StudyItem.Role.PRACTICE).count(),
+        3600,
+    )
+    total = getattr(assignment, "session_total", None)
+    if total is None:
+        total = session.assignments.count()
     practice = assignment.study_item.role == StudyItem.Role.PRACTICE
     problem = request.GET.get("problem", "")
     missing = [c for c in request.GET.get("missing", "").split(",") if MASK_CODE.match(c)]
@@ -106,7 +114,7 @@ def scene_extras(request: HttpRequest, assignment: Assignment) -> dict[str, Any]
     return {
         "practice": practice,
         "number": assignment.position + 1 - (0 if practice else n_practice),
-        "total": len(roles) - n_practice,
+        "total": total - n_practice,
         "n_practice": n_practice,
         "has_history": study_work_has_history(session.study_work_id),
         "missing": missing,

@@ -14,6 +14,7 @@ allows it. Nothing here selects ``gold_character`` for a scene that is still ope
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from benchmarks.models import Scene, SpeakerInstance
+from benchmarks.models import Scene
 from config.request_params import BadNumber, optional_number, parse_number
 
 from . import participant_views, recruitment, services
@@ -39,10 +42,12 @@ from .models import (
     StudyWork,
     WorkSession,
 )
+from .scene_cache import code_order, scene_body, scene_rendered, scene_speakers
 from .services import StudyError
 
 SCENE_PAGE = "studies/rater_scene.html"
 SAVE_STATUS = "studies/rater_scene.html#save-status"
+SPEAKERS_FORM = "studies/rater_scene.html#speakers-form"
 HISTORY_PAGE = "studies/rater_history.html"
 HISTORY_PANEL = "studies/rater_history.html#history-scenes"
 MESSAGE_PAGE = "studies/rater_message.html"
@@ -181,19 +186,19 @@ class Speaker:
     evidence: str = ""
 
 
-def _code_order(code: str) -> tuple[int, str]:
-    return (int(code[1:]) if code[1:].isdigit() else 10**6, code)
-
-
-def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
-    # only(): the gold_character column is not even read for an open scene.
-    instances = SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).only(
-        "pk", "code", "candidates"
-    )
-    guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
+def _speakers(study: Study, assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
+    # The scene's speakers (without the gold) come from the cache; only the rater's
+    # own guesses are read.
+    instances = scene_speakers(scene_id=assignment.study_item.scene_id, version=study.item_set_hash)
+    guesses = {
+        g.instance_id: g
+        for g in Guess.objects.filter(assignment=assignment).only(
+            "instance_id", "answer", "cant_tell", "tags", "evidence"
+        )
+    }
     speakers = []
-    for instance in sorted(instances, key=lambda i: _code_order(i.code)):
-        guess = guesses.get(instance.pk)
+    for instance in instances:
+        guess = guesses.get(instance.instance_id)
         chosen = None
         if guess is not None and guess.cant_tell:
             chosen = "cant"
@@ -201,7 +206,7 @@ def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]
             chosen = instance.candidates.index(guess.answer)
         speakers.append(
             Speaker(
-                instance_id=instance.pk,
+                instance_id=instance.instance_id,
                 code=instance.code,
                 candidates=[
                     (index, display_name(name, name_map))
@@ -215,6 +220,54 @@ def _speakers(assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]
     return speakers
 
 
+def _scene_body(study: Study, scene_id: int, name_map: dict[str, str]) -> dict[str, str]:
+    """The scene's heading and lines as shown under ``name_map``, rendered once and cached."""
+
+    def render(scene: Scene) -> dict[str, str]:
+        return {
+            "heading": display_text(scene.heading, name_map),
+            "lines_html": render_to_string(
+                "studies/rater_lines.html", {"lines": _lines(scene, name_map)}
+            ),
+        }
+
+    return scene_body(
+        scene_id=scene_id, version=study.item_set_hash, name_map=name_map, render=render
+    )
+
+
+# Stands for the save URL in the cached blank form: URL-safe, so escaping keeps it as it is.
+_SAVE_URL_SLOT = "/s/SAVE-URL-SLOT/"
+
+
+def _speakers_html(
+    study: Study,
+    assignment: Assignment,
+    name_map: dict[str, str],
+    speakers: list[Speaker],
+    save_url: str,
+) -> str:
+    """The speakers' fields as ``rater_scene.html#speakers-form`` renders them, from the
+    cache when nothing is answered yet (a scene's first showing, the usual case); ""
+    when something is, and the page renders them itself."""
+    if any(s.chosen is not None or s.tags or s.evidence for s in speakers):
+        return ""
+
+    def render() -> dict[str, str]:
+        context = {"speakers": speakers, "study": study, "save_url": _SAVE_URL_SLOT}
+        return {"html": render_to_string(SPEAKERS_FORM, context)}
+
+    blank = scene_rendered(
+        kind="form",
+        scene_id=assignment.study_item.scene_id,
+        version=study.item_set_hash,
+        variant=[name_map, study.tags, study.allow_cant_tell],
+        render=render,
+    )
+    # Our own template's escaped output; the URL is made of URL-safe characters.
+    return mark_safe(blank["html"].replace(_SAVE_URL_SLOT, save_url))
+
+
 def _scene_context(
     participant: Participant, assignment: Assignment, error: str = ""
 ) -> dict[str, Any]:
@@ -222,20 +275,25 @@ def _scene_context(
     session = assignment.session
     study_work = session.study_work
     name_map = _name_map(study, study_work)
-    scene = assignment.study_item.scene
-    speakers = _speakers(assignment, name_map)
+    body = _scene_body(study, assignment.study_item.scene_id, name_map)
+    speakers = _speakers(study, assignment, name_map)
+    save_url = reverse(
+        "rater:scene-save", kwargs={"token": participant.token, "assignment_id": assignment.pk}
+    )
+    total = getattr(assignment, "session_total", None)
     return {
         "participant": participant,
         "study": study,
         "study_work": study_work,
         "session": session,
         "assignment": assignment,
-        "heading": display_text(scene.heading, name_map),
-        "lines": _lines(scene, name_map),
+        "heading": body["heading"],
+        "lines_html": mark_safe(body["lines_html"]),  # our own template escaped it
         "speakers": speakers,
+        "speakers_html": _speakers_html(study, assignment, name_map, speakers, save_url),
         "candidate_names": speakers[0].candidates if speakers else [],
         "number": assignment.position + 1,
-        "total": session.assignments.count(),
+        "total": session.assignments.count() if total is None else total,
         "error": error,
     }
 
@@ -251,6 +309,8 @@ def _render_scene(
     services.scene_shown(participant=participant, assignment=assignment)
     context = _scene_context(participant, assignment, error)
     context |= participant_views.scene_extras(request, assignment)
+    if context["missing"]:  # the cached blank form cannot mark the unanswered speakers
+        context["speakers_html"] = ""
     return render(request, SCENE_PAGE, context, status=status)
 
 
@@ -290,7 +350,7 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
                 "correct": bool(g.correct),
             }
             for g in sorted(
-                by_assignment.get(assignment.pk, []), key=lambda g: _code_order(g.instance.code)
+                by_assignment.get(assignment.pk, []), key=lambda g: code_order(g.instance.code)
             )
         ]
         rows.append(
@@ -350,6 +410,23 @@ def join(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def start(request: HttpRequest, token: str) -> HttpResponse:
     """Render whatever step the rater is at; the same URL always resumes there."""
+    # The common case first, in one query: a rater answering scenes of a live study.
+    assignment = services.rater_open_assignment(token=token)
+    if assignment is not None:
+        participant = assignment.participant
+        if (
+            participant.study.status == Study.Status.LIVE
+            and participant.withdrawn_at is None
+            and participant.consented_at is not None
+            and assignment.session.history_confirmed_at is not None
+            # Screens that come before a scene take the full path below.
+            and not request.GET
+            and not participant.released_count
+            and not participant.study.session_cap
+        ):
+            return _render_scene(request, participant, assignment)
+    # Any other step: the rater on their own (with the study's texts, which the
+    # query above leaves out), then wherever ``participant_next_step`` says.
     participant = _participant(token)
     study = participant.study
     if request.GET:  # a recruiting platform's ids on the invite link
@@ -573,57 +650,73 @@ def scene_save(request: HttpRequest, token: str, assignment_id: int) -> HttpResp
     Rejected input (another rater's scene, an instance not in it, a choice outside the
     candidates, a submitted scene) stores nothing and answers 422 with the message;
     ``static/js/study.js`` lets htmx show it. Without htmx the page is rendered again.
+    An unknown token is a plain 404, as everywhere.
     """
-    participant = _participant(token)
     try:
-        saved = _save(participant, assignment_id, request.POST)
+        per_instance, flag = _answers(request.POST)
+        services.answers_record(
+            token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
+        )
+        saved = len(per_instance) + (flag is not None)
     except StudyError as exc:
+        participant = _participant(token)  # only now: the error page needs it
         if request.htmx:
             return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
         return _message(request, "Not saved", str(exc), status=400, participant=participant)
     if request.htmx:
         return render(request, SAVE_STATUS, {"saved": saved})
-    return redirect("rater:start", token=participant.token)
+    return redirect("rater:start", token=token)
 
 
 @require_POST
 def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     """Save the whole form (the no-JS path; with JS it is already saved), then submit.
 
-    Idempotent: a second submit of a submitted scene changes nothing and moves on.
+    Idempotent: a second submit of a submitted scene changes nothing and moves on. The
+    service reads the rater and the scene in its one locked query; the rater is read
+    on its own only on the way to an error page.
     """
-    participant = _participant(token)
-    assignment = _own_assignment(participant, assignment_id)
-    if assignment is None:
-        return _not_yours(request, participant)
-    if assignment.status != Assignment.Status.SUBMITTED:
-        try:
-            if request.POST.get("confidence") and participant.study.ask_confidence:
+    if request.POST.get("confidence"):
+        participant = _participant(token)
+        # A submitted scene keeps its rating; the submit below says whatever else is wrong.
+        with contextlib.suppress(StudyError):
+            if participant.study.ask_confidence:
                 recruitment.confidence_record(
                     participant=participant,
-                    assignment_id=assignment.pk,
+                    assignment_id=assignment_id,
                     value=request.POST["confidence"],
                 )
-            # One call, one lock: a submit that raced another tab's finds the scene
-            # submitted and lands where a replay lands, below.
-            per_instance, flag = _answers(request.POST)
-            assignment = services.scene_submit(
-                participant=participant,
-                assignment_id=assignment.pk,
-                answers=per_instance,
-                history_needed=flag,
-            )
-        except StudyError as exc:
-            refused = participant.study.status != Study.Status.LIVE or participant.withdrawn_at
-            if refused or not isinstance(exc, SubmitIncomplete):  # tampered or closed
-                return _message(request, "Not saved", str(exc), status=400, participant=participant)
+    try:
+        # One call, one lock: a submit that raced another tab's finds the scene
+        # submitted and lands where a replay lands, below.
+        per_instance, flag = _answers(request.POST)
+        assignment = services.scene_submit(
+            token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
+        )
+    except services.AssignmentNotFound:
+        return _not_yours(request, _participant(token))
+    except StudyError as exc:
+        participant = _participant(token)
+        assignment = _own_assignment(participant, assignment_id)
+        if assignment is None:
+            return _not_yours(request, participant)
+        if assignment.status == Assignment.Status.SUBMITTED:
+            pass  # a replay whose form did not parse: it lands where a replay lands
+        elif (
+            participant.study.status != Study.Status.LIVE
+            or participant.withdrawn_at
+            or not isinstance(exc, SubmitIncomplete)  # tampered
+        ):
+            return _message(request, "Not saved", str(exc), status=400, participant=participant)
+        else:
             # Answers that were valid stay saved; the page (a GET, so a reload does not
             # post again) marks what is still missing.
             return participant_views.submit_refused(participant, exc)
+    participant = assignment.participant
     practice = assignment.study_item.role == assignment.study_item.Role.PRACTICE
     if participant.study.reveal == Study.Reveal.AFTER_SCENE or practice:
-        return redirect("rater:scene-result", token=participant.token, assignment_id=assignment.pk)
-    return redirect("rater:start", token=participant.token)
+        return redirect("rater:scene-result", token=token, assignment_id=assignment.pk)
+    return redirect("rater:start", token=token)
 
 
 @require_GET

@@ -22,6 +22,7 @@ from datetime import timedelta
 from statistics import median
 from typing import Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -260,9 +261,15 @@ def work_has_history(work_id: int) -> bool:
 
 
 def study_work_has_history(study_work_id: int) -> bool:
-    """``work_has_history`` from a study work's id, in one query."""
-    work = StudyWork.objects.filter(pk=study_work_id).values("work_id")[:1]
-    return Scene.objects.filter(work_id__in=work, part=Scene.Part.TRAINING).exists()
+    """``work_has_history`` from a study work's id: one query, then cached (a work's
+    scenes do not change while a study runs, and the rater path asks on every page)."""
+    key = f"studies:has-history:{study_work_id}"
+    has = cache.get(key)
+    if has is None:
+        work = StudyWork.objects.filter(pk=study_work_id).values("work_id")[:1]
+        has = Scene.objects.filter(work_id__in=work, part=Scene.Part.TRAINING).exists()
+        cache.set(key, has, 3600)
+    return has
 
 
 def session_prepare(*, participant: Participant, session: WorkSession, given: list) -> None:

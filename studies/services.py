@@ -18,8 +18,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from accounts.roles import RATER, has_role
@@ -44,6 +44,7 @@ from .models import (
 )
 from .perturbation import name_maps_build
 from .recruitment import assignments_release_idle, session_prepare, study_work_has_history
+from .scene_cache import SceneSpeaker, scene_gold, scene_speakers
 
 # Gaps between a rater's actions longer than this are idle time, not work.
 IDLE_CUTOFF = timedelta(minutes=2)
@@ -325,15 +326,55 @@ def participant_reveal_allowed(*, participant: Participant) -> bool:
     return participant_finished(participant=participant)
 
 
-def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
-    if participant.consented_at is None:
-        return NextStep("consent")
-    open_assignment = (
-        Assignment.objects.filter(participant=participant, status="assigned")
-        .select_related("session__study_work__work", "study_item__scene")
+def rater_open_assignment(
+    *, participant: Participant | None = None, token: str | None = None
+) -> Assignment | None:
+    """The rater's next open scene (the first by session, then position), or None.
+
+    One query brings what the scene page shows: the participant and study, the
+    session, its work, the study item (not the scene: its body is cached, see
+    ``scene_cache``) and ``session_total``, the number of scenes in the session, so no
+    page counts them. The rater is ``participant`` or the invite ``token``.
+    """
+    # Scenes only: multiple-choice items have their own pages (studies.choice_views).
+    rows = Assignment.objects.filter(
+        status=Assignment.Status.ASSIGNED, study_item__scene__isnull=False
+    )
+    if participant is not None:
+        rows = rows.filter(participant=participant)
+    elif token is not None:
+        rows = rows.filter(participant__token=token)
+    else:
+        raise TypeError("rater_open_assignment needs a participant or a token")
+    in_session = (
+        Assignment.objects.filter(session_id=OuterRef("session_id"))
+        .order_by()
+        .values("session_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        rows.select_related("participant__study", "session__study_work__work", "study_item")
+        .only(
+            *_ASSIGNMENT_FIELDS,
+            *_RATER_FIELDS,
+            "session__study_work_id",
+            "session__history_confirmed_at",
+            "session__study_work__work_id",
+            "session__study_work__name_map",
+            "session__study_work__work__title",
+            "session__study_work__work__kind",
+        )
+        .annotate(session_total=Subquery(in_session))
         .order_by("session__started_at", "position")
         .first()
     )
+
+
+def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
+    if participant.consented_at is None:
+        return NextStep("consent")
+    open_assignment = rater_open_assignment(participant=participant)
     if open_assignment is not None:
         if open_assignment.session.history_confirmed_at is None:
             return NextStep(
@@ -442,16 +483,84 @@ def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSe
     return session
 
 
+class AssignmentNotFound(StudyError):
+    """Not one of this rater's assignments (another rater's id, or no such id)."""
+
+
+# What the rater's requests read, in the one query each makes: building and
+# compiling a query costs CPU per column, and a column left out but read later would
+# cost a query of its own (the query-count tests would fail).
+_ASSIGNMENT_FIELDS = (
+    "participant_id",
+    "session_id",
+    "study_item_id",
+    "position",
+    "status",
+    "history_needed",
+    "first_shown_at",
+    "last_event_at",
+    "active_ms",
+    "study_item__scene_id",
+    "study_item__role",
+)
+_RATER_FIELDS = (
+    "participant__token",
+    "participant__study_id",
+    "participant__withdrawn_at",
+    "participant__consented_at",
+    "participant__study__name",
+    "participant__study__status",
+    "participant__study__reveal",
+    "participant__study__tags",
+    "participant__study__item_set_hash",
+    "participant__study__perturb_names",
+    "participant__study__allow_cant_tell",
+    "participant__study__ask_confidence",
+    "participant__study__session_cap",
+    "participant__study__one_to_one",
+    "participant__released_count",
+)
+
+
+def rater_assignment(
+    *,
+    assignment_id: int,
+    participant: Participant | None = None,
+    token: str | None = None,
+    lock: bool = False,
+) -> Assignment:
+    """The rater's own assignment, with its participant, study, item and session: one query.
+
+    The rater is ``participant`` or the invite ``token`` (the rater pages pass the
+    token, so the participant comes in the same query). ``lock`` takes the
+    assignment's row lock (only that row's), for the caller's transaction.
+    """
+    rows = Assignment.objects.select_related("participant__study", "study_item", "session").only(
+        *_ASSIGNMENT_FIELDS,
+        *_RATER_FIELDS,
+        "version",
+        "session__seed",
+        "participant__study__one_to_one",
+        "participant__study__instructions_version",
+    )
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    rows = rows.filter(pk=assignment_id)
+    if participant is not None:
+        rows = rows.filter(participant=participant)
+    elif token is not None:
+        rows = rows.filter(participant__token=token)
+    else:
+        raise TypeError("rater_assignment needs a participant or a token")
+    try:
+        return rows.get()
+    except Assignment.DoesNotExist:
+        raise AssignmentNotFound("no such scene in your assignments") from None
+
+
 def _assignment_for(participant: Participant, assignment_id: int) -> Assignment:
     """The participant's own assignment, locked; another rater's id is simply not found."""
-    try:
-        return (
-            Assignment.objects.select_for_update(of=("self",))
-            .select_related("study_item", "session")
-            .get(pk=assignment_id, participant=participant)
-        )
-    except Assignment.DoesNotExist:
-        raise StudyError("no such scene in your assignments") from None
+    return rater_assignment(participant=participant, assignment_id=assignment_id, lock=True)
 
 
 def _time_event(assignment: Assignment, now) -> list[str]:
@@ -467,20 +576,45 @@ def _time_event(assignment: Assignment, now) -> list[str]:
     return ["active_ms", "last_event_at"]
 
 
+def _clock_advance(assignment: Assignment, **also: Any) -> bool:
+    """Advance an open scene's clocks (and write ``also``) in one UPDATE, without a lock.
+
+    A compare-and-set on the ``last_event_at`` this request read: a concurrent event
+    (another tab) makes it miss, and it reads the clock again and retries, so no
+    active time is counted twice. Returns False when the scene is submitted by now.
+    """
+    for _ in range(5):
+        seen = assignment.last_event_at
+        fields = _time_event(assignment, timezone.now())
+        values = {f: getattr(assignment, f) for f in fields} | also
+        rows = Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ASSIGNED)
+        rows = rows.filter(last_event_at=seen) if seen else rows.filter(last_event_at__isnull=True)
+        if rows.update(**values):
+            for name, value in also.items():
+                setattr(assignment, name, value)
+            return True
+        fresh = (
+            Assignment.objects.filter(pk=assignment.pk)
+            .values("status", "first_shown_at", "last_event_at", "active_ms")
+            .first()
+        )
+        if fresh is None or fresh["status"] != Assignment.Status.ASSIGNED:
+            return False
+        for name, value in fresh.items():
+            setattr(assignment, name, value)
+    return False  # five concurrent events in a row: this one's time is left out
+
+
 def scene_shown(*, participant: Participant, assignment: Assignment) -> None:
     """The scene page was served: starts its clock (once) and counts as activity."""
     if assignment.status == Assignment.Status.SUBMITTED:
         return
-    with transaction.atomic():
-        locked = _assignment_for(participant, assignment.pk)
-        fields = _time_event(locked, timezone.now())
-        locked.save(update_fields=fields)
-        assignment.first_shown_at = locked.first_shown_at
+    _clock_advance(assignment)
 
 
 def _guess_values(
     study: Study,
-    instance: SpeakerInstance,
+    instance: SceneSpeaker,
     *,
     choice: int | None = None,
     tags: list[str] | None = None,
@@ -505,6 +639,76 @@ def _guess_values(
     return values
 
 
+def _speakers_of(assignment: Assignment) -> list[SceneSpeaker]:
+    return scene_speakers(
+        scene_id=assignment.study_item.scene_id,
+        version=assignment.participant.study.item_set_hash,
+    )
+
+
+def _answers_validate(
+    assignment: Assignment, answers: dict[int, dict[str, Any]]
+) -> dict[int, dict[str, Any]]:
+    """instance id -> validated Guess fields; raises StudyError before anything is written."""
+    speakers = {s.instance_id: s for s in _speakers_of(assignment)}
+    rows = {}
+    for instance_id, sent in answers.items():
+        speaker = speakers.get(instance_id)
+        if speaker is None:
+            raise StudyError("that masked speaker is not in this scene")
+        rows[instance_id] = _guess_values(assignment.participant.study, speaker, **sent)
+    return rows
+
+
+# The Guess columns an upsert writes; on conflict only those the rater sent change.
+_GUESS_COLUMNS = ("answer", "cant_tell", "tags", "evidence", "correct")
+
+
+def _guesses_upsert(assignment: Assignment, rows: dict[int, dict[str, Any]]) -> int:
+    """Insert or update the guesses in ``rows`` in one statement per set of fields sent.
+
+    ``ON CONFLICT … DO UPDATE … WHERE correct IS NULL``: a guess of a submitted scene
+    (``scene_submit`` scores every guess) never changes, even from a request that read
+    the scene as open just before it was submitted, so an autosave needs no lock.
+    Returns how many guesses were written.
+    """
+    guess = Guess._meta
+    now = timezone.now()
+    groups: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for instance_id, values in rows.items():
+        groups[tuple(sorted(values))].append((instance_id, values))
+    table = connection.ops.quote_name(guess.db_table)
+    columns = ("assignment_id", "instance_id", *_GUESS_COLUMNS, "updated_at")
+    fields = {c: guess.get_field(c.removesuffix("_id")) for c in columns}
+    written = 0
+    for sent, group in groups.items():
+        params: list[Any] = []
+        for instance_id, values in group:
+            row = {
+                "assignment_id": assignment.pk,
+                "instance_id": instance_id,
+                "answer": "",
+                "cant_tell": False,
+                "tags": [],
+                "evidence": "",
+                "correct": None,
+                "updated_at": now,
+                **values,
+            }
+            params += [fields[c].get_db_prep_save(row[c], connection) for c in columns]
+        placeholders = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(group))
+        changes = ", ".join(f"{c} = excluded.{c}" for c in (*sent, "updated_at"))
+        sql = (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders} "
+            f"ON CONFLICT (assignment_id, instance_id) DO UPDATE SET {changes} "
+            f"WHERE {table}.correct IS NULL RETURNING id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written += len(cursor.fetchall())
+    return written
+
+
 def guess_record(
     *,
     participant: Participant,
@@ -527,82 +731,48 @@ def guess_record(
     return Guess.objects.get(assignment_id=assignment_id, instance_id=instance_id)
 
 
+_SUBMITTED_ALREADY = "this scene is already submitted; answers can no longer change"
+
+
 def answers_record(
     *,
-    participant: Participant,
     assignment_id: int,
     answers: dict[int, dict[str, Any]],
     history_needed: bool | None = None,
+    participant: Participant | None = None,
+    token: str | None = None,
 ) -> int:
     """Save several answers of one scene (and its flag) at once: all of them or none.
 
     ``answers`` maps a SpeakerInstance id to ``choice``/``tags``/``evidence`` (absent or
-    ``None``: unchanged). One lock, one read of the scene's speakers and guesses, and
-    writes only for what changed, so a whole-form post costs a handful of queries.
-    Returns how many guesses were written.
+    ``None``: unchanged). The rater is ``participant`` or the invite ``token``.
+    Everything is validated before the first write; then one upsert writes the
+    guesses and one UPDATE the scene's clock and flag: three queries and no lock
+    (``_guesses_upsert`` says why none is needed). Returns how many guesses were
+    written.
     """
-    check_active(participant)
-    with transaction.atomic():
-        assignment = _assignment_for(participant, assignment_id)
-        if assignment.status == Assignment.Status.SUBMITTED:
-            raise StudyError("this scene is already submitted; answers can no longer change")
-        return _answers_apply(participant, assignment, answers, history_needed)
-
-
-def _answers_apply(
-    participant: Participant,
-    assignment: Assignment,
-    answers: dict[int, dict[str, Any]],
-    history_needed: bool | None,
-) -> int:
-    """Write ``answers`` to an open assignment the caller has locked."""
-    instances = {
-        i.pk: i
-        for i in SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id).only(
-            "pk", "candidates", "code"
-        )
-    }
-    existing = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
-    to_create: list[Guess] = []
-    to_update: list[Guess] = []
-    changed_fields: set[str] = set()
-    for instance_id, sent in answers.items():
-        instance = instances.get(instance_id)
-        if instance is None:
-            raise StudyError("that masked speaker is not in this scene")
-        values = _guess_values(participant.study, instance, **sent)
-        guess = existing.get(instance_id)
-        if guess is None:
-            to_create.append(Guess(assignment=assignment, instance=instance, **values))
-            continue
-        changed = {k: v for k, v in values.items() if getattr(guess, k) != v}
-        if changed:
-            for field, value in changed.items():
-                setattr(guess, field, value)
-            guess.updated_at = timezone.now()  # bulk_update skips auto_now
-            changed_fields.update(changed)
-            to_update.append(guess)
-    Guess.objects.bulk_create(to_create)
-    if to_update:
-        Guess.objects.bulk_update(to_update, [*sorted(changed_fields), "updated_at"])
-    fields = _time_event(assignment, timezone.now())
-    if history_needed is not None:
-        assignment.history_needed = history_needed
-        fields.append("history_needed")
-    assignment.save(update_fields=fields)
-    return len(to_create) + len(to_update)
+    assignment = rater_assignment(participant=participant, token=token, assignment_id=assignment_id)
+    check_active(assignment.participant)
+    if assignment.status == Assignment.Status.SUBMITTED:
+        raise StudyError(_SUBMITTED_ALREADY)
+    rows = {k: v for k, v in _answers_validate(assignment, answers).items() if v}
+    written = _guesses_upsert(assignment, rows) if rows else 0
+    if written < len(rows):  # submitted after we read it: the upsert left it alone
+        raise StudyError(_SUBMITTED_ALREADY)
+    also = {} if history_needed is None else {"history_needed": history_needed}
+    if not _clock_advance(assignment, **also) and also:
+        raise StudyError(_SUBMITTED_ALREADY)
+    return written
 
 
 def flag_record(*, participant: Participant, assignment_id: int, history_needed: bool) -> None:
     """The scene's "I needed earlier scenes" flag."""
-    check_active(participant)
-    with transaction.atomic():
-        assignment = _assignment_for(participant, assignment_id)
-        if assignment.status == Assignment.Status.SUBMITTED:
-            raise StudyError("this scene is already submitted; answers can no longer change")
-        assignment.history_needed = history_needed
-        fields = _time_event(assignment, timezone.now())
-        assignment.save(update_fields=["history_needed", *fields])
+    answers_record(
+        participant=participant,
+        assignment_id=assignment_id,
+        answers={},
+        history_needed=history_needed,
+    )
 
 
 def _version_stamp(participant: Participant, assignment: Assignment) -> dict[str, Any]:
@@ -618,10 +788,11 @@ def _version_stamp(participant: Participant, assignment: Assignment) -> dict[str
 
 def scene_submit(
     *,
-    participant: Participant,
     assignment_id: int,
     answers: dict[int, dict[str, Any]] | None = None,
     history_needed: bool | None = None,
+    participant: Participant | None = None,
+    token: str | None = None,
 ) -> Assignment:
     """Finalise a scene: every masked speaker answered (one-to-one if the study says so).
 
@@ -631,67 +802,144 @@ def scene_submit(
     submitted status is read under the lock, so a submit that waited for another one
     finds the scene submitted and is a replay, never an "already submitted" error.
     Answers that were valid stay saved when the scene cannot be submitted yet.
-    Correctness is computed here, from the gold on the server.
+    Correctness is computed here, from the gold on the server. The rater is
+    ``participant`` or the invite ``token``; the returned assignment carries both.
+
+    A whole form that answers every speaker is scored as it is written: one locked
+    read, one upsert, one UPDATE of the scene and one of its session.
     """
-    check_active(participant)
     with transaction.atomic():
-        assignment = _assignment_for(participant, assignment_id)
+        assignment = rater_assignment(
+            participant=participant, token=token, assignment_id=assignment_id, lock=True
+        )
         if assignment.status == Assignment.Status.SUBMITTED:
             return assignment
-        if answers or history_needed is not None:
-            _answers_apply(participant, assignment, answers or {}, history_needed)
-        problem = _submit_finalise(participant, assignment)
+        check_active(assignment.participant)
+        rows = _answers_validate(assignment, answers or {})
+        if history_needed is not None:
+            assignment.history_needed = history_needed
+        final = _final_answers(assignment, rows)
+        problem = _submit_problem(assignment, final) if final is not None else None
+        if final is not None and not problem:
+            # The form answers every speaker: score it in the upsert itself.
+            gold = scene_gold(
+                scene_id=assignment.study_item.scene_id,
+                version=assignment.participant.study.item_set_hash,
+            )
+            for instance_id, values in rows.items():
+                values["correct"] = (
+                    not values.get("cant_tell")
+                    and final[instance_id].casefold() == gold[instance_id].casefold()
+                )
+            _guesses_upsert(assignment, rows)
+        else:
+            if rows := {k: v for k, v in rows.items() if v}:
+                _guesses_upsert(assignment, rows)
+            problem = _submit_score(assignment)
+        if problem:
+            fields = _time_event(assignment, timezone.now())
+            if history_needed is not None:
+                fields.append("history_needed")
+            assignment.save(update_fields=fields)
+        else:
+            _submit_close(assignment)
     if problem:  # raised after the commit, so the answers just saved are kept
         raise problem
     return assignment
 
 
-def _submit_finalise(participant: Participant, assignment: Assignment) -> SubmitIncomplete | None:
-    """Score and close the locked assignment; returns what is missing instead, if anything."""
-    instances = list(
-        SpeakerInstance.objects.filter(scene_id=assignment.study_item.scene_id)
-        .select_related("gold_character")
-        .order_by("code")
+def _final_answers(
+    assignment: Assignment, rows: dict[int, dict[str, Any]]
+) -> dict[int, str] | None:
+    """The scene's answers when ``rows`` (the form) answers every speaker, else None.
+
+    A "can't tell" answers a speaker too; its answer is "".
+    """
+    speakers = _speakers_of(assignment)
+    if not all(_answered_values(rows.get(s.instance_id, {})) for s in speakers):
+        return None
+    return {s.instance_id: rows[s.instance_id].get("answer", "") for s in speakers}
+
+
+def _answered_values(values: dict[str, Any]) -> bool:
+    return bool(values.get("answer")) or bool(values.get("cant_tell"))
+
+
+def _answered(guess: Guess) -> bool:
+    return bool(guess.answer) or guess.cant_tell
+
+
+def _history_question_due(assignment: Assignment) -> bool:
+    """Whether the rater still has to say if they needed earlier scenes (works with some)."""
+    return assignment.history_needed is None and study_work_has_history(
+        assignment.session.study_work_id
     )
-    guesses = {g.instance_id: g for g in Guess.objects.filter(assignment=assignment)}
-    if missing := [i.code for i in instances if not _answered(guesses.get(i.pk, Guess()))]:
+
+
+def _submit_problem(assignment: Assignment, answers: dict[int, str]) -> SubmitIncomplete | None:
+    """What stops the scene from being submitted with ``answers`` (all speakers), if anything."""
+    if _history_question_due(assignment):
+        return SubmitIncomplete("say whether you needed earlier scenes", code="history")
+    named = [a for a in answers.values() if a]  # "can't tell" answers name no one
+    if assignment.participant.study.one_to_one and len(set(named)) < len(named):
+        return SubmitIncomplete(
+            "each masked speaker must be a different character", code="one_to_one"
+        )
+    return None
+
+
+def _submit_score(assignment: Assignment) -> SubmitIncomplete | None:
+    """Score the stored guesses of the locked assignment; returns what is missing instead.
+
+    The guesses are read ``FOR UPDATE``: an autosave that read the scene as open
+    waits, then finds its guess scored and leaves it alone (``_guesses_upsert``).
+    """
+    speakers = _speakers_of(assignment)
+    guesses = {
+        g.instance_id: g
+        for g in Guess.objects.filter(assignment=assignment)
+        .select_for_update()
+        .only("pk", "instance_id", "answer", "cant_tell", "correct")
+    }
+    if missing := [s.code for s in speakers if not _answered(guesses.get(s.instance_id, Guess()))]:
         return SubmitIncomplete(
             f"choose a character for {', '.join(missing)} first",
             code="missing",
             missing=tuple(missing),
         )
-    if assignment.history_needed is None and study_work_has_history(
-        assignment.session.study_work_id
-    ):
-        return SubmitIncomplete("say whether you needed earlier scenes", code="history")
-    if participant.study.one_to_one:
-        answers = [guesses[i.pk].answer for i in instances if not guesses[i.pk].cant_tell]
-        if len(set(answers)) < len(answers):
-            return SubmitIncomplete(
-                "each masked speaker must be a different character", code="one_to_one"
-            )
-    for instance in instances:
-        guess = guesses[instance.pk]
+    problem = _submit_problem(assignment, {k: g.answer for k, g in guesses.items()})
+    if problem:
+        return problem
+    gold = scene_gold(
+        scene_id=assignment.study_item.scene_id,
+        version=assignment.participant.study.item_set_hash,
+    )
+    for guess in guesses.values():
         guess.correct = (
-            not guess.cant_tell
-            and guess.answer.casefold() == instance.gold_character.name.casefold()
+            not guess.cant_tell and guess.answer.casefold() == gold[guess.instance_id].casefold()
         )
     Guess.objects.bulk_update(list(guesses.values()), ["correct"])
+    return None
+
+
+def _submit_close(assignment: Assignment) -> None:
+    """Mark the locked, scored assignment submitted; finish its session if it was the last."""
     now = timezone.now()
     fields = _time_event(assignment, now)
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = now
     assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
-    assignment.version = _version_stamp(participant, assignment)
-    assignment.save(update_fields=[*fields, "status", "submitted_at", "total_ms", "version"])
-    session = assignment.session
-    if not session.assignments.filter(status=Assignment.Status.ASSIGNED).exists():
-        WorkSession.objects.filter(pk=session.pk).update(finished_at=now)
-    return None
-
-
-def _answered(guess: Guess) -> bool:
-    return bool(guess.answer) or guess.cant_tell
+    assignment.version = _version_stamp(assignment.participant, assignment)
+    assignment.save(
+        update_fields=[*fields, "history_needed", "status", "submitted_at", "total_ms", "version"]
+    )
+    # One statement, no COUNT: the session is finished when no scene of it is open.
+    open_scenes = Assignment.objects.filter(
+        session_id=OuterRef("pk"), status=Assignment.Status.ASSIGNED
+    )
+    WorkSession.objects.filter(pk=assignment.session_id, finished_at__isnull=True).exclude(
+        Exists(open_scenes)
+    ).update(finished_at=now)
 
 
 @dataclass(frozen=True)

@@ -1,41 +1,57 @@
-"""Load check for the rater pages: N simulated raters answering at once against PostgreSQL.
+"""Load check for the rater pages under the production server, against PostgreSQL.
 
 A script, not a test (pytest does not collect it). It imports TVShowGuess Friends (plus
-``--copies`` renamed copies of it, so fast raters do not run out of scenes), creates a
-live study with room for every rater on every scene, starts Django's threaded web
-server (the one ``runserver --noreload`` uses, serving ``config.wsgi``) in a subprocess
-and lets ``--raters`` threads, each with its own keep-alive HTTP connection, take the
-study through the same endpoints the rater pages use: open the invite link, consent,
-"have you seen it?", confirm the history, then for each scene save every masked
-speaker's choice (and sometimes tags) the way htmx does, the history flag, and submit
-the whole form, with small random think times, for ``--seconds``. Some raters double
-submit or replay a save after submitting, as browsers do.
+``--copies`` renamed copies, so fast raters do not run out of scenes), creates a live
+study with room for every rater on every scene (overlap = raters, at least a fifth
+seen and a fifth unseen), starts gunicorn exactly as ``make serve`` does
+(config/gunicorn.conf.py; ``--workers`` x ``--threads``) serving
+``tests/benchmarks/bench_wsgi.py`` (the same app plus a header with each request's
+server time, CPU time and query count), and runs ``--loops`` closed loops for
+``--seconds``, each with its own keep-alive connection and cookies, as
+``../shared/bench/annotation_load.py`` runs them (so the figures compare with its
+Label Studio runs):
 
-Afterwards it checks the database against what the server acknowledged: every
-acknowledged answer stored exactly once and as sent, every acknowledged submit
-submitted, no (rater, scene) twice and no scene over its quota, and prints the
-server time per request (from a ``Server-Timing`` header the server wrapper adds:
-WSGI app entry to ``start_response``, i.e. Django's whole request/response cycle),
-the client-observed time, and answers/s.
+- ``closed``: next (GET /s/<token>/, the scene page) -> submit the whole form as a
+  browser posts it (a random candidate per masked speaker, the tag groups, empty
+  notes, the history flag 40 % of the time). The first time, and at each new work,
+  consent / "seen it?" / history are answered first (kind ``onboarding``).
+- ``autosave``: the same, plus one htmx save per speaker before the submit.
+- ``rich``: every speaker's choice saved, tags half the time, the flag, then the
+  submit; 5 % double submits and 5 % saves after the submit (must be refused, 422);
+  afterwards every acknowledged answer is checked against the database.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
-        .venv/bin/python tests/benchmarks/bench_study_load.py [--raters 50] [--seconds 60]
+``--think MIN MAX`` pauses before every request but a loop's first (human pacing:
+``--think 3 9``). ``--loops`` above ``--raters`` gives raters several tabs (loops
+share invite tokens round-robin): the second tab's submit of a scene the first tab
+submitted must land like a replay (302), never an error page.
 
-Without DATABASE_URL it uses postgres://postgres@127.0.0.1:5432/tomlab_bench and
-creates that database when it is missing. SQLite is refused: the point is PostgreSQL.
-Earlier load-check studies are deleted at the start; the imported works are kept.
+It prints accepted scenes/s (tasks/s) and answers/s (masked speakers answered), per
+request kind p50/p95/p99 as the client saw them, the server's CPU ms and queries
+per request (from the header), CPU of the whole gunicorn tree and of PostgreSQL
+(from /proc), the load average, and the database checks: no answer stored twice,
+no rater given a scene twice, no scene over its quota, every submitted scene fully
+answered and scored.
+
+    .venv/bin/python tests/benchmarks/bench_study_load.py [--mode closed] [--loops 50]
+        [--raters 50] [--seconds 60] [--think 3 9] [--workers 4 --threads 4] [--json out.json]
+
+DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/tomlab_bench (created
+when missing); SQLite is refused. Earlier load-check studies are deleted at the
+start; the imported works are kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import random
 import re
+import secrets
 import shutil
+import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,40 +73,53 @@ CONSENT_RE = re.compile(r'action="(/s/[^"]+/consent/)"')
 SUBMIT_RE = re.compile(r'action="(/s/[^"]+/scenes/(\d+)/submit/)"')
 CHOICE_RE = re.compile(r'name="choice-(\d+)" value="(\d+)"')
 TAG_RE = re.compile(r'name="tags-(\d+)" value="([^"]+)"')
-PROGRESS_RE = re.compile(r"Scene (\d+) / (\d+)")
+CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
-# -- the server (a subprocess of this script) ----------------------------------------------
+# -- /proc: CPU of a process tree (the shared load generator's helpers, stdlib only) --------
+
+CLK = os.sysconf("SC_CLK_TCK")
 
 
-def serve(port: int) -> None:
-    """Django's threaded dev server (as runserver) with a Server-Timing header added."""
-    import django
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    return s[s.rindex(")") + 2 :].split()
 
-    django.setup()
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer, run
 
-    class SharedPortServer(WSGIServer):
-        # SO_REUSEPORT: several server processes bind the port and the kernel spreads
-        # new connections over them (--processes), as a pre-forking server would.
-        allow_reuse_port = True
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of ``root`` and its live descendants, plus its reaped children."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                rest = _stat(int(d))
+            except (OSError, IndexError):
+                continue
+            parents[int(d)] = int(rest[1])
+            ticks[int(d)] = int(rest[11]) + int(rest[12])
+    children = defaultdict(list)
+    for pid, ppid in parents.items():
+        children[ppid].append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    try:
+        rest = _stat(root)
+        total += int(rest[13]) + int(rest[14])  # exited children (PostgreSQL backends)
+    except OSError:
+        pass
+    return total / CLK
 
-    app = WSGIHandler()
 
-    def timed(environ, start_response):
-        started = time.perf_counter()
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
-        def start(status, headers, exc_info=None):
-            # Django calls start_response after the view and all middleware ran.
-            elapsed = (time.perf_counter() - started) * 1000
-            headers.append(("Server-Timing", f"app;dur={elapsed:.2f}"))
-            return start_response(status, headers, exc_info)
 
-        return app(environ, start)
-
-    WSGIRequestHandler.log_message = lambda *a, **k: None  # no line per request
-    run("127.0.0.1", port, timed, threading=True, server_cls=SharedPortServer)
+# -- the server -------------------------------------------------------------------------
 
 
 def free_port() -> int:
@@ -99,81 +128,96 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_servers(port: int, log: Path, processes: int, into: list[subprocess.Popen]) -> None:
-    """Start ``processes`` server processes sharing ``port`` (appended to ``into`` as they
-    start, so the caller stops them even if a later one fails), each answering /healthz
-    before the next starts."""
-    for _ in range(processes):
-        into.append(start_server(port, log))
-
-
-def start_server(port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def start_gunicorn(port: int, workers: int, threads: int, log: Path) -> subprocess.Popen:
+    """gunicorn as `make serve` runs it (same config file), serving the measuring app."""
+    env = {
+        **os.environ,
+        "WEB_WORKERS": str(workers),
+        "WEB_THREADS": str(threads),
+        "BIND": f"127.0.0.1:{port}",
+        "PYTHONPATH": str(ROOT),
+    }
+    gunicorn = Path(sys.executable).with_name("gunicorn")
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(port)],
+            [str(gunicorn), "-c", "config/gunicorn.conf.py", "tests.benchmarks.bench_wsgi"],
             cwd=ROOT,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 90
+    up = 0
+    while time.monotonic() < deadline and up < workers * 2:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            raise SystemExit(f"gunicorn exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                conn.close()
-                return proc
+            up += conn.getresponse().status == 200
+            conn.close()
         except OSError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("server did not answer /healthz within 60 s")
+            time.sleep(0.3)
+    if up < workers * 2:
+        proc.terminate()
+        raise SystemExit("gunicorn did not answer /healthz within 90 s")
+    time.sleep(2)  # every worker has imported Django by now
+    return proc
 
 
-# -- one simulated rater -----------------------------------------------------------------
+# -- one loop (a rater's browser tab) -----------------------------------------------------
 
 
 @dataclass
 class Timing:
     kind: str
-    server_ms: float | None
-    client_ms: float
     status: int
+    client_ms: float
+    server_ms: float | None
+    cpu_ms: float | None
+    queries: int | None
 
 
 @dataclass
-class Rater:
+class Loop:
+    index: int
     token: str
     seen: bool
     port: int
     rng: random.Random
-    think: tuple[float, float]
+    think: tuple[float, float] | None
+    mode: str
     timings: list[Timing] = field(default_factory=list)
-    # (assignment, instance) -> candidate index of the last acknowledged save
+    # rich mode: what the server acknowledged, checked against the database afterwards
     choices: dict[tuple[int, int], int] = field(default_factory=dict)
     tags: dict[tuple[int, int], list[str]] = field(default_factory=dict)
     flags: dict[int, bool] = field(default_factory=dict)
     submitted: set[int] = field(default_factory=set)
+    speakers_answered: int = 0
     replays: Counter = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     csrf: str = ""
     conn: http.client.HTTPConnection | None = None
+    first_request: bool = True
+    onboarding: bool = False  # the last page was a step before the scenes
 
-    # HTTP ---------------------------------------------------------------------------
-    def request(
-        self, kind: str, method: str, path: str, data: dict | list | None = None, htmx=False
-    ) -> tuple[int, str, str]:
-        headers = {"Connection": "keep-alive"}
+    def request(self, kind: str, method: str, path: str, data=None, htmx=False):
+        # As annotation_load.py paces: before every request but a loop's first, except
+        # the onboarding steps (the next page is fetched first, then found to be one).
+        if self.think and not self.first_request and kind != "onboarding":
+            time.sleep(self.rng.uniform(*self.think))
+        self.first_request = False
+        headers = {"Connection": "keep-alive", "Accept": "text/html"}
         if self.csrf:
             headers["Cookie"] = f"csrftoken={self.csrf}"
-            headers["X-CSRFToken"] = self.csrf
+            if htmx:
+                headers["X-CSRFToken"] = self.csrf
         if htmx:
             headers["HX-Request"] = "true"
         body = None
         if data is not None:
+            if not htmx:
+                data = [("csrfmiddlewaretoken", self.csrf), *_pairs(data)]
             body = urlencode(data, doseq=True)
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         for attempt in (1, 2):
@@ -185,8 +229,8 @@ class Rater:
                 response = self.conn.getresponse()
                 text = response.read().decode()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # A kept-alive connection the server closed between requests: only safe
-                # to retry when nothing could have been processed (idempotent GET).
+                # A kept-alive connection the server closed while idle: only safe to
+                # retry when nothing could have been processed (a GET).
                 self.conn.close()
                 self.conn = None
                 if attempt == 2 or method != "GET":
@@ -200,83 +244,94 @@ class Rater:
         for cookie in response.headers.get_all("Set-Cookie") or []:
             if cookie.startswith("csrftoken="):
                 self.csrf = cookie.split(";", 1)[0].split("=", 1)[1]
-        timing = response.getheader("Server-Timing", "")
-        server_ms = float(timing.split("dur=")[1]) if "dur=" in timing else None
-        self.timings.append(Timing(kind, server_ms, client_ms, response.status))
+        bench = response.getheader("X-Bench", "").split()
+        server_ms, cpu_ms, queries = (
+            (float(bench[0]), float(bench[1]), int(bench[2])) if bench else (None, None, None)
+        )
+        self.timings.append(Timing(kind, response.status, client_ms, server_ms, cpu_ms, queries))
         if response.status >= 500:
             self.errors.append(f"{method} {path}: {response.status}")
-        return response.status, response.getheader("Location", ""), text
+        return response.status, text
 
-    def get_page(self, kind: str = "page") -> str:
-        status, _, text = self.request(kind, "GET", f"/s/{self.token}/")
-        if status != 200:
-            raise RuntimeError(f"GET start: {status}")
-        return text
-
-    def post_form(self, kind: str, path: str, data: dict | list) -> tuple[int, str]:
-        """A plain form POST; the rater pages answer every accepted one with a redirect."""
-        status, location, text = self.request(kind, "POST", path, data)
-        if status != 302:
-            raise RuntimeError(f"{kind}: {status} {text[:200]!r}")
-        return status, location
-
-    def pause(self) -> None:
-        time.sleep(self.rng.uniform(*self.think))
-
-    # the rater's path ---------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         try:
-            page = self.get_page()
             while not stop.is_set():
+                kind = "onboarding" if self.onboarding else "next"
+                status, page = self.request(kind, "GET", f"/s/{self.token}/")
+                if status != 200:
+                    raise RuntimeError(f"GET start: {status}")
+                self.onboarding = not SUBMIT_RE.search(page)
+                if match := SUBMIT_RE.search(page):
+                    self.timings[-1].kind = "next"
+                    if self.mode == "rich":
+                        self.scene_rich(page, match[1], int(match[2]))
+                    else:
+                        self.scene(page, match[1], int(match[2]))
+                    continue
+                self.timings[-1].kind = "onboarding"  # not a scene page
                 if match := CONSENT_RE.search(page):
-                    self.pause()
-                    self.post_form("consent", match[1], {})
+                    self.post("onboarding", match[1], {})
                 elif match := FAMILIARITY_RE.search(page):
-                    self.pause()
-                    self.post_form("familiarity", match[1], {"seen": "yes" if self.seen else "no"})
+                    self.post("onboarding", match[1], {"seen": "yes" if self.seen else "no"})
                 elif match := HISTORY_RE.search(page):
-                    self.pause()
-                    self.post_form("history", match[1], {})
-                elif match := SUBMIT_RE.search(page):
-                    if not self.scene(page, match[1], int(match[2]), stop):
-                        break
+                    self.post("onboarding", match[1], {})
                 else:
-                    break  # the final report: nothing left to do
-                page = self.get_page()
-        except Exception as exc:  # reported, not raised: the other raters go on
+                    break  # the final report: nothing left for this rater
+        except Exception as exc:  # reported, not raised: the other loops go on
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             if self.conn is not None:
                 self.conn.close()
 
-    def scene(self, page: str, submit_path: str, assignment: int, stop: threading.Event) -> bool:
+    def post(self, kind: str, path: str, data) -> int:
+        """A plain form POST; the rater pages answer every accepted one with a redirect."""
+        status, text = self.request(kind, "POST", path, data)
+        if status != 302:
+            raise RuntimeError(f"{kind}: {status} {_message(text)!r}")
+        return status
+
+    def scene(self, page: str, submit_path: str, assignment: int) -> None:
+        """closed / autosave: as ../shared/bench/annotation_load.py's ToMLab adapter."""
+        speakers = Counter(int(i) for i, _ in CHOICE_RE.findall(page))
+        choices = {iid: self.rng.randrange(n) for iid, n in speakers.items()}
+        if self.mode == "autosave":
+            save = submit_path.replace("/submit/", "/save/")
+            for iid, choice in choices.items():
+                status, text = self.request(
+                    "save", "POST", save, [(f"choice-{iid}", str(choice))], htmx=True
+                )
+                if status != 200:
+                    raise RuntimeError(f"save: {status} {_message(text)!r}")
+        form = []
+        for iid, choice in choices.items():
+            form += [(f"choice-{iid}", str(choice)), (f"tags-{iid}-sent", "1")]
+            form.append((f"evidence-{iid}", ""))
+        form.append(("history_needed-sent", "1"))
+        if self.rng.random() < 0.4:
+            form.append(("history_needed", "1"))
+        self.post("submit", submit_path, form)
+        self.submitted.add(assignment)
+        self.speakers_answered += len(choices)
+
+    def scene_rich(self, page: str, submit_path: str, assignment: int) -> None:
         save_path = submit_path.replace("/submit/", "/save/")
         speakers: dict[int, int] = Counter(int(i) for i, _ in CHOICE_RE.findall(page))
         tag_names = list(dict.fromkeys(t for _, t in TAG_RE.findall(page)))
         form: list[tuple[str, str]] = []
         for instance, candidates in speakers.items():
-            if stop.is_set():
-                return False
-            self.pause()
             choice = self.rng.randrange(candidates)
-            status, _, _ = self.request(
+            status, _ = self.request(
                 "save", "POST", save_path, {f"choice-{instance}": choice}, htmx=True
             )
             if status != 200:
                 raise RuntimeError(f"save choice: {status}")
             self.choices[(assignment, instance)] = choice
-            form.append((f"choice-{instance}", str(choice)))
-            form.append((f"tags-{instance}-sent", "1"))
+            form += [(f"choice-{instance}", str(choice)), (f"tags-{instance}-sent", "1")]
             if self.rng.random() < 0.5:
                 chosen = self.rng.sample(tag_names, k=self.rng.randint(1, 2))
-                self.pause()
                 fields = [(f"tags-{instance}", t) for t in chosen]
-                status, _, _ = self.request(
-                    "save-tags",
-                    "POST",
-                    save_path,
-                    [*fields, (f"tags-{instance}-sent", "1")],
-                    htmx=True,
+                status, _ = self.request(
+                    "save", "POST", save_path, [*fields, (f"tags-{instance}-sent", "1")], True
                 )
                 if status != 200:
                     raise RuntimeError(f"save tags: {status}")
@@ -285,46 +340,43 @@ class Rater:
             else:
                 self.tags.setdefault((assignment, instance), [])
         flag = self.rng.random() < 0.4
-        self.pause()
-        status, _, _ = self.request(
-            "save-flag",
-            "POST",
-            save_path,
-            # As the checkbox sends it: the value only when ticked.
-            {"history_needed": "1", "history_needed-sent": "1"}
-            if flag
-            else {"history_needed-sent": "1"},
-            htmx=True,
-        )
+        sent = {"history_needed-sent": "1"} | ({"history_needed": "1"} if flag else {})
+        status, _ = self.request("save", "POST", save_path, sent, htmx=True)
         if status != 200:
             raise RuntimeError(f"save flag: {status}")
         self.flags[assignment] = flag
-        form.append(("history_needed-sent", "1"))
-        if flag:
-            form.append(("history_needed", "1"))
-        self.pause()
-        self.post_form("submit", submit_path, form)
+        form += list(sent.items())
+        self.post("submit", submit_path, form)
         self.submitted.add(assignment)
+        self.speakers_answered += len(speakers)
         if self.rng.random() < 0.05:  # a double click: the same submit again
-            self.post_form("submit-replay", submit_path, form)
+            self.post("submit-replay", submit_path, form)
             self.replays["submit"] += 1
-        if self.rng.random() < 0.05:  # a stale tab changing an answer after submit
+        if self.rng.random() < 0.05:  # a stale tab changing an answer after the submit
             instance = next(iter(speakers))
             changed = (self.choices[(assignment, instance)] + 1) % speakers[instance]
-            status, _, _ = self.request(
-                "save-after-submit", "POST", save_path, {f"choice-{instance}": changed}, htmx=True
+            status, _ = self.request(
+                "save-after-submit", "POST", save_path, {f"choice-{instance}": changed}, True
             )
             self.replays["save after submit"] += 1
             if status != 422:
                 raise RuntimeError(f"save after submit answered {status}, not 422")
-        return True
+
+
+def _pairs(data) -> list[tuple[str, str]]:
+    items = data.items() if isinstance(data, dict) else data
+    return [(k, str(v)) for k, v in items]
+
+
+def _message(text: str) -> str:
+    match = re.search(r'role="alert">(.*?)</', text, re.DOTALL)
+    return (match[1] if match else text[:160]).strip()
 
 
 # -- set-up and checks -------------------------------------------------------------------
 
 
 def ensure_database(url: str) -> None:
-    """Create the database in ``url`` when it does not exist yet."""
     import psycopg
 
     parts = urlsplit(url)
@@ -336,6 +388,19 @@ def ensure_database(url: str) -> None:
             print(f"created database {name}")
 
 
+def postmaster_pid() -> int | None:
+    """The PostgreSQL server's PID: the parent of this connection's backend (if local)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    try:
+        return int(_stat(backend)[1])
+    except OSError:
+        return None  # the database runs elsewhere: its CPU is not reported
+
+
 def import_works(copies: int, workdir: Path):
     from django.conf import settings
     from django.core.management import call_command
@@ -343,90 +408,38 @@ def import_works(copies: int, workdir: Path):
     from benchmarks.models import Work
 
     raw = Path(settings.TOMLAB_SHARED_DATA) / "tvshowguess" / "friends.raw"
-    paths = [raw]
-    for i in range(1, copies + 1):
-        # copyfile, not copytree: the shared data is read-only and its mode must not follow.
-        copy = workdir / f"{COPY_PREFIX}{i}.raw"
-        shutil.copyfile(raw, copy)
-        paths.append(copy)
-    for path in paths:
+    keys = ["friends", *(f"{COPY_PREFIX}{i}" for i in range(1, copies + 1))]
+    have = set(Work.objects.filter(benchmark="tvshowguess", key__in=keys).values_list("key"))
+    for key in keys:
+        if (key,) in have:
+            continue
+        path = raw
+        if key != "friends":
+            # copyfile, not copytree: the shared data is read-only and its mode must not follow.
+            path = workdir / f"{key}.raw"
+            shutil.copyfile(raw, path)
         call_command("import_benchmark", "tvshowguess", str(path), verbosity=0)
-    keys = [p.stem for p in paths]
     works = {w.key: w for w in Work.objects.filter(benchmark="tvshowguess", key__in=keys)}
     return [works[k] for k in keys]
 
 
-def percentiles(values: list[float]) -> str:
+def pct(values: list[float], p: float) -> float | None:
+    """The p-th percentile, nearest rank (as annotation_load.py computes it)."""
     if not values:
-        return "n/a"
-    if len(values) == 1:
-        return f"p50 {values[0]:.1f} ms (1 request)"
-    q = statistics.quantiles(values, n=100, method="inclusive")
-    return (
-        f"p50 {q[49]:6.1f}  p95 {q[94]:6.1f}  p99 {q[98]:6.1f}  max {max(values):6.1f} ms"
-        f"  (n={len(values)})"
-    )
+        return None
+    v = sorted(values)
+    return v[max(0, min(len(v) - 1, round(p / 100.0 * len(v) + 0.5) - 1))]
 
 
-def verify(study, raters: list[Rater]) -> list[str]:
-    """Every acknowledged write is in the database exactly once; quotas hold."""
+def db_check(study) -> dict[str, int]:
+    """Duplicates and over-quota, read back from the database."""
     from django.db.models import Count, Q
 
     from studies.models import Assignment, Guess
 
-    problems: list[str] = []
-    participants = {p.token: p.pk for p in study.participants.all()}
-    assignments = {
-        a.pk: a
-        for a in Assignment.objects.filter(study_item__study=study).select_related("study_item")
-    }
-    guesses = defaultdict(list)
-    for g in Guess.objects.filter(assignment__in=list(assignments)).select_related("instance"):
-        guesses[(g.assignment_id, g.instance_id)].append(g)
-    duplicated = {k: len(v) for k, v in guesses.items() if len(v) > 1}
-    if duplicated:
-        problems.append(f"{len(duplicated)} answers stored more than once")
-    lost = wrong = foreign = 0
-    for rater in raters:
-        pid = participants[rater.token]
-        for (assignment_id, instance_id), choice in rater.choices.items():
-            assignment = assignments.get(assignment_id)
-            if assignment is None or assignment.participant_id != pid:
-                foreign += 1
-                continue
-            stored = guesses.get((assignment_id, instance_id))
-            if not stored:
-                lost += 1
-                continue
-            guess = stored[0]
-            expected_tags = rater.tags.get((assignment_id, instance_id), [])
-            if guess.answer != guess.instance.candidates[choice] or sorted(guess.tags) != sorted(
-                expected_tags
-            ):
-                wrong += 1
-        for assignment_id in rater.submitted:
-            assignment = assignments[assignment_id]
-            if assignment.status != "submitted":
-                lost += 1
-            elif assignment.history_needed is not rater.flags[assignment_id] or any(
-                g.correct is None for g in assignment.guesses.all()
-            ):
-                wrong += 1  # the flag differs, or correctness was not computed
-    acked_submits = {a for r in raters for a in r.submitted}
-    unacked = [
-        a.pk for a in assignments.values() if a.status == "submitted" and a.pk not in acked_submits
-    ]
-    if lost:
-        problems.append(f"{lost} acknowledged answers or submits missing")
-    if wrong:
-        problems.append(f"{wrong} stored answers differ from what was acknowledged")
-    if foreign:
-        problems.append(f"{foreign} answers landed on another rater's assignment")
-    if unacked:
-        problems.append(f"{len(unacked)} scenes submitted that no rater saw acknowledged")
-    pairs = Counter((a.participant_id, a.study_item_id) for a in assignments.values())
-    if any(n > 1 for n in pairs.values()):
-        problems.append("a rater got the same scene twice")
+    assignments = Assignment.objects.filter(study_item__study=study)
+    submitted = assignments.filter(status="submitted")
+    guesses = Guess.objects.filter(assignment__study_item__study=study)
     over = study.study_items.annotate(
         n=Count("assignments"),
         seen=Count("assignments", filter=Q(assignments__seen=True)),
@@ -436,32 +449,88 @@ def verify(study, raters: list[Rater]) -> list[str]:
         | Q(seen__gt=study.overlap - study.min_unseen)
         | Q(unseen__gt=study.overlap - study.min_seen)
     )
-    if over.exists():
-        problems.append(f"{over.count()} scenes over their quota")
+    return {
+        "assignments": assignments.count(),
+        "submitted_scenes": submitted.count(),
+        "guesses_stored": guesses.count(),
+        "guesses_stored_twice": guesses.values("assignment", "instance")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+        .count(),
+        "rater_scene_pairs_assigned_twice": assignments.values("participant", "study_item")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+        .count(),
+        "scenes_over_quota": over.count(),
+        "submitted_with_unanswered_or_unscored_speaker": submitted.filter(
+            Q(guesses__answer="") | Q(guesses__correct__isnull=True)
+        )
+        .distinct()
+        .count(),
+    }
+
+
+def verify_rich(study, loops: list[Loop]) -> list[str]:
+    """rich mode: every acknowledged answer is stored as sent, every acknowledged submit is."""
+    from studies.models import Assignment, Guess
+
+    problems: list[str] = []
+    assignments = {
+        a.pk: a for a in Assignment.objects.filter(study_item__study=study).prefetch_related()
+    }
+    guesses = {
+        (g.assignment_id, g.instance_id): g
+        for g in Guess.objects.filter(assignment__in=list(assignments)).select_related("instance")
+    }
+    lost = wrong = 0
+    for loop in loops:
+        for (assignment_id, instance_id), choice in loop.choices.items():
+            guess = guesses.get((assignment_id, instance_id))
+            if guess is None:
+                lost += 1
+            elif guess.answer != guess.instance.candidates[choice] or sorted(guess.tags) != sorted(
+                loop.tags.get((assignment_id, instance_id), [])
+            ):
+                wrong += 1
+        for assignment_id in loop.submitted:
+            assignment = assignments[assignment_id]
+            if assignment.status != "submitted":
+                lost += 1
+            elif assignment.history_needed is not loop.flags[assignment_id]:
+                wrong += 1
+    if lost:
+        problems.append(f"{lost} acknowledged answers or submits missing")
+    if wrong:
+        problems.append(f"{wrong} stored answers differ from what was acknowledged")
     return problems
+
+
+# -- main -------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raters", type=int, default=50)
+    parser.add_argument("--mode", choices=["closed", "autosave", "rich"], default="closed")
+    parser.add_argument("--loops", type=int, default=50, help="concurrent loops (50)")
+    parser.add_argument("--raters", type=int, help="invite tokens (default: one per loop)")
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--copies", type=int, default=2, help="extra copies of Friends (2)")
-    parser.add_argument("--think", type=float, nargs=2, default=(0.05, 0.4), metavar=("MIN", "MAX"))
+    parser.add_argument("--think", type=float, nargs=2, metavar=("MIN", "MAX"))
+    parser.add_argument("--copies", type=int, default=10, help="extra copies of Friends (10)")
+    parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1))
+    parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--processes", type=int, default=1, help="server processes sharing the port (1)"
-    )
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
+    raters = args.raters or args.loops
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
-    sys.path.insert(0, str(ROOT))
-    if args.serve:
-        serve(args.serve)
-        return
     if not os.environ["DATABASE_URL"].startswith(("postgres://", "postgresql://")):
         raise SystemExit("the load check needs PostgreSQL: set DATABASE_URL=postgres://…")
+    # Production settings, as `make serve` runs them.
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    sys.path.insert(0, str(ROOT))
     ensure_database(os.environ["DATABASE_URL"])
 
     import django
@@ -470,131 +539,190 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from studies.models import Assignment, Guess, Study
     from studies.services import participants_invite, study_create, study_go_live
 
     workdir = Path(tempfile.mkdtemp(prefix="study-load-"))
-    servers: list[subprocess.Popen] = []
+    server = None
     try:
         call_command("migrate", verbosity=0)
+        call_command("collectstatic", "--noinput", verbosity=0)
+        from studies.models import Study
+
         Study.objects.filter(name__startswith=STUDY_PREFIX).delete()
         works = import_works(args.copies, workdir)
-        quota = args.raters // 5
-        study = study_create(
-            name=f"{STUDY_PREFIX} {time.strftime('%Y-%m-%d %H:%M:%S')}",
-            benchmark="tvshowguess",
-            works=works,
-            overlap=args.raters,  # room for every rater on every scene
-            min_seen=quota,
-            min_unseen=quota,
+        quota = raters // 5
+        study = study_go_live(
+            study=study_create(
+                name=f"{STUDY_PREFIX} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                benchmark="tvshowguess",
+                works=works,
+                overlap=raters,  # room for every rater on every scene
+                min_seen=quota,
+                min_unseen=quota,
+            )
         )
-        study = study_go_live(study=study)
         invited = participants_invite(
-            study=study, labels=[f"load rater {i}" for i in range(args.raters)]
+            study=study, labels=[f"load rater {i}" for i in range(raters)]
         )
-        scenes = study.study_items.count()
+        pg = postmaster_pid()
         print(
-            f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
-            f"{os.cpu_count()} CPUs; study {study.pk}: {len(works)} works, {scenes} scenes, "
-            f"overlap {study.overlap} (seen >= {quota}, unseen >= {quota})"
+            f"PostgreSQL {connection.settings_dict['NAME']}; {os.cpu_count()} CPUs; study "
+            f"{study.pk}: {len(works)} works, {study.study_items.count()} scenes, overlap "
+            f"{study.overlap} (seen >= {quota}, unseen >= {quota}); cache "
+            f"{os.environ.get('CACHE_URL', 'locmem (per process)')}"
         )
         connection.close()
 
         port = free_port()
-        start_servers(port, workdir / "server.log", args.processes, servers)
+        load_before = loadavg()
+        server = start_gunicorn(port, args.workers, args.threads, workdir / "server.log")
         print(
-            f"server: {args.processes} process(es) of Django's ThreadedWSGIServer "
-            f"(runserver's) on :{port}; "
-            f"{args.raters} raters for {args.seconds:.0f} s, think {args.think[0]}-"
-            f"{args.think[1]} s"
+            f"gunicorn {args.workers} workers x {args.threads} threads (gthread) on :{port}; "
+            f"mode {args.mode}, {args.loops} loops over {raters} raters, {args.seconds:.0f} s, "
+            f"think {args.think or 'none'}; load average before: {load_before}"
         )
         master = random.Random(args.seed)
-        raters = [
-            Rater(
-                token=p.token,
-                seen=i % 2 == 0,
+        loops = [
+            Loop(
+                index=i,
+                token=invited[i % raters].token,
+                seen=(i % raters) % 2 == 0,
                 port=port,
                 rng=random.Random(master.random()),
-                think=tuple(args.think),
+                think=tuple(args.think) if args.think else None,
+                mode=args.mode,
             )
-            for i, p in enumerate(invited)
+            for i in range(args.loops)
         ]
         stop = threading.Event()
-        threads = [threading.Thread(target=r.run, args=(stop,)) for r in raters]
+        threads = [threading.Thread(target=loop.run, args=(stop,)) for loop in loops]
+        cpu0, db0, own0 = tree_cpu_s(server.pid), tree_cpu_s(pg) if pg else 0.0, os.times()
         started = time.perf_counter()
         for thread in threads:
             thread.start()
-            time.sleep(0.02)  # a 1 s ramp: runserver's listen backlog is 10
-        time.sleep(max(0.0, args.seconds - (time.perf_counter() - started)))
+        time.sleep(args.seconds)
         stop.set()
         for thread in threads:
-            thread.join(timeout=120)
+            thread.join(timeout=120 + (args.think[1] if args.think else 0))
         elapsed = time.perf_counter() - started
+        cpu1, db1, own1 = tree_cpu_s(server.pid), tree_cpu_s(pg) if pg else 0.0, os.times()
+        load_after = loadavg()
         hung = sum(t.is_alive() for t in threads)
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(timeout=30)
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
         log = workdir / "server.log"
         server_log = log.read_text() if log.exists() else ""
         shutil.rmtree(workdir, ignore_errors=True)
 
-    timings = [t for r in raters for t in r.timings]
+    timings = [t for loop in loops for t in loop.timings]
     by_kind: dict[str, list[Timing]] = defaultdict(list)
     for t in timings:
         by_kind[t.kind].append(t)
-    answers = len(by_kind["save"])
-    submits = len(by_kind["submit"])
+    accepted = [t for t in by_kind["submit"] if t.status == 302]
+    speakers = sum(loop.speakers_answered for loop in loops)
+    server_cpu, db_cpu = cpu1 - cpu0, db1 - db0
+    gen_cpu = (own1.user + own1.system) - (own0.user + own0.system)
+    figures: dict = {
+        "mode": args.mode,
+        "loops": args.loops,
+        "raters": raters,
+        "think_s": args.think,
+        "server": f"gunicorn {args.workers}x{args.threads} gthread",
+        "seconds": round(elapsed, 1),
+        "requests": len(timings),
+        "tasks_per_s": round(len(accepted) / elapsed, 1),
+        "answers_per_s": round(speakers / elapsed, 1),
+        "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, len(timings)), 2),
+        "db_cpu_ms_per_request": round(1000 * db_cpu / max(1, len(timings)), 2) if pg else None,
+        "server_cpu_cores": round(server_cpu / elapsed, 2),
+        "db_cpu_cores": round(db_cpu / elapsed, 2) if pg else None,
+        "load_generator_cpu_cores": round(gen_cpu / elapsed, 2),
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "statuses": {str(k): v for k, v in sorted(Counter(t.status for t in timings).items())},
+        "kinds": {},
+    }
+    for kind, rows in sorted(by_kind.items()):
+        ok = [t for t in rows if t.status in (200, 302, 422)]
+        client = [t.client_ms for t in ok]
+        cpu = [t.cpu_ms for t in ok if t.cpu_ms is not None]
+        queries = [t.queries for t in ok if t.queries is not None]
+        figures["kinds"][kind] = {
+            "n": len(rows),
+            "p50_ms": _r(pct(client, 50)),
+            "p95_ms": _r(pct(client, 95)),
+            "p99_ms": _r(pct(client, 99)),
+            "server_p95_ms": _r(pct([t.server_ms for t in ok if t.server_ms is not None], 95)),
+            "cpu_ms_mean": _r(sum(cpu) / len(cpu)) if cpu else None,
+            "cpu_ms_p50": _r(pct(cpu, 50)),
+            "queries_max": max(queries) if queries else None,
+            "queries_mean": _r(sum(queries) / len(queries)) if queries else None,
+        }
+    check = db_check(study)
+    figures["db_check"] = check
     print(
-        f"\n{elapsed:.1f} s: {len(timings)} requests ({len(timings) / elapsed:.1f}/s), "
-        f"{answers} answers saved ({answers / elapsed:.1f} answers/s), {submits} scenes "
-        f"submitted ({submits / elapsed:.1f}/s), {len(by_kind['familiarity'])} familiarity "
-        f"declarations"
+        f"\n{elapsed:.1f} s, {len(timings)} requests: {figures['tasks_per_s']} scenes "
+        f"submitted/s, {figures['answers_per_s']} answers/s; server CPU "
+        f"{figures['server_cpu_ms_per_request']} ms/request ({figures['server_cpu_cores']} "
+        f"cores), PostgreSQL {figures['db_cpu_ms_per_request']} ms/request "
+        f"({figures['db_cpu_cores']} cores), load generator {figures['load_generator_cpu_cores']}"
+        f" cores; load average after: {load_after}"
     )
-    replays = sum((r.replays for r in raters), Counter())
-    print(f"replays: {dict(replays) or 'none'}")
-    per_rater = sorted(len(r.submitted) for r in raters)
     print(
-        f"scenes per rater: min {per_rater[0]}, "
-        f"median {per_rater[len(per_rater) // 2]}, max {per_rater[-1]}"
+        f"{'kind':<18}{'n':>7}{'p50':>9}{'p95':>9}{'p99':>9}{'srv p95':>9}"
+        f"{'CPU ms':>8}{'(p50)':>7}{'queries':>9}{'(max)':>6}"
     )
-    print("\nserver time (Server-Timing: Django request cycle) per request kind:")
-    answer_kinds = ("save", "save-tags", "save-flag", "submit")
-    groups = [
-        ("answer (all saves + submits)", [t for k in answer_kinds for t in by_kind[k]]),
-        *[(k, by_kind[k]) for k in sorted(by_kind)],
-    ]
-    for name, rows in groups:
-        print(f"  {name:30s} {percentiles([t.server_ms for t in rows if t.server_ms is not None])}")
-    print("client-observed time (includes queueing in the server and the network stack):")
-    for name, rows in groups[:1] + [g for g in groups if g[0] in ("save", "submit", "page")]:
-        print(f"  {name:30s} {percentiles([t.client_ms for t in rows])}")
-    statuses = Counter(t.status for t in timings)
-    print(f"HTTP statuses: {dict(sorted(statuses.items()))}")
+    for kind, k in figures["kinds"].items():
+        print(
+            f"{kind:<18}{k['n']:>7}{_f(k['p50_ms']):>9}{_f(k['p95_ms']):>9}{_f(k['p99_ms']):>9}"
+            f"{_f(k['server_p95_ms']):>9}{_f(k['cpu_ms_mean']):>8}{_f(k['cpu_ms_p50']):>7}"
+            f"{_f(k['queries_mean']):>9}{k['queries_max'] or '':>6}"
+        )
+    print(f"HTTP statuses: {figures['statuses']}")
+    print(f"database: {json.dumps(check)}")
+    replays = sum((loop.replays for loop in loops), Counter())
+    if replays:
+        print(f"replays: {dict(replays)}")
 
-    errors = [e for r in raters for e in r.errors]
-    problems = verify(study, raters)
-    stored = Guess.objects.filter(assignment__study_item__study=study).count()
-    done = Assignment.objects.filter(study_item__study=study, status="submitted").count()
-    acked = sum(len(r.choices) for r in raters)
-    print(
-        f"\ndatabase: {stored} answers stored for {acked} acknowledged (assignment, speaker) "
-        f"answers; {done} scenes submitted for {sum(len(r.submitted) for r in raters)} "
-        f"acknowledged submits"
-    )
+    problems = []
+    errors = [e for loop in loops for e in loop.errors]
     for e in errors[:10]:
         print(f"client error: {e}")
-    if hung:
-        problems.append(f"{hung} rater threads did not finish")
     if errors:
         problems.append(f"{len(errors)} client errors")
+    if hung:
+        problems.append(f"{hung} loops did not finish")
+    for key in (
+        "guesses_stored_twice",
+        "rater_scene_pairs_assigned_twice",
+        "scenes_over_quota",
+        "submitted_with_unanswered_or_unscored_speaker",
+    ):
+        if check[key]:
+            problems.append(f"{key}: {check[key]}")
+    acked = {a for loop in loops for a in loop.submitted}
+    if check["submitted_scenes"] != len(acked):
+        problems.append(f"{check['submitted_scenes']} scenes submitted, {len(acked)} acknowledged")
+    if args.mode == "rich":
+        problems += verify_rich(study, loops)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1))
     if problems:
         print("PROBLEMS:\n  " + "\n  ".join(problems))
         if "Traceback" in server_log:
             print(server_log[-3000:])
         raise SystemExit(1)
-    print("checks: zero lost or duplicated answers, no scene over quota, no server errors")
+    print("checks: no answer stored twice, no scene over quota, no server errors")
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+def _f(x) -> str:
+    return "" if x is None else f"{x:.1f}"
 
 
 if __name__ == "__main__":

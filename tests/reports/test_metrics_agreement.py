@@ -189,3 +189,31 @@ def test_agreement_ci_edge_cases():
     assert agreement_ci([["a", "a"]] * 4, fleiss_kappa, n_resamples=50) == (None, None)
     with pytest.raises(ValueError):
         agreement_ci([["a", "a"]], fleiss_kappa, level=0)
+
+
+@pytest.mark.parametrize("statistic", [percent_agreement, fleiss_kappa, krippendorff_alpha])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_agreement_ci_from_counts_equals_the_statistic_on_every_resample(statistic, seed):
+    """The three statistics' intervals come from weighted per-unit counts (issue 17: a
+    study of 100,000 answers took minutes); they must be the intervals the statistic
+    itself gives on every resample (a lambda wrapper takes the resample-by-resample
+    path). Ragged units, missing ratings and unpairable units included."""
+    import random
+
+    rng = random.Random(seed)
+    labels = ["rachel", "ross", "monica", "joey"]
+    if statistic is fleiss_kappa:
+        units = [[rng.choice(labels[:3]) for _ in range(4)] for _ in range(40)]
+    else:
+        units = [[rng.choice([*labels, N]) for _ in range(rng.randint(1, 6))] for _ in range(60)]
+    fast = agreement_ci(units, statistic, n_resamples=200, seed=seed)
+    slow = agreement_ci(units, lambda r: statistic(r), n_resamples=200, seed=seed)
+    assert fast[0] is not None
+    assert fast == pytest.approx(slow, rel=1e-9, abs=1e-12)
+
+
+def test_agreement_ci_from_counts_keeps_the_undefined_and_refused_cases():
+    assert agreement_ci([["a", "a"]] * 4, krippendorff_alpha, n_resamples=50) == (None, None)
+    assert agreement_ci([["a"], ["b"]], percent_agreement, n_resamples=50) == (None, None)
+    with pytest.raises(ValueError, match="same number of ratings"):
+        agreement_ci([["a", "a"], ["a", "b", "b"]], fleiss_kappa, n_resamples=5)

@@ -1,0 +1,332 @@
+"""Reports at scale: synthetic responses and predictions, then report timings (a script).
+
+``generate`` fills a PostgreSQL database with (defaults as issue 17 asks):
+
+- ``--predictions`` DynToM predictions (1,000,000) over ``--runs`` runs (20), on the
+  questions of synthetic DynToM stages built and imported the way
+  ``bench_dyntom_import.py`` builds them (about 72 questions per stage, so 50,000
+  questions a run take ~700 stages); each run answers every question once, right with
+  its own probability (0.35-0.85), in one finished, imported run per model;
+- ``--guesses`` human speaker guesses (100,000) from ``--raters`` raters (500) in one
+  closed TVShowGuess study over the Friends copies the load check imports, each rater
+  answering whole scenes (submitted, scored) until the total is reached.
+
+``measure`` times what a researcher opens, through Django's test client as a logged-in
+researcher (production settings, the same views and cache the server uses): the
+report pages and the API report of both benchmarks (first request and a repeat),
+and the streamed exports (tidy CSV, long JSON), with the process's peak memory
+growth while each export streams (tracemalloc), so a whole-table list would show.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
+        .venv/bin/python tests/benchmarks/bench_report_scale.py generate
+    DATABASE_URL=… .venv/bin/python tests/benchmarks/bench_report_scale.py measure
+
+Generated rows are marked (runs named ``scale run N``, the study ``scale study``) and
+replaced by the next ``generate``. SQLite is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import secrets
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_PREFIX = "scale run "
+STUDY_NAME = "scale study"
+BATCH = 10_000
+
+
+def _setup() -> None:
+    if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        raise SystemExit("set DATABASE_URL=postgres://… (the scale check needs PostgreSQL)")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+# -- generate -----------------------------------------------------------------------------
+
+
+def dyntom_questions(needed: int) -> list[int]:
+    """Ids of at least ``needed`` DynToM questions, importing synthetic stages if short."""
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from benchmarks.models import DynToMQuestion
+    from tests.benchmarks.bench_dyntom_import import SYNTHETIC_PREFIX, build_trials
+
+    have = DynToMQuestion.objects.filter(stage__work__key__startswith=SYNTHETIC_PREFIX)
+    if have.count() < needed:
+        data = Path(settings.TOMLAB_SHARED_DATA)
+        sources = [data / "dyntom", data / "dyntom-variants"]
+        stages = needed // 60 + 20
+        with tempfile.TemporaryDirectory(prefix="scale-dyntom-") as tmp:
+            build_trials(sources, Path(tmp), stages)
+            started = time.perf_counter()
+            call_command("import_benchmark", "dyntom", tmp, verbosity=0)
+            print(
+                f"imported {stages} synthetic DynToM stages"
+                f" in {time.perf_counter() - started:.0f} s"
+            )
+    ids = list(have.order_by("pk").values_list("pk", flat=True)[:needed])
+    if len(ids) < needed:
+        raise SystemExit(f"only {len(ids)} DynToM questions; raise the stage count")
+    return ids
+
+
+def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
+    from django.db import connection
+
+    from benchmarks.models import DynToMQuestion
+    from modeling.models import Prediction, Run
+
+    Run.objects.filter(name__startswith=RUN_PREFIX).delete()
+    per_run = total // runs
+    questions = dyntom_questions(per_run)
+    gold = dict(DynToMQuestion.objects.filter(pk__in=questions).values_list("pk", "gold_letter"))
+    started = time.perf_counter()
+    for n in range(1, runs + 1):
+        run = Run.objects.create(
+            name=f"{RUN_PREFIX}{n}",
+            benchmark="dyntom",
+            method="vanilla",
+            model=f"synthetic-model-{n}",
+            imported=True,
+            status=Run.Status.SUCCEEDED,
+        )
+        skill = 0.35 + 0.5 * (n - 1) / max(1, runs - 1)
+        for i in range(0, per_run, BATCH):
+            rows = []
+            for qid in questions[i : i + BATCH]:
+                right = rng.random() < skill
+                answer = gold[qid] if right else rng.choice([x for x in "abcd" if x != gold[qid]])
+                rows.append(
+                    Prediction(
+                        run=run,
+                        dyntom_question_id=qid,
+                        parsed_answer=answer,
+                        parse_status=Prediction.ParseStatus.OK,
+                        correct=right,
+                        model=run.model,
+                    )
+                )
+            Prediction.objects.bulk_create(rows)
+        Run.objects.filter(pk=run.pk).update(
+            total_calls=per_run, done_calls=per_run, finished_at=run.created_at
+        )
+        print(f"  run {n}/{runs}: {per_run:,} predictions ({time.perf_counter() - started:.0f} s)")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE modeling_prediction")
+
+
+def generate_guesses(total: int, raters: int, rng: random.Random) -> None:
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from benchmarks.models import SpeakerInstance, Work
+    from studies.models import (
+        Assignment,
+        Guess,
+        Participant,
+        Study,
+        StudyItem,
+        StudyWork,
+        WorkSession,
+    )
+    from studies.services import study_create
+
+    Study.objects.filter(name=STUDY_NAME).delete()
+    works = list(Work.objects.filter(benchmark="tvshowguess").order_by("pk"))
+    if not works:
+        raise SystemExit("no TVShowGuess works: run bench_study_load.py once (it imports them)")
+    with transaction.atomic():
+        study = study_create(name=STUDY_NAME, benchmark="tvshowguess", works=works, overlap=raters)
+        Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    items = list(StudyItem.objects.filter(study=study).order_by("study_work_id", "position"))
+    instances: dict[int, list[SpeakerInstance]] = {}
+    for i in SpeakerInstance.objects.filter(
+        scene_id__in=[it.scene_id for it in items]
+    ).select_related("gold_character"):
+        instances.setdefault(i.scene_id, []).append(i)
+    study_works = {sw.pk: sw for sw in StudyWork.objects.filter(study=study)}
+    per_rater = total // raters
+    participants = Participant.objects.bulk_create(
+        Participant(
+            study=study,
+            label=f"scale rater {n}",
+            token=secrets.token_urlsafe(32),
+            consented_at=timezone.now(),
+            consented_version=1,
+        )
+        for n in range(raters)
+    )
+    started = time.perf_counter()
+    written = 0
+    for n, participant in enumerate(participants):
+        seen = n % 2 == 0
+        sessions = {
+            sw: WorkSession(participant=participant, study_work_id=sw, seen=seen, seed=n)
+            for sw in study_works
+        }
+        WorkSession.objects.bulk_create(sessions.values())
+        start = rng.randrange(len(items))
+        chosen, answers = [], 0
+        for k in range(len(items)):
+            item = items[(start + k) % len(items)]
+            chosen.append(item)
+            answers += len(instances[item.scene_id])
+            if answers >= per_rater:
+                break
+        now = timezone.now()
+        assignments = Assignment.objects.bulk_create(
+            Assignment(
+                participant=participant,
+                session=sessions[item.study_work_id],
+                study_item=item,
+                position=k,
+                seen=seen,
+                status=Assignment.Status.SUBMITTED,
+                history_needed=rng.random() < 0.4,
+                first_shown_at=now,
+                last_event_at=now,
+                active_ms=rng.randrange(5_000, 90_000),
+                total_ms=rng.randrange(5_000, 120_000),
+                submitted_at=now,
+            )
+            for k, item in enumerate(chosen)
+        )
+        guesses = []
+        for assignment, item in zip(assignments, chosen, strict=True):
+            for instance in instances[item.scene_id]:
+                right = rng.random() < 0.6
+                gold = instance.gold_character.name
+                answer = gold if right else rng.choice(instance.candidates)
+                guesses.append(
+                    Guess(
+                        assignment=assignment,
+                        instance=instance,
+                        answer=answer,
+                        correct=answer.casefold() == gold.casefold(),
+                        tags=rng.sample(study.tags, k=rng.randint(0, 2)),
+                    )
+                )
+        Guess.objects.bulk_create(guesses, batch_size=BATCH)
+        written += len(guesses)
+        if (n + 1) % 100 == 0:
+            print(
+                f"  {n + 1}/{raters} raters: {written:,} guesses"
+                f" ({time.perf_counter() - started:.0f} s)"
+            )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE studies_guess")
+        cursor.execute("ANALYZE studies_assignment")
+
+
+def cmd_generate(args) -> None:
+    rng = random.Random(args.seed)
+    started = time.perf_counter()
+    generate_predictions(args.predictions, args.runs, rng)
+    generate_guesses(args.guesses, args.raters, rng)
+    print(f"generated in {time.perf_counter() - started:.0f} s")
+
+
+# -- measure ------------------------------------------------------------------------------
+
+
+def _timed(client, path: str, *, stream: bool = False) -> tuple[float, int, int, float | None]:
+    """(seconds, status, bytes, peak MB of Python allocations while a stream was served).
+
+    Memory is traced for the streamed exports only: tracemalloc slows Python down
+    several times, so page and API timings run without it.
+    """
+    if stream:
+        tracemalloc.start()
+    started = time.perf_counter()
+    response = client.get(path)
+    size = 0
+    if stream and response.streaming:
+        for chunk in response.streaming_content:
+            size += len(chunk)
+    else:
+        size = len(response.content)
+    elapsed = time.perf_counter() - started
+    if not stream:
+        return elapsed, response.status_code, size, None
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return elapsed, response.status_code, size, peak / 2**20
+
+
+def cmd_measure(args) -> None:
+    from django.core.cache import cache
+    from django.test import Client
+
+    from accounts.services import user_create_with_role
+    from modeling.models import Prediction
+    from studies.models import Guess
+
+    user = user_create_with_role(
+        username="scale-researcher", password=secrets.token_urlsafe(16), role="researcher"
+    )
+    client = Client()
+    client.force_login(user)
+    print(
+        f"data: {Prediction.objects.filter(run__benchmark='dyntom').count():,} DynToM "
+        f"predictions, {Guess.objects.count():,} human guesses; load average "
+        f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
+    )
+    cache.clear()
+    checks = [
+        ("DynToM report page", "/reports/dyntom/", False),
+        ("DynToM report page (again)", "/reports/dyntom/", False),
+        ("TVShowGuess report page", "/reports/tvshowguess/", False),
+        ("TVShowGuess report page (again)", "/reports/tvshowguess/", False),
+        ("API report TVShowGuess", "/api/reports/tvshowguess/", False),
+        ("API report DynToM", "/api/reports/dyntom/", False),
+        ("tidy CSV TVShowGuess (streamed)", "/reports/tvshowguess/tidy.csv", True),
+        ("tidy CSV DynToM (streamed)", "/reports/dyntom/tidy.csv", True),
+        ("long JSON DynToM (streamed)", "/reports/dyntom/export.json", True),
+    ]
+    only = set(args.only or [])
+    print(f"{'request':<36}{'status':>7}{'seconds':>9}{'MB out':>9}{'peak MB':>9}")
+    for name, path, stream in checks:
+        if only and not any(o.lower() in name.lower() for o in only):
+            continue
+        seconds, status, size, peak = _timed(client, path, stream=stream)
+        traced = f"{peak:>9.1f}" if peak is not None else f"{'':>9}"
+        print(f"{name:<36}{status:>7}{seconds:>9.2f}{size / 2**20:>9.1f}{traced}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    gen = sub.add_parser("generate")
+    gen.add_argument("--predictions", type=int, default=1_000_000)
+    gen.add_argument("--runs", type=int, default=20)
+    gen.add_argument("--guesses", type=int, default=100_000)
+    gen.add_argument("--raters", type=int, default=500)
+    gen.add_argument("--seed", type=int, default=1)
+    measure = sub.add_parser("measure")
+    measure.add_argument("--only", nargs="*", help="only the checks whose name contains this")
+    args = parser.parse_args()
+    _setup()
+    {"generate": cmd_generate, "measure": cmd_measure}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The rater's requests in a pinned number of queries (issue 17: a lean answer path).
+
+Targets: a scene page in at most 4 queries, an autosave in 3, a whole-form submit in
+6. Counted as the test database sees them: the SAVEPOINT and RELEASE of a
+transaction count, standing for the BEGIN and COMMIT it has in production. Each
+request is made on a scene whose cached entries (speakers, body, gold) are warm, as
+they are for every rater of a scene but its first; a cold cache adds one query per
+entry. The load check (tests/benchmarks/bench_study_load.py) measures the same
+counts under load.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from studies import services
+from studies.models import Assignment, Guess
+from studies.scene_cache import scene_gold
+from tests.studies.test_rater_views import (
+    HTMX,
+    current,
+    full_form,
+    instances,
+    invite,
+    to_scenes,
+    url,
+)
+
+SCENE_PAGE_MAX = 4
+SAVE_MAX = 3
+SUBMIT_MAX = 6
+
+
+def _at_scene(client, study):
+    participant = invite(study)
+    to_scenes(client, participant)
+    client.get(url("start", participant))  # the scene's clock starts; its body is cached
+    assignment = current(participant)
+    scene_gold(scene_id=assignment.study_item.scene_id, version=study.item_set_hash)
+    return participant, assignment
+
+
+@pytest.mark.django_db
+def test_scene_page(client, live_study, django_assert_max_num_queries):
+    participant, assignment = _at_scene(client, live_study)
+    Guess.objects.create(assignment=assignment, instance=instances(assignment)[0], answer="x")
+    with django_assert_max_num_queries(SCENE_PAGE_MAX):
+        response = client.get(url("start", participant))
+    assert response.status_code == 200
+    assert f"/scenes/{assignment.pk}/submit/" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_scene_is_read_once_for_all_its_raters(client, live_study):
+    """A cold cache costs the scene's rows once; the next rater of the scene pays nothing."""
+    counts = []
+    for label in ("first rater", "second rater"):
+        participant = invite(live_study, label)
+        to_scenes(Client(), participant)
+        with CaptureQueriesContext(connection) as queries:
+            assert Client().get(url("start", participant)).status_code == 200
+        counts.append(len(queries))
+    assert counts[1] <= SCENE_PAGE_MAX < counts[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["choice", "tags", "evidence", "flag"])
+def test_autosave(client, live_study, django_assert_max_num_queries, field):
+    participant, assignment = _at_scene(client, live_study)
+    instance = instances(assignment)[0]
+    data = {
+        "choice": {f"choice-{instance.pk}": "1"},
+        "tags": {f"tags-{instance.pk}": ["belief"], f"tags-{instance.pk}-sent": "1"},
+        "evidence": {f"evidence-{instance.pk}": "the way they talk"},
+        "flag": {"history_needed": "1", "history_needed-sent": "1"},
+    }[field]
+    save = url("scene-save", participant, assignment_id=assignment.pk)
+    with django_assert_max_num_queries(SAVE_MAX):
+        response = client.post(save, data, **HTMX)
+    assert response.status_code == 200
+    assert b"Saved" in response.content
+
+
+@pytest.mark.django_db
+def test_whole_form_submit(client, live_study, django_assert_max_num_queries):
+    participant, assignment = _at_scene(client, live_study)
+    form = full_form(assignment)
+    with django_assert_max_num_queries(SUBMIT_MAX):
+        response = client.post(url("scene-submit", participant, assignment_id=assignment.pk), form)
+    assert response.status_code == 302
+    assert set(Guess.objects.filter(assignment=assignment).values_list("correct", flat=True)) == {
+        True
+    }
+
+
+@pytest.mark.django_db
+def test_submit_after_autosaves(client, live_study, django_assert_max_num_queries):
+    """The form as the page posts it after every click was autosaved: still scored once."""
+    participant, assignment = _at_scene(client, live_study)
+    form = full_form(assignment)
+    client.post(url("scene-save", participant, assignment_id=assignment.pk), form, **HTMX)
+    with django_assert_max_num_queries(SUBMIT_MAX):
+        response = client.post(url("scene-submit", participant, assignment_id=assignment.pk), form)
+    assert response.status_code == 302
+    assignment.refresh_from_db()
+    assert assignment.status == Assignment.Status.SUBMITTED
+    assert assignment.session.finished_at is None  # other scenes of the session are open
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_autosave_racing_a_submit_never_changes_a_scored_answer(live_study):
+    """Autosaves take no lock: one that read the scene as open while a submit held it
+    must not change an answer after it was scored (``ON CONFLICT … WHERE correct IS
+    NULL``). Runs on SQLite and PostgreSQL alike."""
+    participant, assignment = _at_scene(Client(), live_study)
+    first = instances(assignment)[0]
+    form = full_form(assignment)
+    submitting, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def submit_tab() -> None:
+        try:
+            with transaction.atomic():
+                services.scene_submit(
+                    participant=participant,
+                    assignment_id=assignment.pk,
+                    answers={first.pk: {"choice": int(form[f"choice-{first.pk}"])}}
+                    | {
+                        i.pk: {"choice": int(form[f"choice-{i.pk}"])}
+                        for i in instances(assignment)[1:]
+                    },
+                    history_needed=False,
+                )
+                submitting.set()
+                release.wait(timeout=30)
+        except BaseException as exc:
+            failures.append(exc)
+            submitting.set()
+        finally:
+            connections.close_all()
+
+    tab = threading.Thread(target=submit_tab)
+    tab.start()
+    assert submitting.wait(timeout=30)
+    threading.Timer(0.5, release.set).start()
+    wrong = (int(form[f"choice-{first.pk}"]) + 1) % len(first.candidates)
+    with pytest.raises(services.StudyError, match="already submitted"):
+        services.answers_record(
+            participant=participant,
+            assignment_id=assignment.pk,
+            answers={first.pk: {"choice": wrong}},
+        )
+    tab.join(timeout=60)
+    assert failures == []
+    guess = Guess.objects.get(assignment=assignment, instance=first)
+    assert guess.answer == first.gold_character.name
+    assert guess.correct is True
+
+
+@pytest.mark.django_db
+def test_the_cached_blank_form_is_the_form_the_template_renders(client, live_study):
+    """The speakers' fields served from the cache are byte for byte what the page's own
+    partial renders for them (and a resumed scene, with answers, is rendered afresh)."""
+    from django.template.loader import render_to_string
+
+    from studies.rater_views import SPEAKERS_FORM, Speaker
+
+    participant, assignment = _at_scene(client, live_study)
+    save_url = url("scene-save", participant, assignment_id=assignment.pk)
+    speakers = [
+        Speaker(instance_id=i.pk, code=i.code, candidates=list(enumerate(i.candidates)))
+        for i in instances(assignment)
+    ]
+    for speaker in speakers:
+        speaker.candidates = [(n, name.title()) for n, name in speaker.candidates]
+    expected = render_to_string(
+        SPEAKERS_FORM, {"speakers": speakers, "study": live_study, "save_url": save_url}
+    )
+    page = client.get(url("start", participant)).content.decode()
+    assert expected in page
+    first = instances(assignment)[0]
+    client.post(save_url, {f"choice-{first.pk}": "1"}, **HTMX)
+    page = client.get(url("start", participant)).content.decode()
+    assert f'name="choice-{first.pk}" value="1" checked' in page
