@@ -5,8 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, TextField, Value
-from django.db.models.functions import Coalesce, Concat, NullIf
+from django.db.models import (
+    Avg,
+    Count,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+
+from reports.metrics import accuracy_vs_chance
 
 from .models import Backend, MentalStateRecord, Prediction, PromptTemplate, Run, RunCall
 
@@ -21,6 +34,16 @@ def run_calls(*, run: Run) -> QuerySet[RunCall]:
     return RunCall.objects.filter(run=run).defer("raw_output").order_by("pk")
 
 
+class JSONArrayLength(Func):
+    """The length of a JSON array column (PostgreSQL jsonb / SQLite JSON1); NULL if none."""
+
+    function = "json_array_length"
+    output_field = IntegerField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, function="jsonb_array_length", **extra_context)
+
+
 @dataclass(frozen=True)
 class PredictionSummary:
     """Predictions of a run by parse status, and accuracy over all of them."""
@@ -28,11 +51,19 @@ class PredictionSummary:
     total: int
     correct: int
     by_status: dict[str, int]
+    # Expected accuracy of guessing uniformly among each item's options (1/#candidates
+    # for a masked speaker, 1/#options for a multiple-choice question); None if unknown.
+    chance: float | None = None
 
     @property
     def accuracy(self) -> float | None:
         # Unparseable, refused and missing answers stay in the denominator: they are wrong.
         return self.correct / self.total if self.total else None
+
+    @property
+    def standing(self) -> str | None:
+        """ "above", "near" or "below" chance (95% interval), for the accuracy's colour."""
+        return accuracy_vs_chance(self.correct, self.total, self.chance)
 
     @property
     def rows(self) -> list[tuple[str, str, int]]:
@@ -42,11 +73,29 @@ class PredictionSummary:
         ]
 
 
+# CharToM-QA's multiple-choice method: the reference answer among its misleading choices.
+_MULTIPLE_CHOICE_QA = "multichoice"
+
+
+def _options_per_item(run: Run):
+    """How many options each prediction's item offered, as an SQL expression."""
+    counts = [
+        NullIf(JSONArrayLength("dyntom_question__options"), 0),
+        NullIf(JSONArrayLength("speaker_instance__candidates"), 0),
+    ]
+    if run.method == _MULTIPLE_CHOICE_QA:
+        counts.append(JSONArrayLength("qa_item__misleading_choices") + 1)
+    return Coalesce(*counts, output_field=IntegerField())
+
+
 def run_prediction_summary(*, run: Run) -> PredictionSummary:
-    """Count a run's predictions by parse status and correctness in one aggregate query."""
+    """Count a run's predictions by parse status and correctness, with the chance level
+    of its items (mean of 1/#options, as ``reports.metrics.chance_baseline``), in one
+    aggregate query."""
     counts = Prediction.objects.filter(run=run).aggregate(
         total=Count("pk"),
         correct=Count("pk", filter=Q(correct=True)),
+        chance=Avg(Value(1.0) / Cast(_options_per_item(run), FloatField())),
         **{
             status: Count("pk", filter=Q(parse_status=status))
             for status in Prediction.ParseStatus.values
@@ -56,6 +105,7 @@ def run_prediction_summary(*, run: Run) -> PredictionSummary:
         total=counts["total"],
         correct=counts["correct"],
         by_status={status: counts[status] for status in Prediction.ParseStatus.values},
+        chance=counts["chance"],
     )
 
 

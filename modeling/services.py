@@ -35,6 +35,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .llm import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
+from .llm.token_count import prompt_token_counter
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
 from .pipelines import CallUnit, Pipeline, get_pipeline
 from .prompts import DEFAULT_TEMPLATES
@@ -247,6 +248,7 @@ class RunPlan:
     estimated_prompt_tokens: int
     max_completion_tokens: int
     first_messages: list[dict[str, str]]
+    token_method: str  # how the prompt tokens were estimated (tokenizer or heuristic)
     template: PromptTemplate
     model: str
 
@@ -277,10 +279,8 @@ def run_plan(
     )
     units = pipeline.units_for_run(run=draft)
     samples = int(merged["samples"])
-    tokens = sum(
-        ChatRequest.build(u.messages, model=model, params={}).estimated_prompt_tokens()
-        for u in units
-    )
+    counter = prompt_token_counter(backend=backend)
+    tokens = counter.count([ChatRequest.build(u.messages, model=model, params={}) for u in units])
     return RunPlan(
         calls=len(units) * samples,
         units=len(units),
@@ -288,6 +288,7 @@ def run_plan(
         estimated_prompt_tokens=tokens * samples,
         max_completion_tokens=int(merged.get("max_tokens") or 0) * len(units) * samples,
         first_messages=units[0].messages if units else [],
+        token_method=counter.method,
         template=template,
         model=model,
     )

@@ -8,6 +8,20 @@ never tries to open one.
 
 A :class:`~reports.report_types.Chart` names its table and columns; the numbers come
 from that table, so the picture always matches the HTML table and the exports.
+
+Layout (issue 16: titles ran into legends, x labels into each other, font sizes varied
+from chart to chart, and charts were cut at 390 px):
+
+- every chart of a layout has the same width (``WIDE_IN`` or ``NARROW_IN``) and grows in
+  height only, and every text uses one of three sizes (``TITLE_PT``, ``TEXT_PT``,
+  ``NOTE_PT``), so charts shown at their natural size have the same type size;
+- the title is the figure's, the legend sits below the plot in as many columns as fit,
+  and notes ("Error bars: …") go under the title: constrained layout keeps them apart;
+- category labels are wrapped to the width of their slot; if they still collide after
+  drawing, they are slanted; many or long categories make horizontal bars instead;
+- the "narrow" layout (phones, ``?layout=narrow``) always draws horizontal bars, so a
+  chart is readable at 390 px instead of being scaled down or cut; the SVG keeps its
+  ``viewBox`` and the page scales it with ``max-width: 100%``.
 """
 
 from __future__ import annotations
@@ -16,6 +30,7 @@ import io
 import math
 import textwrap
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal
 
 import matplotlib
@@ -23,13 +38,17 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede any pyplot import anywhere in the process
 
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
+from matplotlib.transforms import Bbox
 
 from .report_types import Cell, Chart, Report, Table
 
 ImageFormat = Literal["svg", "png"]
 IMAGE_FORMATS: tuple[ImageFormat, ...] = ("svg", "png")
+Layout = Literal["wide", "narrow"]
+LAYOUTS: tuple[Layout, ...] = ("wide", "narrow")
 CONTENT_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
 PNG_DPI = 200  # sharp enough to paste into a paper
 
@@ -39,12 +58,23 @@ GRID = "#e3e6ea"
 MISSING = "\u2013"  # en dash: a missing value, distinct from a minus sign
 TEXT = "#1d232b"
 MUTED = "#5b6573"
+# One type scale for every chart (points): title, every other text, notes.
+TITLE_PT = 12
+TEXT_PT = 9.5
+NOTE_PT = 8.5
+FONT_SIZES = (TITLE_PT, TEXT_PT, NOTE_PT)
+# Figure widths in inches: 7.5 in is 720 CSS px (a report column); 4 in is 384 px, a
+# phone's width, so the narrow picture is shown at about its natural size there.
+WIDE_IN = 7.5
+NARROW_IN = 4.0
+CHAR_IN = TEXT_PT * 0.55 / 72  # mean width of a character of label text, in inches
+SLANTED_CHARS = 22  # a slanted tick label is cut to this many characters
 
 
-def render_chart(report: Report, key: str, fmt: ImageFormat) -> bytes:
+def render_chart(report: Report, key: str, fmt: ImageFormat, *, layout: Layout = "wide") -> bytes:
     """The chart ``key`` of ``report`` as SVG or PNG bytes; KeyError if there is no such chart."""
     chart = chart_by_key(report, key)
-    return render(chart, report.table(chart.table), fmt)
+    return render(chart, report.table(chart.table), fmt, layout=layout)
 
 
 def chart_by_key(report: Report, key: str) -> Chart:
@@ -54,23 +84,27 @@ def chart_by_key(report: Report, key: str) -> Chart:
     raise KeyError(f"report {report.benchmark!r} has no chart {key!r}")
 
 
-def render(chart: Chart, table: Table, fmt: ImageFormat) -> bytes:
+def render(chart: Chart, table: Table, fmt: ImageFormat, *, layout: Layout = "wide") -> bytes:
     """Draw ``chart`` from ``table`` and encode it."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"unknown image format {fmt!r}")
+    return _encode(build_figure(chart, table, layout=layout), fmt, title=chart.title)
+
+
+def build_figure(chart: Chart, table: Table, *, layout: Layout = "wide") -> Figure:
+    """The chart as a matplotlib Figure, laid out (and drawn once) for ``layout``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown chart layout {layout!r}")
     if chart.kind not in ("bar", "heatmap", "line"):
         raise ValueError(f"unknown chart kind {chart.kind!r}")
+    width = WIDE_IN if layout == "wide" else NARROW_IN
     if not table.rows or not _has_values(chart, table):
-        figure = _empty(chart)
-    elif chart.kind == "bar":
-        figure = _bar(chart, table)
-    elif chart.kind == "heatmap":
-        figure = _heatmap(chart, table)
-    elif chart.kind == "line":
-        figure = _line(chart, table)
-    else:
-        raise ValueError(f"unknown chart kind {chart.kind!r}")
-    return _encode(figure, fmt, title=chart.title)
+        return _empty(chart, width)
+    if chart.kind == "bar":
+        return _bar(chart, table, width, narrow=layout == "narrow")
+    if chart.kind == "heatmap":
+        return _heatmap(chart, table, width)
+    return _line(chart, table, width)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -111,7 +145,10 @@ def _is_percent(columns: Sequence[str]) -> bool:
 
 
 def _label(text: object, width: int) -> str:
-    return "\n".join(textwrap.wrap(str(text), width=width)) or str(text)
+    # Whole words only: "gpt-4o-\nmini" reads worse than a label that needs a slant
+    # (or, when too long even for that, horizontal bars).
+    lines = textwrap.wrap(str(text), width=width, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines) or str(text)
 
 
 def interval_errors(
@@ -132,9 +169,10 @@ def interval_errors(
     return below, above
 
 
-def _caption(figure: Figure, text: str) -> None:
-    # Below the axes, right-aligned: constrained layout reserves the room for it.
-    figure.supxlabel(text, x=0.99, ha="right", fontsize=8, color=MUTED)
+def _caption(ax: Axes, text: str) -> None:
+    # Under the figure title, above the plot: constrained layout stacks the two, and a
+    # note there never meets the legend below the plot.
+    ax.set_title(text, loc="left", fontsize=NOTE_PT, color=MUTED, pad=6)
 
 
 def _series_label(name: str) -> str:
@@ -145,8 +183,9 @@ def _series_label(name: str) -> str:
 def _new_figure(width: float, height: float) -> tuple[Figure, Axes]:
     # layout="constrained" makes room for wrapped tick labels and outside legends.
     figure = Figure(figsize=(width, height), layout="constrained", facecolor="white")
+    FigureCanvasAgg(figure)  # its own canvas: text extents are measured while laying out
     ax = figure.add_subplot()
-    ax.tick_params(colors=TEXT, labelsize=9)
+    ax.tick_params(colors=TEXT, labelsize=TEXT_PT)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     for side in ("left", "bottom"):
@@ -155,17 +194,22 @@ def _new_figure(width: float, height: float) -> tuple[Figure, Axes]:
 
 
 def _title(figure: Figure, ax: Axes, chart: Chart) -> None:
-    # A figure title (not an axes title): constrained layout puts it above the axes
-    # *and* the outside legend, so a long title never runs into the legend.
-    width_in = figure.get_figwidth()
+    # A figure title (not an axes title): constrained layout puts it above the axes and
+    # the note, and the legend is below the plot, so the two never meet.
+    # Bold title characters are wider than label text: ~0.65 em.
+    per_char_in = TITLE_PT * 0.65 / 72
     figure.suptitle(
-        _label(chart.title, max(30, int(width_in * 9))),
+        _label(chart.title, int(figure.get_figwidth() / per_char_in)),
         x=0.01,
         ha="left",
-        fontsize=12,
+        fontsize=TITLE_PT,
         fontweight="bold",
         color=TEXT,
     )
+
+
+def _axis_label(axis, text: str) -> None:
+    axis.set_label_text(text, color=MUTED, fontsize=TEXT_PT)
 
 
 def _percent_axis(ax: Axes, values: Sequence[float], *, horizontal: bool = False) -> None:
@@ -182,31 +226,82 @@ def _percent_axis(ax: Axes, values: Sequence[float], *, horizontal: bool = False
 
 
 def _legend(figure: Figure, ax: Axes, count: int) -> None:
-    if count > 1:
-        figure.legend(loc="outside right upper", frameon=False, fontsize=9)
+    """Below the plot, centred, in as many columns as the figure's width holds."""
+    if count <= 1:
+        return
+    handles, labels = ax.get_legend_handles_labels()
+    widest = max(len(label) for label in labels) + 5  # the swatch and the gap
+    columns = max(1, min(count, int(figure.get_figwidth() / (widest * CHAR_IN))))
+    figure.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncols=columns,
+        frameon=False,
+        fontsize=TEXT_PT,
+        columnspacing=1.2,
+        handlelength=1.6,
+    )
+
+
+def _overlaps(boxes: list[Bbox]) -> bool:
+    ordered = sorted((b for b in boxes if b.width > 0), key=lambda b: b.x0)
+    return any(a.x1 > b.x0 + 0.5 for a, b in pairwise(ordered))
+
+
+def _slant_if_crowded(figure: Figure, ax: Axes, names: Sequence[str]) -> None:
+    """Draw once; if the x tick labels collide, slant them 40 degrees (and lay out again).
+    ``names`` are the labels unwrapped."""
+    figure.draw_without_rendering()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    if _overlaps([t.get_window_extent(renderer) for t in labels]):
+        # Slanted, a label is one line (wrapped lines would cross their neighbours); a
+        # long one is shortened: the table above the chart has it whole. Set through
+        # set_xticks: a tick's Text is rebuilt from the axis formatter at each draw.
+        shortened = []
+        for name in names:
+            one_line = " ".join(str(name).split())
+            if len(one_line) > SLANTED_CHARS:
+                one_line = one_line[: SLANTED_CHARS - 1].rstrip() + "\u2026"
+            shortened.append(one_line)
+        ax.set_xticks(ax.get_xticks(), shortened, rotation=40, ha="right", rotation_mode="anchor")
+        figure.draw_without_rendering()
 
 
 # --- chart kinds --------------------------------------------------------------------------
 
 
-def _bar(chart: Chart, table: Table) -> Figure:
+def _bar(chart: Chart, table: Table, width: float, *, narrow: bool) -> Figure:
     categories = [str(c) if c is not None else MISSING for c in _column(table, chart.x)]
     series = chart.series or [c for c in table.columns if c != chart.x][:1]
     n_cat, n_ser = len(categories), len(series)
-    # Many groups (e.g. run x mental state) do not fit side by side with readable labels:
-    # lay the bars out horizontally, one labelled row per category, first on top.
-    horizontal = n_cat > 8 or n_cat * n_ser > 24
+    # Slot of one category along the x axis (the plot is ~80% of the figure), in characters.
+    slot_chars = int(0.8 * width / max(1, n_cat) / CHAR_IN)
+    longest_word = max((len(w) for c in categories for w in c.split()), default=0)
+    wrapped = [_label(c, max(4, slot_chars - 1)) for c in categories]
+    # Many groups, or names that would need more than three lines or a slant even when
+    # wrapped, read better as horizontal bars: one labelled row per category, first on
+    # top. A phone always gets those.
+    horizontal = (
+        narrow
+        or n_cat > 8
+        or n_cat * n_ser > 24
+        or longest_word > 2 * slot_chars
+        or any(label.count("\n") > 2 for label in wrapped)
+    )
     if horizontal:
-        height = min(18.0, max(3.5, 1.6 + 0.2 * n_cat * max(1.0, 0.55 * n_ser)))
-        figure, ax = _new_figure(8.5, height)
-        labels = [_label(c, 32) for c in categories]
+        labels = [_label(c, 16 if narrow else 28) for c in categories]
+        legend_rows = 0.3 * math.ceil(n_ser / (2 if narrow else 3)) if n_ser > 1 else 0
+        # Each row as tall as its bars or its wrapped label, whichever needs more.
+        bars_in = 0.22 * max(1.0, 0.55 * n_ser)
+        line_in = TEXT_PT * 1.35 / 72
+        rows_in = sum(max(bars_in, (label.count("\n") + 1) * line_in) for label in labels)
+        height = min(24.0, max(3.0, 1.5 + legend_rows + rows_in))
+        figure, ax = _new_figure(width, height)
     else:
-        width = min(14.0, max(6.0, 2.5 + 0.55 * n_cat * max(1.0, 0.7 * n_ser)))
         figure, ax = _new_figure(width, 4.6)
-        # Long names are wrapped, and slanted when they still crowd.
-        wrap = 12 if n_cat > 6 else 18
-        labels = [_label(c, wrap) for c in categories]
-        slant = any(len(c) > 2 * wrap for c in categories)
+        labels = wrapped
     value_axis, category_axis = (ax.xaxis, ax.yaxis) if horizontal else (ax.yaxis, ax.xaxis)
 
     has_errors = len(chart.error_low) == n_ser and len(chart.error_high) == n_ser
@@ -237,33 +332,27 @@ def _bar(chart: Chart, table: Table) -> Figure:
         ax.set_yticks(range(n_cat), labels)
         ax.set_ylim(n_cat - 0.4, -0.6)  # inverted: the table's first row on top
     else:
-        ax.set_xticks(
-            range(n_cat),
-            labels,
-            rotation=30 if slant else 0,
-            ha="right" if slant else "center",
-            rotation_mode="anchor",
-        )
+        ax.set_xticks(range(n_cat), labels)
         ax.set_xlim(-0.6, n_cat - 0.4)
     value_axis.grid(True, color=GRID, zorder=0)
     ax.set_axisbelow(True)
-    if chart.x:
-        category_axis.set_label_text(chart.x, color=MUTED, fontsize=10)
+    if chart.x and not (horizontal and narrow):  # on a phone the row labels say enough
+        _axis_label(category_axis, chart.x)
     percent = _is_percent(series)
     value_label = chart.y_label or (_series_label(series[0]) + (" (%)" if percent else ""))
-    value_axis.set_label_text(
-        value_label if n_ser == 1 or chart.y_label else "", color=MUTED, fontsize=10
-    )
+    _axis_label(value_axis, value_label if n_ser == 1 or chart.y_label else "")
     if percent:
         _percent_axis(ax, all_values, horizontal=horizontal)
     _title(figure, ax, chart)
     _legend(figure, ax, n_ser)
     if has_errors:
-        _caption(figure, "Error bars: 95% confidence interval")
+        _caption(ax, "Error bars: 95% confidence interval")
+    if not horizontal:
+        _slant_if_crowded(figure, ax, categories)
     return figure
 
 
-def _heatmap(chart: Chart, table: Table) -> Figure:
+def _heatmap(chart: Chart, table: Table, width: float) -> Figure:
     # The table is a matrix: first column the row labels, every other column a value.
     row_labels = [str(row[0]) for row in table.rows]
     col_names = chart.series or table.columns[1:]
@@ -282,8 +371,8 @@ def _heatmap(chart: Chart, table: Table) -> Figure:
         cmap, vmin, vmax = "viridis", min(finite, default=0.0), max(finite, default=1.0)
     colormap = matplotlib.colormaps[cmap].with_extremes(bad="#eeeeee")
 
-    size = max(len(row_labels), len(col_names))
-    figure, ax = _new_figure(min(13.0, 3.5 + 0.75 * size), min(11.0, 2.8 + 0.6 * size))
+    narrow = width < WIDE_IN
+    figure, ax = _new_figure(width, min(11.0, 2.6 + (0.45 if narrow else 0.55) * len(row_labels)))
     image = ax.imshow(
         values,  # NaN cells are masked and drawn in the "bad" grey
         cmap=colormap,
@@ -291,17 +380,17 @@ def _heatmap(chart: Chart, table: Table) -> Figure:
         vmax=vmax,
         aspect="auto",
     )
+    slot_chars = int(0.7 * width / max(1, len(col_names)) / CHAR_IN)
     ax.set_xticks(
         range(len(col_names)),
-        [_label(_series_label(c) if percent else c, 14) for c in col_names],
-        rotation=35 if len(col_names) > 3 else 0,
-        ha="right" if len(col_names) > 3 else "center",
+        [_label(_series_label(c) if percent else c, max(6, slot_chars)) for c in col_names],
     )
-    ax.set_yticks(range(len(row_labels)), [_label(r, 20) for r in row_labels])
+    ax.set_yticks(range(len(row_labels)), [_label(r, 14 if narrow else 20) for r in row_labels])
     for side in ("left", "bottom"):
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
-    fontsize = 9 if size <= 8 else 7
+    # Cell numbers in the note size: a busy matrix stays legible without a second scale.
+    fontsize = TEXT_PT if len(col_names) <= 6 and not narrow else NOTE_PT
     for r, row in enumerate(values):
         for c, value in enumerate(row):
             if math.isnan(value):
@@ -316,20 +405,22 @@ def _heatmap(chart: Chart, table: Table) -> Figure:
                 color="white" if dark else TEXT,
             )  # fmt: skip
     colorbar = figure.colorbar(image, ax=ax, shrink=0.85, pad=0.02)
-    colorbar.ax.tick_params(labelsize=8)
+    colorbar.ax.tick_params(labelsize=NOTE_PT)
     label = chart.y_label or ("Spearman correlation" if correlation else "")
     if label:
-        colorbar.set_label(label, color=MUTED, fontsize=9)
+        colorbar.set_label(label, color=MUTED, fontsize=TEXT_PT)
     if percent:
         colorbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=100, decimals=0))
     _title(figure, ax, chart)
+    _slant_if_crowded(figure, ax, [_series_label(c) if percent else c for c in col_names])
     return figure
 
 
-def _line(chart: Chart, table: Table) -> Figure:
+def _line(chart: Chart, table: Table, width: float) -> Figure:
     xs_raw = [_number(v) for v in _column(table, chart.x)]
     series = chart.series or [c for c in table.columns if c != chart.x][:1]
-    figure, ax = _new_figure(7.5, 4.6)
+    legend_rows = 0.3 * math.ceil(len(series) / (2 if width < WIDE_IN else 3))
+    figure, ax = _new_figure(width, 4.2 + (legend_rows if len(series) > 1 else 0))
     order = sorted((x, k) for k, x in enumerate(xs_raw) if not math.isnan(x))
     xs = [x for x, _ in order]
     has_band = len(chart.error_low) == len(series) and len(chart.error_high) == len(series)
@@ -354,23 +445,22 @@ def _line(chart: Chart, table: Table) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, color=GRID, zorder=0)
     ax.set_axisbelow(True)
-    ax.set_xlabel(chart.x, color=MUTED, fontsize=10)
+    _axis_label(ax.xaxis, chart.x or "")
     percent = _is_percent(series)
-    y_label = chart.y_label or (_series_label(series[0]) + (" (%)" if percent else ""))
-    ax.set_ylabel(y_label, color=MUTED, fontsize=10)
+    _axis_label(ax.yaxis, chart.y_label or (_series_label(series[0]) + (" (%)" if percent else "")))
     if percent:
         _percent_axis(ax, all_values)
     _title(figure, ax, chart)
     _legend(figure, ax, len(series))
     if has_band:
-        _caption(figure, "Shaded band: 95% confidence interval")
+        _caption(ax, "Shaded band: 95% confidence interval")
     return figure
 
 
-def _empty(chart: Chart) -> Figure:
-    figure, ax = _new_figure(6.0, 2.6)
+def _empty(chart: Chart, width: float) -> Figure:
+    figure, ax = _new_figure(width, 2.4)
     ax.set_axis_off()
-    ax.text(0.5, 0.45, "No data yet", ha="center", va="center", fontsize=12, color=MUTED)
+    ax.text(0.5, 0.45, "No data yet", ha="center", va="center", fontsize=TITLE_PT, color=MUTED)
     _title(figure, ax, chart)
     return figure
 

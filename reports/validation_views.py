@@ -23,9 +23,11 @@ from .views import (
     _chart_response,
     _download,
     _table_response,
+    chart_layout,
     display_table,
     format_cell,
     researcher_required,
+    with_narrow_layout,
 )
 
 
@@ -56,6 +58,9 @@ def validation_report(request: HttpRequest) -> HttpResponse:
             {
                 "chart": c,
                 "svg_url": reverse("reports:validation-chart", args=[c.key, "svg"]) + query,
+                "svg_narrow_url": with_narrow_layout(
+                    reverse("reports:validation-chart", args=[c.key, "svg"]) + query
+                ),
                 "png_url": reverse("reports:validation-chart", args=[c.key, "png"]) + query,
             }
             for c in report.charts
@@ -105,4 +110,4 @@ def validation_table_csv(request: HttpRequest, key: str) -> HttpResponse:
 @researcher_required
 def validation_chart(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
     report, _, stem = _report(request)
-    return _chart_response(report, key, fmt, stem)
+    return _chart_response(report, key, fmt, stem, layout=chart_layout(request))

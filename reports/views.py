@@ -249,6 +249,9 @@ def _report_body(
             {
                 "chart": chart,
                 "svg_url": url("chart", key=chart.key, fmt="svg") + query,
+                "svg_narrow_url": with_narrow_layout(
+                    url("chart", key=chart.key, fmt="svg") + query
+                ),
                 "png_url": url("chart", key=chart.key, fmt="png") + query,
             }
         )
@@ -377,13 +380,25 @@ def _bad_selection(exc: BadRunSelection) -> HttpResponse:
     return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
 
 
-def _chart_response(report: Report, key: str, fmt: str, stem: str) -> HttpResponse:
+def chart_layout(request: HttpRequest) -> charts.Layout:
+    """``?layout=narrow`` (the page's phone picture), else the wide layout."""
+    return "narrow" if request.GET.get("layout") == "narrow" else "wide"
+
+
+def with_narrow_layout(url: str) -> str:
+    return url + ("&" if "?" in url else "?") + "layout=narrow"
+
+
+def _chart_response(
+    report: Report, key: str, fmt: str, stem: str, *, layout: charts.Layout = "wide"
+) -> HttpResponse:
     try:
-        data = charts.render_chart(report, key, fmt)  # type: ignore[arg-type]
+        data = charts.render_chart(report, key, fmt, layout=layout)  # type: ignore[arg-type]
     except KeyError:
         raise Http404(f"no chart {key!r}") from None
     response = HttpResponse(data, content_type=charts.CONTENT_TYPES[fmt])
-    response["Content-Disposition"] = f'inline; filename="{stem}-{key}.{fmt}"'
+    suffix = "-narrow" if layout == "narrow" else ""
+    response["Content-Disposition"] = f'inline; filename="{stem}-{key}{suffix}.{fmt}"'
     if fmt == "svg":
         # Opened directly, an SVG is a document: allow its inline styles and nothing else.
         response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
@@ -413,7 +428,8 @@ def report_chart(request: HttpRequest, benchmark: str, key: str, fmt: str) -> Ht
         report, run_ids = _live_report(request, benchmark)
     except BadRunSelection as exc:
         return _bad_selection(exc)
-    return _chart_response(report, key, fmt, _file_stem(benchmark, run_ids))
+    layout = chart_layout(request)
+    return _chart_response(report, key, fmt, _file_stem(benchmark, run_ids), layout=layout)
 
 
 @require_GET
@@ -426,7 +442,7 @@ def run_training_chart(request: HttpRequest, run_id: int, key: str, fmt: str) ->
     report = training_report(
         run_id=run.pk, name=run.name, benchmark=run.benchmark, metrics=run.metrics or []
     )
-    return _chart_response(report, key, fmt, f"run-{run.pk}-training")
+    return _chart_response(report, key, fmt, f"run-{run.pk}-training", layout=chart_layout(request))
 
 
 @require_GET
@@ -579,7 +595,8 @@ def _finished_report(job_id: int) -> tuple[ReportJob, Report]:
 @researcher_required
 def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    return _chart_response(report, key, fmt, _file_stem(job.benchmark, job.run_ids, job))
+    stem = _file_stem(job.benchmark, job.run_ids, job)
+    return _chart_response(report, key, fmt, stem, layout=chart_layout(request))
 
 
 @require_GET

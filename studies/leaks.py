@@ -268,3 +268,25 @@ def highlight(text: str, findings: list[dict[str, Any]]) -> list[tuple[str, str]
     if at < len(text):
         pieces.append((text[at:], ""))
     return pieces
+
+
+def excerpt(pieces: list[tuple[str, str]], *, context: int = 60) -> list[tuple[str, str]]:
+    """``highlight``'s pieces with the plain text shortened to ``context`` characters
+    around the marks ("…" where text was cut): the leak page shows a flagged line as a
+    snippet, and the whole line only inside its folded full scene."""
+    ellipsis = "\u2026"
+    out: list[tuple[str, str]] = []
+    last = len(pieces) - 1
+    for i, (text, where) in enumerate(pieces):
+        if where or len(text) <= context:
+            out.append((text, where))
+        elif i == 0:
+            out.append((ellipsis + text[-context:].lstrip(), ""))
+        elif i == last:
+            out.append((text[:context].rstrip() + ellipsis, ""))
+        elif len(text) > 2 * context:
+            half = context
+            out.append((text[:half].rstrip() + f" {ellipsis} " + text[-half:].lstrip(), ""))
+        else:
+            out.append((text, ""))
+    return out

@@ -31,6 +31,7 @@ from . import choice_researcher_views, choice_services, quality, selectors, serv
 from .forms import AliasForm, GenderForm, InviteForm, StudyCreateForm, StudyTextsForm
 from .leaks import (
     EDITABLE_STATUSES,
+    excerpt,
     flagged_scenes_hold,
     highlight,
     is_blocking,
@@ -303,6 +304,7 @@ def participant_withdraw(request: HttpRequest, study_id: int, participant_id: in
 
 
 LEAK_SCENES_PER_PAGE = 20
+LEAK_SNIPPETS = 3  # flagged lines shown per scene; the rest are in its folded full text
 
 
 @require_GET
@@ -316,33 +318,7 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
     kind = request.GET.get("kind", "")
     kind = kind if kind in selectors.LEAK_KINDS else ""
     page = Paginator(selectors.leaking_scenes(study, kind), LEAK_SCENES_PER_PAGE).get_page(number)
-    scenes = []
-    for s in page:
-        by_line: dict[int, list[dict]] = {}
-        for f in s.leaks:
-            by_line.setdefault(f["line"], []).append(f)
-        lines = [
-            {
-                "index": i,
-                "title": _line_title(s, i),
-                "pieces": highlight(fs[0]["text"], fs),
-                # One label per distinct (match, character, place) on the line.
-                "labels": list(
-                    dict.fromkeys((f["kind"], f["match"], f["character"], f["where"]) for f in fs)
-                ),
-                "blocking": any(is_blocking(f) for f in fs),
-            }
-            for i, fs in sorted(by_line.items())
-        ]
-        scenes.append(
-            {
-                "row": s,
-                "lines": lines,
-                "blocking": any(is_blocking(f) for f in s.leaks),
-                # Names outside speech that this benchmark's task shows anyway (TVShowGuess).
-                "shown": any(f.get("where") != "speech" for f in s.leaks),
-            }
-        )
+    scenes = [_leak_scene(s) for s in page]
     works = selectors.study_works(study)
     alias_forms = [
         {
@@ -361,6 +337,70 @@ def study_leaks(request: HttpRequest, study_id: int) -> HttpResponse:
         "editable": study.status in EDITABLE_STATUSES,
     }
     return render(request, "studies/study_leaks.html", context)
+
+
+def _leak_scene(s: StudyItem) -> dict[str, Any]:
+    """One scene of the leak page, compact: what it names where (one tag per name), the
+    first few flagged lines as snippets (lines that hold the scene back first), and the
+    whole scene with every flagged line highlighted, for a fold the page keeps closed.
+    All 20 scenes of a page with every flagged line in full made a page 10,000 px long."""
+    by_line: dict[int, list[dict]] = {}
+    for f in s.leaks:
+        by_line.setdefault(f["line"], []).append(f)
+    lines = [
+        {
+            "index": i,
+            "title": _line_title(s, i),
+            "pieces": highlight(fs[0]["text"], fs),
+            # One label per distinct (match, character, place) on the line.
+            "labels": list(
+                dict.fromkeys((f["kind"], f["match"], f["character"], f["where"]) for f in fs)
+            ),
+            "blocking": any(is_blocking(f) for f in fs),
+        }
+        for i, fs in sorted(by_line.items())
+    ]
+    # Blocking lines first, then names outside dialogue, then dialogue; each in scene order.
+    ranked = sorted(
+        lines,
+        key=lambda line: (
+            not line["blocking"],
+            all(where == "speech" for *_, where in line["labels"]),
+            line["index"],
+        ),
+    )
+    snippets = [
+        {**line, "pieces": excerpt(line["pieces"])}
+        for line in sorted(ranked[:LEAK_SNIPPETS], key=lambda line: line["index"])
+    ]
+    names: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in s.leaks:
+        name = names.setdefault(
+            (f["match"].casefold(), f["character"]),
+            {"match": f["match"], "character": f["character"], "places": {}, "blocking": False},
+        )
+        name["outside"] = name.get("outside", False) or f["where"] != "speech"
+        place = "unmasked speaker" if f["kind"] == "cue" else f["where"]
+        name["places"][place] = name["places"].get(place, 0) + 1
+        name["blocking"] |= is_blocking(f)
+    flagged = {line["index"]: line for line in lines}
+    scene = s.scene
+    full = [flagged.get(-1) or {"index": -1, "title": "heading", "text": scene.heading}]
+    full += [
+        flagged.get(i) or {"index": i, "title": _line_title(s, i), "text": line.get("text", "")}
+        for i, line in enumerate(scene.lines)
+    ]
+    return {
+        "row": s,
+        "names": list(names.values()),
+        "snippets": snippets,
+        "more": len(lines) - len(snippets),
+        "flagged_lines": len(lines),
+        "full": [line for line in full if line.get("pieces") or line.get("text")],
+        "blocking": any(is_blocking(f) for f in s.leaks),
+        # Names outside speech that this benchmark's task shows anyway (TVShowGuess).
+        "shown": any(f.get("where") != "speech" for f in s.leaks),
+    }
 
 
 def _line_title(study_item: StudyItem, index: int) -> str:

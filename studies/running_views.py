@@ -110,15 +110,39 @@ def study_quality_csv(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @researcher_only
 def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
-    """The scene page as a participant sees it, scene by scene, with nothing stored.
+    """What a participant sees, from the consent page on, with nothing stored.
 
-    Nothing is created (no participant, assignment or answer): the page is rendered
-    from unsaved rows, its answer fields do not save (htmx is off inside it) and
-    "Submit" only moves to the next scene.
+    Nothing is created (no participant, assignment or answer): the pages are rendered
+    from unsaved rows. The consent page's buttons are plain links here ("I agree" to the
+    first scene, "I do not agree" to the refusal page); the scene page's answer fields
+    do not save (htmx is off inside it) and "Submit" only moves to the next scene.
+    Without ``n`` the preview starts where a participant starts: at the consent page.
     """
-    from .rater_views import SCENE_PAGE, _scene_context
+    from .rater_views import MESSAGE_PAGE, SCENE_PAGE, _scene_context
 
     study = _study(study_id)
+    here = reverse("studies:preview", args=[study.pk])
+    fake = Participant(pk=0, study=study, token="preview", label="preview")
+    if request.GET.get("step") == "refused":
+        context = {
+            "study": study,
+            "preview": True,
+            "title": "Thank you",
+            "text": "You chose not to take part, and nothing else about you has been "
+            "recorded. You can close this page.",
+            "preview_restart": here,
+        }
+        return render(request, MESSAGE_PAGE, context)
+    if "n" not in request.GET:
+        context = {
+            "participant": fake,
+            "study": study,
+            "estimate": recruitment.study_estimate(study=study),
+            "preview": True,
+            "preview_agree": f"{here}?n=0",
+            "preview_refuse": f"{here}?step=refused",
+        }
+        return render(request, "studies/rater_consent.html", context)
     items = list(
         StudyItem.objects.filter(study=study, held_back=False, scene__isnull=False)
         .select_related("scene", "study_work__work")
@@ -133,7 +157,6 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
         n = 0
     n = min(n, len(items) - 1)
     item = items[n]
-    fake = Participant(pk=0, study=study, token="preview", label="preview")
     session = WorkSession(pk=0, participant=fake, study_work=item.study_work, seen=False, seed=0)
     assignment = Assignment(
         pk=0, participant=fake, session=session, study_item=item, position=n, seen=False
@@ -146,7 +169,7 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
         "total": len(items),
         "has_history": recruitment.study_work_has_history(item.study_work_id),
         "missing": [],
-        "preview_next": reverse("studies:preview", args=[study.pk]) + f"?n={(n + 1) % len(items)}",
+        "preview_next": f"{here}?n={(n + 1) % len(items)}",
         "confidence_levels": [(v, str(v)) for v in range(1, 6)],
     }
     return render(request, SCENE_PAGE, context)

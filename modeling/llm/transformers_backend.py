@@ -236,10 +236,10 @@ class TransformersChatBackend(ChatBackend):
     def render_prompt(self, request: ChatRequest) -> str:
         """The text the model is given: its chat template, else a plain transcript."""
         _, tokenizer = self._loaded()
-        return self._render(tokenizer, request)[0]
+        return self.chat_text(tokenizer, request)[0]
 
     @staticmethod
-    def _render(tokenizer: PreTrainedTokenizerBase, request: ChatRequest) -> tuple[str, bool]:
+    def chat_text(tokenizer: PreTrainedTokenizerBase, request: ChatRequest) -> tuple[str, bool]:
         """(prompt, whether the tokenizer should add its special tokens)."""
         if tokenizer.chat_template:
             text = tokenizer.apply_chat_template(
@@ -251,7 +251,7 @@ class TransformersChatBackend(ChatBackend):
         return "\n".join([*lines, "assistant:"]), True
 
     def _prepare(self, tokenizer: PreTrainedTokenizerBase, request: ChatRequest) -> _Prepared:
-        text, add_special = self._render(tokenizer, request)
+        text, add_special = self.chat_text(tokenizer, request)
         ids = tokenizer(text, add_special_tokens=add_special)["input_ids"]
         truncated = 0
         if self.max_input_tokens is not None and len(ids) > self.max_input_tokens:

@@ -13,10 +13,12 @@ from reports.metrics.accuracy import (
     accuracy_by_difficulty,
     accuracy_by_group,
     accuracy_ci,
+    accuracy_vs_chance,
     chance_baseline,
     majority_baseline,
     scene_accuracy_ci,
     speaker_difficulty,
+    wilson_interval,
 )
 from reports.metrics.agreement import (
     agreement_ci,
@@ -55,6 +57,7 @@ __all__ = [
     "accuracy_by_difficulty",
     "accuracy_by_group",
     "accuracy_ci",
+    "accuracy_vs_chance",
     "agreement_ci",
     "average_ranks",
     "bonus_point_coverage",
@@ -76,4 +79,5 @@ __all__ = [
     "speaker_difficulty",
     "spearman",
     "time_span_accuracy",
+    "wilson_interval",
 ]

@@ -72,6 +72,8 @@ def test_researcher_pages_have_no_serious_violations(live_server, page, live_stu
         f"/studies/{live_study.pk}/responses/",
         f"/studies/{live_study.pk}/close/",
         f"/studies/{live_study.pk}/preview/",
+        f"/studies/{live_study.pk}/preview/?n=0",
+        f"/studies/{live_study.pk}/preview/?step=refused",
         "/runs/",
         "/runs/new/",
         "/reports/",
@@ -79,4 +81,6 @@ def test_researcher_pages_have_no_serious_violations(live_server, page, live_stu
         "/accounts/users/",
     ):
         page.goto(f"{live_server.url}{path}")
+        if path.endswith("/leaks/"):  # scenes with snippets and folds, checked too
+            expect(page.get_by_test_id("leak-snippet").first).to_be_visible()
         check(page, path)

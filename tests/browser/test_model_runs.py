@@ -37,7 +37,7 @@ def test_preview_start_and_watch_a_run(
     page.get_by_label("Benchmark").select_option("dyntom")
     page.get_by_label("Method").select_option("vanilla")
     page.get_by_label("Backend").select_option(label="local-test")
-    page.get_by_label("Limit").fill("2")
+    page.get_by_label("Limit", exact=True).fill("2")
     page.get_by_role("button", name="Preview (dry run)").click()
 
     plan = page.locator("#run-plan")
@@ -45,7 +45,16 @@ def test_preview_start_and_watch_a_run(
     expect(plan.locator("pre.prompt").first).to_contain_text("Read the story below")
     assert Run.objects.count() == 0
     assert llm_server.request_count == 0
+    # No tokenizer configured for this backend: the heuristic, labelled an estimate.
+    expect(plan.get_by_test_id("plan-tokens")).to_contain_text(
+        "tokens (estimate, about 4 characters a token)"
+    )
+    page.set_viewport_size({"width": 1280, "height": 800})
     screenshot("runs-new-preview")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot("runs-new-preview-phone")
+    page.set_viewport_size({"width": 1200, "height": 800})
 
     page.get_by_role("button", name="Start this run").click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
@@ -62,6 +71,7 @@ def test_preview_start_and_watch_a_run(
     percent = round(100 * predictions.filter(correct=True).count() / predictions.count())
     assert 0 < percent < 100
     expect(page.get_by_test_id("accuracy")).to_have_text(f"{percent}%")
+    expect(page.get_by_test_id("vs-chance")).to_contain_text("chance")
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("#run-progress")).not_to_have_attribute("hx-trigger", re.compile("."))
     page.reload()  # the calls table is outside the polled region

@@ -76,6 +76,12 @@ def test_report_page_charts_and_downloads(live_server, page, screenshot, researc
         "[...document.querySelectorAll('img[data-testid=chart]')].map(i => i.naturalWidth)"
     )
     assert all(w > 300 for w in widths), widths
+    # Issue 16: every chart is drawn at one width and shown at that size, never
+    # stretched, so its text is the same size in every chart.
+    shown = page.evaluate(
+        "[...document.querySelectorAll('img[data-testid=chart]')].map(i => i.clientWidth)"
+    )
+    assert set(shown) == {720} and set(widths) == {720}, (shown, widths)
     screenshot("reports-dyntom")
 
     # Downloads: every export opens with pandas.
@@ -108,6 +114,13 @@ def test_report_page_charts_and_downloads(live_server, page, screenshot, researc
     wait_for_charts(page)
     # Nothing but the tables' own scroll boxes may be wider than the phone.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    # The phone gets the narrow layout, whole (not cut) and near its natural size.
+    phone = page.evaluate(
+        """[...document.querySelectorAll('img[data-testid=chart]')]
+             .map(i => [i.currentSrc, i.naturalWidth, i.getBoundingClientRect().right])"""
+    )
+    for src, natural, right in phone:
+        assert "layout=narrow" in src and natural == 384 and right <= 390, (src, natural, right)
     screenshot("reports-dyntom-phone")
 
 

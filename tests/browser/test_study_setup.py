@@ -91,6 +91,14 @@ def test_researcher_sets_up_a_friends_study(live_server, page, screenshot, resea
     )
     expect(first.locator("mark.m-heading").first).to_have_text("Rachel")
     screenshot("study-leaks")
+    # Issue 16: 20 scenes with every flagged line in full made 10,444 px; now each scene
+    # shows a few snippets and folds the rest.
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 7000, height
+    fold = first.locator("details.leak-full")
+    fold.locator("summary").click()
+    expect(fold.locator("li").last).to_be_visible()
+    fold.locator("summary").click()
     first.get_by_role("button", name="Hold back scene 09x01 2500").click()
     expect(page.get_by_test_id("leaks-held")).to_have_text("1")
     expect(first.get_by_role("button", name="Release scene 09x01 2500")).to_be_visible()
@@ -132,6 +140,7 @@ def test_researcher_sets_up_a_friends_study(live_server, page, screenshot, resea
     page.get_by_role("link", name="Review leaking scenes and aliases").click()
     expect(page.get_by_test_id("leaks-held")).to_have_text("1")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("document.documentElement.scrollHeight") < 12000  # was 18,625
     screenshot("study-leaks-phone")
 
     page.set_viewport_size({"width": 1200, "height": 800})

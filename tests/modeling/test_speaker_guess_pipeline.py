@@ -19,6 +19,7 @@ from benchmarks.models import Character, Scene, Work
 from modeling.models import CachedResponse, MentalStateRecord, Prediction, Run, RunCall
 from modeling.pipelines import get_pipeline
 from modeling.pipelines.speaker_guess import parse_scene_reply, read_name, score_answer
+from modeling.selectors import run_prediction_summary
 from modeling.services import run_create, run_execute, run_plan, run_resume
 
 pytestmark = pytest.mark.django_db
@@ -229,6 +230,12 @@ def test_guessing_methods_over_a_screenplay_movie(openai_backend, llm_server, bi
     assert predictions.count() == sum(s.instances.count() for s in tested)
     assert set(predictions.values_list("parse_status", flat=True)) == {"ok"}
     assert all(predictions.values_list("correct", flat=True))
+    # The run page colours accuracy against guessing among each speaker's candidates.
+    counts = [
+        len(p.speaker_instance.candidates) for p in predictions.select_related("speaker_instance")
+    ]
+    summary = run_prediction_summary(run=run)
+    assert summary.chance == pytest.approx(sum(1 / k for k in counts) / len(counts))
     texts = prompts(run)
     if method == "names-only":
         assert all('"Big Fish"' in t for t in texts)

@@ -188,6 +188,40 @@ def test_detail_of_finished_run_stops_polling(
     assert "hx-trigger" not in content
 
 
+def test_run_accuracy_is_coloured_against_the_items_chance(
+    client_researcher, openai_backend, dyntom_stages, llm_server
+):
+    """Issue 16: a flat rule coloured 11% green; the colour now says where the accuracy
+    stands against guessing among each question's options (mean of 1/#options)."""
+    from modeling.models import Prediction
+    from modeling.selectors import run_prediction_summary
+
+    llm_server.responder = gold_responder(dyntom_stages)
+    run = make_run(openai_backend)
+    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    predictions = Prediction.objects.filter(run=run).select_related("dyntom_question")
+    options = [len(p.dyntom_question.options) for p in predictions]
+    chance = sum(1 / k for k in options) / len(options)
+    summary = run_prediction_summary(run=run)
+    assert summary.chance == pytest.approx(chance)
+    url = reverse("modeling:run-detail", args=[run.pk])
+
+    content = client_researcher.get(url).content.decode()
+    assert 'class="accuracy vs-chance-above"' in content
+    assert f"clearly above chance ({round(100 * chance)}%)" in content
+
+    # Every answer wrong: below chance, in the warning colour and in words.
+    predictions.update(correct=False)
+    content = client_researcher.get(url).content.decode()
+    assert 'class="accuracy vs-chance-below"' in content and "below chance" in content
+    # About as many right as guessing gives: neutral, neither green nor the warning.
+    ids = sorted(predictions.values_list("pk", flat=True))
+    Prediction.objects.filter(pk__in=ids[: round(chance * len(ids))]).update(correct=True)
+    content = client_researcher.get(url).content.decode()
+    assert 'class="accuracy vs-chance-near"' in content
+    assert "not clearly different from chance" in content
+
+
 def test_detail_unknown_run_is_404(client_researcher):
     assert client_researcher.get(reverse("modeling:run-detail", args=[999])).status_code == 404
 

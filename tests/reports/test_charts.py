@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import threading
@@ -205,3 +206,101 @@ def test_rows_without_a_number_say_no_data_instead_of_empty_axes():
     assert b"<!-- No data yet -->" in blank
     table.rows[1][1] = 12.5
     assert b"<!-- No data yet -->" not in charts.render(chart, table, "svg")
+
+
+# --- layout (issue 16: titles over legends, x labels over each other, font sizes that
+# varied, charts cut at 390 px) ----------------------------------------------------------
+
+
+def _drawn(chart: Chart, table: Table, layout: charts.Layout = "wide"):
+    figure = charts.build_figure(chart, table, layout=layout)
+    figure.draw_without_rendering()
+    return figure, figure.canvas.get_renderer()
+
+
+def _texts(figure) -> list:
+    return [t for t in figure.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+
+
+def _crowded() -> tuple[Chart, Table]:
+    names = [f"Condition{i}-variant" for i in range(8)]  # one word each: cannot wrap
+    table = Table(
+        key="crowded",
+        title="Crowded",
+        columns=["Condition", "Accuracy %"],
+        rows=[[n, 40.0 + i] for i, n in enumerate(names)],
+    )
+    chart = Chart(
+        key="crowded", title="Accuracy", kind="bar", table="crowded", x="Condition",
+        series=["Accuracy %"],
+    )  # fmt: skip
+    return chart, table
+
+
+@pytest.mark.parametrize("layout", ["wide", "narrow"])
+def test_every_chart_of_a_layout_has_one_width_and_a_view_box(report, layout):
+    width_pt = 72 * (charts.WIDE_IN if layout == "wide" else charts.NARROW_IN)
+    for chart in report.charts:
+        root = svg_root(charts.render_chart(report, chart.key, "svg", layout=layout))
+        # The page scales the SVG by its viewBox (max-width: 100%), never crops it.
+        assert root.get("width") == f"{width_pt:g}pt", chart.key
+        view_box = [float(v) for v in root.get("viewBox").split()]
+        assert view_box[:3] == [0, 0, width_pt] and view_box[3] > 0
+
+
+def test_one_type_scale_in_every_chart(report):
+    chart, table = _crowded()
+    figures = [_drawn(c, report.table(c.table))[0] for c in report.charts]
+    figures.append(_drawn(chart, table)[0])
+    sizes = {t.get_fontsize() for figure in figures for t in _texts(figure)}
+    assert sizes <= set(charts.FONT_SIZES), sizes
+
+
+@pytest.mark.parametrize("layout", ["wide", "narrow"])
+@pytest.mark.parametrize("key", ["accuracy", "time-span"])
+def test_legend_sits_below_the_plot_clear_of_the_title(report, key, layout):
+    chart = charts.chart_by_key(report, key)
+    figure, renderer = _drawn(chart, report.table(chart.table), layout)
+    (legend,) = figure.legends
+    legend_box = legend.get_window_extent(renderer)
+    axes_box = figure.axes[0].get_tightbbox(renderer)
+    title_box = figure._suptitle.get_window_extent(renderer)
+    assert legend_box.y1 <= axes_box.y0 + 1  # below the plot and its tick labels
+    assert not legend_box.overlaps(title_box) and title_box.y0 >= axes_box.y1 - 1
+    assert legend_box.x0 >= 0 and legend_box.x1 <= figure.bbox.width  # not cut off
+
+
+def test_crowded_x_labels_are_slanted_and_never_overlap():
+    chart, table = _crowded()
+    figure, renderer = _drawn(chart, table)
+    labels = [t for t in figure.axes[0].get_xticklabels() if t.get_text()]
+    assert len(labels) == 8 and {t.get_rotation() for t in labels} == {40.0}
+    # Slanted labels are parallel: they are clear of each other when the distance
+    # between neighbouring ticks, across the slant, exceeds a line of text.
+    ticks = sorted(figure.axes[0].transData.transform((x, 0))[0] for x in range(8))
+    line_px = charts.TEXT_PT * 1.2 * figure.dpi / 72
+    spacing = min(b - a for a, b in itertools.pairwise(ticks))
+    assert len("Condition0-variant") * charts.CHAR_IN * figure.dpi > spacing  # level: collide
+    assert min(b - a for a, b in itertools.pairwise(ticks)) * math.sin(math.radians(40)) > line_px
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert all(box.x0 >= 0 and box.y0 >= 0 for box in boxes)  # none cut at the edge
+
+
+def test_wrapped_labels_stay_level_when_they_fit(report):
+    chart = charts.chart_by_key(report, "accuracy")
+    figure, _renderer = _drawn(chart, report.table("accuracy"))
+    labels = [t for t in figure.axes[0].get_xticklabels() if t.get_text()]
+    assert {t.get_rotation() for t in labels} == {0.0}
+    assert any("\n" in t.get_text() for t in labels)  # the long name is wrapped instead
+
+
+def test_narrow_layout_draws_horizontal_bars_with_every_label(report):
+    chart = charts.chart_by_key(report, "accuracy")
+    figure, renderer = _drawn(chart, report.table("accuracy"), "narrow")
+    ax = figure.axes[0]
+    rows = [t.get_text().replace("\n", " ") for t in ax.get_yticklabels()]
+    assert rows == [r[0] for r in report.table("accuracy").rows]
+    boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels()]
+    assert all(box.x0 >= 0 for box in boxes)  # long names wrapped, not cut at the edge
+    ordered = sorted(boxes, key=lambda b: b.y0)
+    assert all(a.y1 <= b.y0 + 0.5 for a, b in itertools.pairwise(ordered))

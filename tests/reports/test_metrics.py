@@ -360,3 +360,27 @@ def test_bonus_point_coverage_unbounded_and_length_ratio():
         bonus_point_coverage([(-1, 2)], bounded=False)
     assert length_ratio([30, 10], [20, 20]) == 1.0
     assert length_ratio([5], []) is None
+
+
+def test_wilson_interval_matches_hand_computed_values():
+    # 0 of 10: [0, z^2/(n+z^2)] = [0, 0.2775]; 5 of 10: 0.5 +- 0.2634 (published tables).
+    low, high = metrics.wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    low, high = metrics.wilson_interval(5, 10)
+    assert (low, high) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
+    with pytest.raises(ValueError):
+        metrics.wilson_interval(3, 0)
+
+
+def test_accuracy_is_coloured_against_chance_not_a_flat_rule():
+    """Issue 16: 11% was green. Against 1/6 (six candidates) 11 of 100 is not clearly
+    different from guessing, 110 of 1,000 is below it; 80% of 100 is clearly above."""
+    sixth = metrics.chance_baseline([6, 6, 6])
+    assert metrics.accuracy_vs_chance(11, 100, sixth) == "near"
+    assert metrics.accuracy_vs_chance(110, 1000, sixth) == "below"
+    assert metrics.accuracy_vs_chance(80, 100, sixth) == "above"
+    # The same 30% is clearly above chance among ten options, not among four.
+    assert metrics.accuracy_vs_chance(300, 1000, 0.1) == "above"
+    assert metrics.accuracy_vs_chance(3, 10, 0.25) == "near"
+    assert metrics.accuracy_vs_chance(5, 10, None) is None
+    assert metrics.accuracy_vs_chance(0, 0, 0.25) is None

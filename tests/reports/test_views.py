@@ -160,8 +160,15 @@ def test_report_page_shows_facts_runs_tables_charts_and_downloads(client_researc
     for chart in report.charts:
         svg = reverse("reports:chart", args=["dyntom", chart.key, "svg"])
         png = reverse("reports:chart", args=["dyntom", chart.key, "png"])
-        assert f'<a class="chart-frame" href="{svg}"><img src="{svg}"' in content
+        assert f'<a class="chart-frame" href="{svg}">' in content and f'<img src="{svg}"' in content
+        # Phones get the narrow layout of the same chart (horizontal bars, legend below).
+        assert f'<source media="(max-width: 40rem)" srcset="{svg}?layout=narrow"' in content
         assert f'href="{png}" download' in content
+    narrow = client_researcher.get(
+        reverse("reports:chart", args=["dyntom", report.charts[0].key, "svg"]) + "?layout=narrow"
+    )
+    assert narrow["Content-Type"] == "image/svg+xml"
+    assert b'width="288pt"' in narrow.content  # 4 inches: a phone's width
     for url in (
         reverse("reports:export", args=["dyntom", "csv"]),
         reverse("reports:export", args=["dyntom", "xlsx"]),

@@ -13,6 +13,7 @@ from benchmarks.models import Character, Scene, SpeakerInstance, Work
 from benchmarks.services import character_aliases_set
 from studies.leaks import (
     HEADING_LINE,
+    excerpt,
     flagged_scenes_hold,
     highlight,
     is_blocking,
@@ -202,6 +203,23 @@ def test_stored_blocking_flag_wins_and_old_findings_fall_back_to_their_place():
     assert not is_blocking({"where": "speech"})
 
 
+def test_excerpt_keeps_marks_and_a_little_context():
+    before, after = "a" * 100 + " end", "start " + "b" * 100
+    middle = "m" * 300
+    pieces = [(before, ""), ("Ross", "heading"), (middle, ""), ("Joey", "speech"), (after, "")]
+    short = excerpt(pieces, context=20)
+    assert [where for _, where in short] == ["", "heading", "", "speech", ""]
+    assert short[1] == ("Ross", "heading") and short[3] == ("Joey", "speech")
+    assert short[0][0] == "\u2026" + before[-20:] and short[4][0] == after[:20] + "\u2026"
+    assert "\u2026" in short[2][0] and len(short[2][0]) < 50
+    # Short plain text is left whole.
+    assert excerpt([("Hey ", ""), ("Ross", "speech"), (".", "")]) == [
+        ("Hey ", ""),
+        ("Ross", "speech"),
+        (".", ""),
+    ]
+
+
 def test_friends_scenes_name_their_candidates_but_only_a_cue_holds_one_back(friends, researcher):
     """The imported Friends scenes keep names in headings and stage directions; TVShowGuess
     shows that background to its raters, so those names are flagged, not held back."""
@@ -270,3 +288,45 @@ def test_leak_page_counts_add_up_to_the_list_grouped_and_paged(client, researche
     assert "(41\N{EN DASH}52 of 52)" in last.content.decode()
     detail = client.get(reverse("studies:detail", args=[study.pk])).content.decode()
     assert "<strong>52</strong> of 53 scenes have findings: 0 give a candidate away" in detail
+
+
+def test_leak_page_shows_each_scene_compactly_with_the_whole_scene_folded(
+    client, researcher, friends
+):
+    """Issue 16: a page of 20 scenes with every flagged line in full was 10,444 px long.
+    Each scene shows at most three flagged lines, as snippets; the scene is in a fold."""
+    import re
+
+    from django.urls import reverse
+
+    from studies.researcher_views import LEAK_SNIPPETS
+    from studies.services import study_create
+
+    client.force_login(researcher)
+    study = study_create(name="Friends leaks", benchmark="tvshowguess", works=[friends])
+    leaks_check(study=study)
+    page = client.get(reverse("studies:leaks", args=[study.pk])).content.decode()
+    articles = page.split('data-testid="leak-scene"')[1:]
+    assert len(articles) == 20
+    flagged_lines = 0
+    for article in articles:
+        snippets = article.count('data-testid="leak-snippet"')
+        assert 1 <= snippets <= LEAK_SNIPPETS
+        # Everything else of the scene is inside its closed fold.
+        assert article.count('<details class="leak-full">') == 1
+        assert '<details class="leak-full" open' not in article
+        flagged_lines += int(re.search(r"\((\d+) of \d+ lines name a candidate\)", article)[1])
+    assert flagged_lines > 20 * LEAK_SNIPPETS  # Friends scenes flag many lines each
+    first = articles[0]
+    # The names tag sums up the places: Rachel is named in the heading and elsewhere.
+    assert (
+        "Rachel → rachel: heading \N{MULTIPLICATION SIGN}2, narration \N{MULTIPLICATION SIGN}3"
+        in first
+    )
+    # The fold holds the whole scene: its last line, flagged or not, is there.
+    last_line = StudyItem.objects.get(study=study, scene__source_id="09x01 2500").scene.lines[-1]
+    assert last_line["text"][:30].replace("'", "&#x27;") in first
+    # The snippet of the long heading is cut after its last mark and a little context;
+    # the fold has it whole.
+    shown, fold = first.split('<details class="leak-full">')
+    assert "sees that\u2026</span>" in shown and "sees that\u2026" not in fold

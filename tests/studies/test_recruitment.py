@@ -221,12 +221,37 @@ def test_quality_table_agreement_gold_speed_and_csv(res_client, live_study):
 def test_preview_stores_nothing(res_client, live_study):
     before = (Participant.objects.count(), Assignment.objects.count(), Guess.objects.count())
     preview = reverse("studies:preview", args=[live_study.pk])
-    page = res_client.get(preview).content.decode()
+    page = res_client.get(preview + "?n=0").content.decode()
     assert "Preview as participant" in page and "hx-disable" in page
     assert f'action="{preview}?n=1"' in page
     assert res_client.post(preview + "?n=1", {"choice-1": "0"}).status_code == 200
     after = (Participant.objects.count(), Assignment.objects.count(), Guess.objects.count())
     assert before == after
+
+
+def test_preview_starts_at_the_consent_page_and_stores_nothing(res_client, live_study):
+    """Issue 16: the preview showed the scene pages only, not what a participant meets first."""
+    live_study.consent = "You may stop at any time."
+    live_study.save(update_fields=["consent"])
+    before = (Participant.objects.count(), Assignment.objects.count(), Guess.objects.count())
+    preview = reverse("studies:preview", args=[live_study.pk])
+    page = res_client.get(preview).content.decode()
+    assert "Welcome to the study" in page and "You may stop at any time." in page
+    assert 'data-testid="preview-note"' in page and 'data-testid="estimate"' in page
+    # The buttons are links through the preview, never the forms that record consent.
+    assert f'href="{preview}?n=0"' in page and f'href="{preview}?step=refused"' in page
+    assert (
+        "/consent/" not in page
+        and "/refuse/" not in page
+        and "<form" not in page.split('class="rater"')[1]
+    )
+    refused = res_client.get(preview + "?step=refused").content.decode()
+    assert "You chose not to take part" in refused and f'href="{preview}"' in refused
+    scene = res_client.get(preview + "?n=0").content.decode()
+    assert "Scene 1 /" in scene or "Practice scene" in scene
+    after = (Participant.objects.count(), Assignment.objects.count(), Guess.objects.count())
+    assert before == after
+    assert not Participant.objects.filter(consented_at__isnull=False, label="preview").exists()
 
 
 def test_close_needs_a_confirmation(res_client, live_study):

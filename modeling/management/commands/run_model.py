@@ -197,7 +197,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"would make {plan.calls} call(s) ({plan.units} prompt(s) x {plan.samples} sample(s)), "
-            f"about {plan.estimated_prompt_tokens:,} prompt tokens, {completion}"
+            f"about {plan.estimated_prompt_tokens:,} prompt tokens "
+            f"(estimate, {plan.token_method}), {completion}"
         )
         if plan.first_messages:
             self.stdout.write("--- first prompt ---")
