@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion, DynToMStage, QAItem, Work
@@ -426,17 +426,21 @@ def _stage_has_room(study: Study, counts) -> bool:
 
 
 def dyntom_stage_open(participant: Participant) -> StudyWork | None:
-    """The next stage with room that the participant has not taken (a cheap pre-check)."""
-    taken = participant.work_sessions.values("study_work")
-    for sw in (
-        StudyWork.objects.filter(study=participant.study).exclude(pk__in=taken).order_by("position")
-    ):
-        live = Assignment.objects.filter(
-            study_item__study_work=sw, participant__withdrawn_at__isnull=True
-        ).count()
-        if live < participant.study.overlap and sw.items.filter(held_back=False).exists():
-            return sw
-    return None
+    """The next stage with room that the participant has not taken (a cheap pre-check,
+    one query whatever the number of stages)."""
+    live = Count(
+        "items__assignments",
+        filter=Q(items__assignments__participant__withdrawn_at__isnull=True),
+        distinct=True,
+    )
+    return (
+        StudyWork.objects.filter(study=participant.study, items__held_back=False)
+        .exclude(pk__in=participant.work_sessions.values("study_work"))
+        .annotate(live=live)
+        .filter(live__lt=participant.study.overlap)
+        .order_by("position")
+        .first()
+    )
 
 
 def dyntom_stage_take(*, participant: Participant, study_work_id: int) -> Assignment | None:
