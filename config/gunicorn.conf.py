@@ -13,8 +13,14 @@ import os
 
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_WORKERS") or 2 * (os.cpu_count() or 1))
-worker_class = "gthread"
-threads = int(os.environ.get("WEB_THREADS") or 4)
+worker_class = os.environ.get("WEB_WORKER_CLASS") or "gthread"
+# gunicorn turns a sync worker with several threads into a gthread one.
+threads = 1 if worker_class == "sync" else int(os.environ.get("WEB_THREADS") or 4)
+# A gthread worker accepts connections while it has fewer than this open and queues
+# them for its threads; 1,000 (gunicorn's default) lets one worker take a pile of
+# requests while another idles. As many as it has threads leaves the rest waiting in
+# the kernel's queue, first come first served, for whichever worker frees up first.
+worker_connections = int(os.environ.get("WEB_CONNECTIONS") or threads)
 timeout = int(os.environ.get("WEB_TIMEOUT") or 30)
 graceful_timeout = timeout
 # No keep-alive by default: behind the TLS proxy (which keeps the browsers'

@@ -19,11 +19,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from accounts.roles import RATER, has_role
 from benchmarks.models import Scene, SpeakerInstance, Work
+from config.compiled_queries import CompiledQuery
 
 from .assignment import items_assign_with_room
 from .errors import (
@@ -326,26 +327,9 @@ def participant_reveal_allowed(*, participant: Participant) -> bool:
     return participant_finished(participant=participant)
 
 
-def rater_open_assignment(
-    *, participant: Participant | None = None, token: str | None = None
-) -> Assignment | None:
-    """The rater's next open scene (the first by session, then position), or None.
-
-    One query brings what the scene page shows: the participant and study, the
-    session, its work, the study item (not the scene: its body is cached, see
-    ``scene_cache``) and ``session_total``, the number of scenes in the session, so no
-    page counts them. The rater is ``participant`` or the invite ``token``.
-    """
+def _open_scene_assignments(**rater: Any) -> QuerySet[Assignment]:
+    """The rater's open scene assignments, first first, with what the scene page shows."""
     # Scenes only: multiple-choice items have their own pages (studies.choice_views).
-    rows = Assignment.objects.filter(
-        status=Assignment.Status.ASSIGNED, study_item__scene__isnull=False
-    )
-    if participant is not None:
-        rows = rows.filter(participant=participant)
-    elif token is not None:
-        rows = rows.filter(participant__token=token)
-    else:
-        raise TypeError("rater_open_assignment needs a participant or a token")
     in_session = (
         Assignment.objects.filter(session_id=OuterRef("session_id"))
         .order_by()
@@ -354,7 +338,10 @@ def rater_open_assignment(
         .values("n")
     )
     return (
-        rows.select_related("participant__study", "session__study_work__work", "study_item")
+        Assignment.objects.filter(
+            status=Assignment.Status.ASSIGNED, study_item__scene__isnull=False, **rater
+        )
+        .select_related("participant__study", "session__study_work__work", "study_item")
         .only(
             *_ASSIGNMENT_FIELDS,
             *_RATER_FIELDS,
@@ -366,9 +353,35 @@ def rater_open_assignment(
             "session__study_work__work__kind",
         )
         .annotate(session_total=Subquery(in_session))
-        .order_by("session__started_at", "position")
-        .first()
+        .order_by("session__started_at", "position")[:1]
     )
+
+
+# Every scene page runs one of these: compiled once per connection (config.compiled_queries).
+_OPEN_BY_TOKEN = CompiledQuery(
+    lambda token: _open_scene_assignments(participant__token=token), token=str
+)
+_OPEN_BY_PARTICIPANT = CompiledQuery(
+    lambda participant_id: _open_scene_assignments(participant_id=participant_id),
+    participant_id=int,
+)
+
+
+def rater_open_assignment(
+    *, participant: Participant | None = None, token: str | None = None
+) -> Assignment | None:
+    """The rater's next open scene (the first by session, then position), or None.
+
+    One query brings what the scene page shows: the participant and study, the
+    session, its work, the study item (not the scene: its body is cached, see
+    ``scene_cache``) and ``session_total``, the number of scenes in the session, so no
+    page counts them. The rater is ``participant`` or the invite ``token``.
+    """
+    if participant is not None:
+        return _OPEN_BY_PARTICIPANT.first(participant_id=participant.pk)
+    if token is not None:
+        return _OPEN_BY_TOKEN.first(token=token)
+    raise TypeError("rater_open_assignment needs a participant or a token")
 
 
 def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
@@ -522,6 +535,34 @@ _RATER_FIELDS = (
 )
 
 
+def _rater_assignments(*, lock: bool, **where: Any) -> QuerySet[Assignment]:
+    rows = Assignment.objects.select_related("participant__study", "study_item", "session").only(
+        *_ASSIGNMENT_FIELDS,
+        *_RATER_FIELDS,
+        "version",
+        "session__seed",
+        "participant__study__one_to_one",
+        "participant__study__instructions_version",
+    )
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    return rows.filter(**where)[:1]
+
+
+# Autosaves and submits run these (compiled once per connection); ``lock`` is part of the SQL.
+_ASSIGNMENT_QUERIES = {
+    (rater, lock): CompiledQuery(
+        lambda assignment_id, rater_value, rater=rater, lock=lock: _rater_assignments(
+            lock=lock, pk=assignment_id, **{rater: rater_value}
+        ),
+        assignment_id=int,
+        rater_value=str if rater == "participant__token" else int,
+    )
+    for rater in ("participant__token", "participant_id")
+    for lock in (False, True)
+}
+
+
 def rater_assignment(
     *,
     assignment_id: int,
@@ -535,27 +576,18 @@ def rater_assignment(
     token, so the participant comes in the same query). ``lock`` takes the
     assignment's row lock (only that row's), for the caller's transaction.
     """
-    rows = Assignment.objects.select_related("participant__study", "study_item", "session").only(
-        *_ASSIGNMENT_FIELDS,
-        *_RATER_FIELDS,
-        "version",
-        "session__seed",
-        "participant__study__one_to_one",
-        "participant__study__instructions_version",
-    )
-    if lock:
-        rows = rows.select_for_update(of=("self",))
-    rows = rows.filter(pk=assignment_id)
     if participant is not None:
-        rows = rows.filter(participant=participant)
+        rater, value = "participant_id", participant.pk
     elif token is not None:
-        rows = rows.filter(participant__token=token)
+        rater, value = "participant__token", token
     else:
         raise TypeError("rater_assignment needs a participant or a token")
-    try:
-        return rows.get()
-    except Assignment.DoesNotExist:
-        raise AssignmentNotFound("no such scene in your assignments") from None
+    assignment = _ASSIGNMENT_QUERIES[rater, lock].first(
+        assignment_id=assignment_id, rater_value=value
+    )
+    if assignment is None:
+        raise AssignmentNotFound("no such scene in your assignments")
+    return assignment
 
 
 def _assignment_for(participant: Participant, assignment_id: int) -> Assignment:

@@ -128,12 +128,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gunicorn(port: int, workers: int, threads: int, log: Path) -> subprocess.Popen:
+def start_gunicorn(
+    port: int, workers: int, threads: int, worker_class: str, log: Path
+) -> subprocess.Popen:
     """gunicorn as `make serve` runs it (same config file), serving the measuring app."""
     env = {
         **os.environ,
         "WEB_WORKERS": str(workers),
         "WEB_THREADS": str(threads),
+        "WEB_WORKER_CLASS": worker_class,
         "BIND": f"127.0.0.1:{port}",
         "PYTHONPATH": str(ROOT),
     }
@@ -518,10 +521,12 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=10, help="extra copies of Friends (10)")
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1))
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--worker-class", choices=["gthread", "sync"], default="gthread")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
     raters = args.raters or args.loops
+    threads_each = 1 if args.worker_class == "sync" else args.threads
 
     os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     if not os.environ["DATABASE_URL"].startswith(("postgres://", "postgresql://")):
@@ -575,9 +580,12 @@ def main() -> None:
 
         port = free_port()
         load_before = loadavg()
-        server = start_gunicorn(port, args.workers, args.threads, workdir / "server.log")
+        server = start_gunicorn(
+            port, args.workers, args.threads, args.worker_class, workdir / "server.log"
+        )
         print(
-            f"gunicorn {args.workers} workers x {args.threads} threads (gthread) on :{port}; "
+            f"gunicorn {args.workers} workers x {threads_each} threads ({args.worker_class}) "
+            f"on :{port}; "
             f"mode {args.mode}, {args.loops} loops over {raters} raters, {args.seconds:.0f} s, "
             f"think {args.think or 'none'}; load average before: {load_before}"
         )
@@ -629,7 +637,7 @@ def main() -> None:
         "loops": args.loops,
         "raters": raters,
         "think_s": args.think,
-        "server": f"gunicorn {args.workers}x{args.threads} gthread",
+        "server": f"gunicorn {args.workers}x{threads_each} {args.worker_class}",
         "seconds": round(elapsed, 1),
         "requests": len(timings),
         "tasks_per_s": round(len(accepted) / elapsed, 1),
