@@ -186,16 +186,23 @@ class Speaker:
     evidence: str = ""
 
 
-def _speakers(study: Study, assignment: Assignment, name_map: dict[str, str]) -> list[Speaker]:
+def _speakers(
+    study: Study, assignment: Assignment, name_map: dict[str, str], *, first_showing: bool = False
+) -> list[Speaker]:
     # The scene's speakers (without the gold) come from the cache; only the rater's
-    # own guesses are read.
+    # own guesses are read, and not on the scene's first showing: every way a guess is
+    # written starts the scene's clock first (services.answers_record, scene_submit).
     instances = scene_speakers(scene_id=assignment.study_item.scene_id, version=study.item_set_hash)
-    guesses = {
-        g.instance_id: g
-        for g in Guess.objects.filter(assignment=assignment).only(
-            "instance_id", "answer", "cant_tell", "tags", "evidence"
-        )
-    }
+    guesses = (
+        {}
+        if first_showing
+        else {
+            g.instance_id: g
+            for g in Guess.objects.filter(assignment=assignment).only(
+                "instance_id", "answer", "cant_tell", "tags", "evidence"
+            )
+        }
+    )
     speakers = []
     for instance in instances:
         guess = guesses.get(instance.instance_id)
@@ -269,14 +276,18 @@ def _speakers_html(
 
 
 def _scene_context(
-    participant: Participant, assignment: Assignment, error: str = ""
+    participant: Participant,
+    assignment: Assignment,
+    error: str = "",
+    *,
+    first_showing: bool = False,
 ) -> dict[str, Any]:
     study = participant.study
     session = assignment.session
     study_work = session.study_work
     name_map = _name_map(study, study_work)
     body = _scene_body(study, assignment.study_item.scene_id, name_map)
-    speakers = _speakers(study, assignment, name_map)
+    speakers = _speakers(study, assignment, name_map, first_showing=first_showing)
     save_url = reverse(
         "rater:scene-save", kwargs={"token": participant.token, "assignment_id": assignment.pk}
     )
@@ -306,8 +317,9 @@ def _render_scene(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    first_showing = assignment.first_shown_at is None
     services.scene_shown(participant=participant, assignment=assignment)
-    context = _scene_context(participant, assignment, error)
+    context = _scene_context(participant, assignment, error, first_showing=first_showing)
     context |= participant_views.scene_extras(request, assignment)
     if context["missing"]:  # the cached blank form cannot mark the unanswered speakers
         context["speakers_html"] = ""

@@ -56,6 +56,20 @@ def test_scene_page(client, live_study, django_assert_max_num_queries):
 
 
 @pytest.mark.django_db
+def test_a_scenes_first_showing_reads_no_guesses(
+    client, live_study, django_assert_max_num_queries
+):
+    """Nothing can be answered before the scene is first shown: one query fewer then."""
+    participant, assignment = _at_scene(client, live_study)
+    Assignment.objects.filter(pk=assignment.pk).update(first_shown_at=None, last_event_at=None)
+    with django_assert_max_num_queries(SCENE_PAGE_MAX - 1):
+        response = client.get(url("start", participant))
+    assert f"/scenes/{assignment.pk}/submit/" in response.content.decode()
+    assignment.refresh_from_db()
+    assert assignment.first_shown_at is not None
+
+
+@pytest.mark.django_db
 def test_a_scene_is_read_once_for_all_its_raters(client, live_study):
     """A cold cache costs the scene's rows once; the next rater of the scene pays nothing."""
     counts = []
