@@ -241,7 +241,8 @@ def cmd_generate(args) -> None:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     generate_predictions(args.predictions, args.runs, rng)
-    generate_guesses(args.guesses, args.raters, rng)
+    if args.guesses:  # --guesses 0: predictions only (no TVShowGuess works needed)
+        generate_guesses(args.guesses, args.raters, rng)
     print(f"generated in {time.perf_counter() - started:.0f} s")
 
 
