@@ -81,3 +81,31 @@ def report_from_json(data: dict[str, Any]) -> Report:
         charts=charts,
         facts=dict(data.get("facts", {})),
     )
+
+
+class DynToMRunOutcomes(models.Model):
+    """A DynToM run's predictions packed for its report (``reports.dyntom_outcomes``).
+
+    ``data`` holds, in prediction id order, each prediction's question id, sample,
+    correctness and whether it parsed: everything the DynToM tables read from a
+    prediction, in a few bytes per answer, so a report of a million answers reads
+    one row per run instead of a million rows. ``predictions`` and
+    ``last_prediction`` (count and highest id of the run's DynToM predictions when it
+    was packed) tell a stale copy: any insert or delete changes them. Changes in place
+    (a re-import) go through ``dyntom_outcomes_invalidate``, which clears
+    ``predictions`` and bumps ``generation``; a build only stores its result while the
+    generation it started from is still current.
+    """
+
+    run = models.OneToOneField(
+        "modeling.Run", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    # Null: invalidated, to be packed again.
+    predictions = models.PositiveIntegerField(null=True, blank=True)
+    last_prediction = models.BigIntegerField(default=0)
+    generation = models.PositiveIntegerField(default=0)
+    data = models.BinaryField(default=b"")
+    packed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"DynToM outcomes of run {self.run_id} ({self.predictions} predictions)"

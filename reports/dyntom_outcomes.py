@@ -1,0 +1,236 @@
+"""What the DynToM tables read, as arrays: each run's packed outcomes and the question bank.
+
+A DynToM report compares runs on the questions every selected run answered, per
+sample, per stage (the bootstrap) and per question (the compositional analysis), so
+no fixed set of counts per run can serve every selection. Instead each run's
+predictions are packed once into :class:`~reports.models.DynToMRunOutcomes`: question
+id, sample, correctness and parse status per prediction, in prediction id order (the
+order the bootstrap numbers stages in), about 12 bytes an answer before compression.
+The tables then filter and count these arrays with numpy.
+
+Packing happens when a run finishes or its predictions are imported (``reports.hooks``)
+and, for anything those missed, on first use: :func:`run_outcomes` compares each stored
+copy's fingerprint (count and highest id of the run's predictions) with the database
+and packs again where they differ. Predictions changed in place (a re-import with other
+answers) keep count and ids, so their writer sends ``modeling.signals.predictions_changed``
+and :func:`dyntom_outcomes_invalidate` marks the copy stale first.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import Count, F, Max
+from django.utils import timezone
+
+from benchmarks.models import DynToMQuestion
+from modeling.models import Prediction, Run
+from reports.metrics.dyntom import QUESTION_TYPE_CODES
+
+from .models import DynToMRunOutcomes
+
+_PACKED = np.dtype([("question", "<i8"), ("sample", "<i2"), ("correct", "i1"), ("parsed", "?")])
+
+
+@dataclass(frozen=True)
+class RunOutcomes:
+    """One run's DynToM predictions in prediction id order, as parallel arrays.
+
+    ``correct`` is 1, 0 or -1 (stored as null); ``parsed`` is ``parse_status == "ok"``.
+    """
+
+    question: np.ndarray
+    sample: np.ndarray
+    correct: np.ndarray
+    parsed: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.question)
+
+
+def _unpack(data: bytes) -> RunOutcomes:
+    packed = np.frombuffer(zlib.decompress(data), dtype=_PACKED)
+    return RunOutcomes(
+        question=packed["question"].astype(np.int64),
+        sample=packed["sample"].astype(np.int64),
+        correct=packed["correct"].astype(np.int64),
+        parsed=packed["parsed"].copy(),
+    )
+
+
+_EMPTY = RunOutcomes(*(np.zeros(0, dtype=t) for t in (np.int64, np.int64, np.int64, bool)))
+
+
+def _predictions(run_ids: Iterable[int]):
+    return Prediction.objects.filter(run_id__in=list(run_ids), dyntom_question__isnull=False)
+
+
+def _fingerprints(run_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """(count, highest id) of each run's DynToM predictions; runs without any are absent."""
+    rows = (
+        _predictions(run_ids)
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("pk"), last=Max("pk"))
+        .values_list("run_id", "n", "last")
+    )
+    return {run_id: (n, last) for run_id, n, last in rows}
+
+
+def _pack(run_id: int) -> tuple[int, int, bytes]:
+    rows = list(
+        _predictions([run_id])
+        .order_by("pk")
+        .values_list("pk", "dyntom_question_id", "sample_index", "correct", "parse_status")
+    )
+    packed = np.array(
+        [
+            (question, sample, -1 if correct is None else int(correct), status == "ok")
+            for _, question, sample, correct, status in rows
+        ],
+        dtype=_PACKED,
+    )
+    last = rows[-1][0] if rows else 0
+    return len(rows), last, zlib.compress(packed.tobytes(), 1)
+
+
+def _store(run_id: int, generation: int | None, n: int, last: int, data: bytes) -> None:
+    # Only over the generation we started from: an invalidation while we packed wins.
+    if generation is None:
+        DynToMRunOutcomes.objects.bulk_create(
+            [DynToMRunOutcomes(run_id=run_id, predictions=n, last_prediction=last, data=data)],
+            ignore_conflicts=True,
+        )
+    else:
+        DynToMRunOutcomes.objects.filter(run_id=run_id, generation=generation).update(
+            predictions=n, last_prediction=last, data=data, packed_at=timezone.now()
+        )
+
+
+def run_outcomes(run_ids: Sequence[int]) -> dict[int, RunOutcomes]:
+    """Each run's packed outcomes, packing (and storing) any that are missing or stale.
+
+    Safe when two requests pack the same run at once: both store the same arrays, and
+    a copy invalidated meanwhile is not overwritten with what was read before.
+    """
+    current = _fingerprints(run_ids)
+    stored = {row.run_id: row for row in DynToMRunOutcomes.objects.filter(run_id__in=list(run_ids))}
+    result: dict[int, RunOutcomes] = {}
+    for run_id in run_ids:
+        row = stored.get(run_id)
+        n, last = current.get(run_id, (0, 0))
+        if n == 0:
+            result[run_id] = _EMPTY
+        elif row is not None and (row.predictions, row.last_prediction) == (n, last):
+            result[run_id] = _unpack(bytes(row.data))
+        else:
+            n, last, data = _pack(run_id)
+            _store(run_id, None if row is None else row.generation, n, last, data)
+            result[run_id] = _unpack(data)
+    return result
+
+
+def unpacked_predictions(run_ids: Sequence[int]) -> int:
+    """How many DynToM predictions of these runs have no current packed copy (the
+    work a report would do first; pages offer a background build when it is large)."""
+    current = _fingerprints(run_ids)
+    fresh = {
+        run_id
+        for run_id, n, last in DynToMRunOutcomes.objects.filter(
+            run_id__in=list(current)
+        ).values_list("run_id", "predictions", "last_prediction")
+        if (n, last) == current[run_id]
+    }
+    return sum(n for run_id, (n, _) in current.items() if run_id not in fresh)
+
+
+def dyntom_outcomes_invalidate(*, run_ids: Iterable[int]) -> None:
+    """Mark the packed copies of these runs stale (their predictions changed in place).
+
+    Leaves a placeholder row for a run not packed yet, so a build that started before
+    the change cannot store what it read.
+    """
+    ids = list(
+        Run.objects.filter(pk__in=list(run_ids), benchmark="dyntom").values_list("pk", flat=True)
+    )
+    if not ids:
+        return
+    DynToMRunOutcomes.objects.bulk_create(
+        [DynToMRunOutcomes(run_id=run_id) for run_id in ids], ignore_conflicts=True
+    )
+    DynToMRunOutcomes.objects.filter(run_id__in=ids).update(
+        predictions=None, data=b"", generation=F("generation") + 1
+    )
+
+
+def dyntom_outcomes_refresh(*, run_ids: Iterable[int]) -> None:
+    """Pack the DynToM runs among ``run_ids`` now (a run finished, predictions imported)."""
+    ids = list(
+        Run.objects.filter(pk__in=list(run_ids), benchmark="dyntom").values_list("pk", flat=True)
+    )
+    if ids:
+        run_outcomes(ids)
+
+
+# -- the question bank -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuestionBank:
+    """Every DynToM question's attributes as arrays, in question id order.
+
+    ``question_type`` indexes :data:`~reports.metrics.dyntom.QUESTION_TYPE_CODES` (-1 for
+    another type), ``mental_state`` indexes ``labels``; scenario numbers and counts are
+    -1 where the question has none.
+    """
+
+    ids: np.ndarray
+    question_type: np.ndarray
+    mental_state: np.ndarray
+    labels: list[str]
+    scenario_from: np.ndarray
+    scenario_to: np.ndarray
+    stage: np.ndarray
+    scenario_count: np.ndarray
+
+    def positions(self, question_ids: np.ndarray) -> np.ndarray:
+        """Each question id's row in the bank (every predicted question is in it)."""
+        return np.searchsorted(self.ids, question_ids)
+
+
+def question_bank() -> QuestionBank:
+    """The DynToM questions' attributes, read in one query."""
+    rows = list(
+        DynToMQuestion.objects.order_by("pk").values_list(
+            "pk",
+            "question_type",
+            "mental_state",
+            "scenario_from",
+            "scenario_to",
+            "stage_id",
+            "stage__scenario_count",
+        )
+    )
+    labels: dict[str, int] = {}
+
+    def column(index: int) -> np.ndarray:
+        return np.array([-1 if r[index] is None else r[index] for r in rows], dtype=np.int64)
+
+    return QuestionBank(
+        ids=column(0),
+        question_type=np.array(
+            [QUESTION_TYPE_CODES.index(r[1]) if r[1] in QUESTION_TYPE_CODES else -1 for r in rows],
+            dtype=np.int64,
+        ),
+        mental_state=np.array(
+            [labels.setdefault(r[2] or "", len(labels)) for r in rows], dtype=np.int64
+        ),
+        labels=list(labels),
+        scenario_from=column(3),
+        scenario_to=column(4),
+        stage=column(5),
+        scenario_count=column(6),
+    )
