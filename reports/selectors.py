@@ -80,28 +80,34 @@ def _predictions(run_ids: Iterable[int]):
 PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_answer", "correct")
 
 
-def dyntom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """DynToM predictions with question type, mental state, span and stage size."""
-    return (
-        _predictions(run_ids)
-        .filter(dyntom_question__isnull=False)
-        .values(
-            *PREDICTION_FIELDS,
-            "template_version",
-            "model",
-            question_id=F("dyntom_question_id"),
-            question_key=F("dyntom_question__key"),
-            question_type=F("dyntom_question__question_type"),
-            mental_state=F("dyntom_question__mental_state"),
-            scenario_from=F("dyntom_question__scenario_from"),
-            scenario_to=F("dyntom_question__scenario_to"),
-            gold=F("dyntom_question__gold_letter"),
-            stage_id=F("dyntom_question__stage_id"),
-            scenario_count=F("dyntom_question__stage__scenario_count"),
-            work_key=F("dyntom_question__stage__work__key"),
-        )
-        .iterator(chunk_size=CHUNK)
-    )
+def dyntom_prediction_rows(
+    run_ids: Iterable[int],
+    *,
+    question_ids: Iterable[int] | None = None,
+    sample_index: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """DynToM predictions with question type, mental state, span and stage size
+    (only on ``question_ids`` and of ``sample_index`` when given)."""
+    predictions = _predictions(run_ids).filter(dyntom_question__isnull=False)
+    if question_ids is not None:
+        predictions = predictions.filter(dyntom_question_id__in=list(question_ids))
+    if sample_index is not None:
+        predictions = predictions.filter(sample_index=sample_index)
+    return predictions.values(
+        *PREDICTION_FIELDS,
+        "template_version",
+        "model",
+        question_id=F("dyntom_question_id"),
+        question_key=F("dyntom_question__key"),
+        question_type=F("dyntom_question__question_type"),
+        mental_state=F("dyntom_question__mental_state"),
+        scenario_from=F("dyntom_question__scenario_from"),
+        scenario_to=F("dyntom_question__scenario_to"),
+        gold=F("dyntom_question__gold_letter"),
+        stage_id=F("dyntom_question__stage_id"),
+        scenario_count=F("dyntom_question__stage__scenario_count"),
+        work_key=F("dyntom_question__stage__work__key"),
+    ).iterator(chunk_size=CHUNK)
 
 
 def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:

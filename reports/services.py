@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from benchmarks.models import Benchmark
 from modeling.models import Prediction, Run
 
 from . import selectors
@@ -38,6 +39,23 @@ STALE_RUNNING = timedelta(minutes=30)
 
 def inline_max_predictions() -> int:
     return int(getattr(settings, "REPORTS_INLINE_MAX_PREDICTIONS", INLINE_MAX_PREDICTIONS_DEFAULT))
+
+
+def report_too_big(*, benchmark: str, run_ids: Sequence[int] | None, size: dict[str, int]) -> bool:
+    """Whether a page should offer a background build rather than build inline.
+
+    Other benchmarks read every prediction row, so their selected predictions count.
+    DynToM reads each run's packed outcomes (a million answers in about a second), so
+    only the predictions still to be packed count: a run imported or finished moments
+    ago whose packing has not happened, or data written behind the engine's back.
+    """
+    if benchmark != Benchmark.DYNTOM:
+        return size["predictions"] > inline_max_predictions()
+    from .dyntom_outcomes import unpacked_predictions
+
+    if run_ids is None:
+        run_ids = list(Run.objects.filter(benchmark=benchmark).values_list("pk", flat=True))
+    return unpacked_predictions(run_ids) > inline_max_predictions()
 
 
 def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:

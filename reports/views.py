@@ -349,7 +349,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         return render(request, "reports/report_detail.html", context, status=400)
     query = _query(run_ids)
     size = _data_size(benchmark, run_ids)
-    big = size["predictions"] > services.inline_max_predictions()
+    big = services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size)
     context.update(
         run_ids=run_ids,
         run_ids_text=",".join(map(str, run_ids or [])),
@@ -370,7 +370,7 @@ def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int
     """The report behind a chart or table download (BadRunSelection, Http404 if too big)."""
     run_ids = _selection(request, _benchmark(benchmark))
     size = _data_size(benchmark, run_ids)
-    if size["predictions"] > services.inline_max_predictions():
+    if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size):
         raise Http404("This report is built in the background: start a report job.")
     report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
     return report, run_ids

@@ -265,10 +265,14 @@ def compositional_analysis(
     state = part_table[label[owner], within // np.maximum(length[owner], 1)]
     scenario = first[owner] + within % np.maximum(length[owner], 1)
     wanted = (cols.stage[primary][owner] * n_states + state) * span + scenario
-    at = np.minimum(np.searchsorted(keys, wanted), max(0, keys.size - 1))
-    found = (keys[at] == wanted) if keys.size else np.zeros(owner.size, dtype=bool)
+    if keys.size:
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = keys[at] == wanted
+        dependency_wrong = found & (right[at] == 0)
+    else:  # no understanding answer at all: every primary question is incomplete
+        found = dependency_wrong = np.zeros(owner.size, dtype=bool)
     missing = np.bincount(owner[~found], minlength=primary.size)
-    wrong = np.bincount(owner[found & (right[at] == 0)], minlength=primary.size)
+    wrong = np.bincount(owner[dependency_wrong], minlength=primary.size)
     incomplete = ~valid | (missing > 0)
     category = _CATEGORY_OF[2 * cols.correct[primary] + (wrong == 0)]
 

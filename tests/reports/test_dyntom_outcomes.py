@@ -19,14 +19,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run
+from modeling.prediction_import import predictions_import
+from modeling.services import run_create, run_execute
+from reports.dyntom_outcomes import (
+    _pack,
+    _store,
+    dyntom_outcomes_invalidate,
+    run_outcomes,
+    unpacked_predictions,
+)
 from reports.models import DynToMRunOutcomes
 from reports.tables import build_report
 
-# The 24 real DynToM stages (imported here so pytest registers the fixture).
-from tests.modeling.conftest import dyntom_stages  # noqa: F401
+# The modeling suite's fixtures: the 24 real DynToM stages, a backend on the loopback
+# OpenAI-compatible server (imported here so pytest registers them for this module).
+from tests.modeling.conftest import (  # noqa: F401
+    dyntom_stages,
+    gold_responder,
+    openai_backend,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -140,3 +155,131 @@ def test_packed_outcomes_give_the_row_paths_tables(dyntom_stages):  # noqa: F811
     assert set(DynToMRunOutcomes.objects.values_list("run_id", flat=True)) == {
         runs[name].pk for name in ("full", "subset", "samples")
     }
+
+
+# -- staying current ---------------------------------------------------------------------
+
+
+def _overall(run: Run) -> float:
+    report = build_report("dyntom", run_ids=[run.pk])
+    (row,) = report.table("accuracy").records()
+    return row["Overall %"]
+
+
+def _import(tmp_path: Path, name: str, answers: dict[DynToMQuestion, str]) -> Run:
+    path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "benchmark": "dyntom",
+                    "work": q.stage.work.key,
+                    "question": q.key,
+                    "model": "m",
+                    "answer": answer,
+                }
+            )
+            + "\n"
+            for q, answer in answers.items()
+        )
+    )
+    predictions_import(path=path, name=name, benchmark="dyntom")
+    return Run.objects.get(name__startswith=name, benchmark="dyntom")
+
+
+def test_a_reimport_that_changes_answers_in_place_is_repacked(
+    dyntom_stages,  # noqa: F811
+    tmp_path,
+    django_capture_on_commit_callbacks,
+):
+    questions = list(
+        DynToMQuestion.objects.filter(stage__work__key="trial149").select_related("stage__work")
+    )
+    wrong = {q: "z" for q in questions}
+    with django_capture_on_commit_callbacks(execute=True):
+        run = _import(tmp_path, "imported", wrong)
+    # Packed when the import committed, not on first use.
+    packed = DynToMRunOutcomes.objects.get(run=run)
+    assert packed.predictions == len(questions)
+    assert _overall(run) == 0.0
+    ids = set(run.predictions.values_list("pk", flat=True))
+
+    half = {q: (q.gold_letter if i % 2 else "z") for i, q in enumerate(questions)}
+    _import(tmp_path, "imported", half)  # no on-commit packing: the report must notice
+    # Same predictions (ids and count), answers changed in place.
+    assert set(run.predictions.values_list("pk", flat=True)) == ids
+    assert _overall(run) == round(100 * (len(questions) // 2) / len(questions), 2)
+
+
+def test_new_predictions_make_the_packed_copy_stale(dyntom_stages):  # noqa: F811
+    run = Run.objects.create(name="r", benchmark="dyntom", method="vanilla", model="m")
+    first, second = DynToMQuestion.objects.order_by("pk")[:2]
+    Prediction.objects.create(run=run, dyntom_question=first, parse_status="ok", correct=True)
+    assert _overall(run) == 100.0
+    Prediction.objects.create(run=run, dyntom_question=second, parse_status="ok", correct=False)
+    assert _overall(run) == 50.0
+    Prediction.objects.filter(dyntom_question=second).delete()
+    assert _overall(run) == 100.0
+    assert DynToMRunOutcomes.objects.get(run=run).predictions == 1
+
+
+def test_a_pack_read_before_an_invalidation_is_not_stored(dyntom_stages):  # noqa: F811
+    run = Run.objects.create(name="r", benchmark="dyntom", method="vanilla", model="m")
+    question = DynToMQuestion.objects.order_by("pk").first()
+    prediction = Prediction.objects.create(
+        run=run, dyntom_question=question, parse_status="ok", correct=True
+    )
+    run_outcomes([run.pk])
+    started_from = DynToMRunOutcomes.objects.get(run=run).generation
+    n, last, stale = _pack(run.pk)  # a slow build reads the old answer ...
+    Prediction.objects.filter(pk=prediction.pk).update(correct=False)
+    dyntom_outcomes_invalidate(run_ids=[run.pk])  # ... the writer changes it meanwhile
+    _store(run.pk, started_from, n, last, stale)  # ... and the build stores late
+    assert DynToMRunOutcomes.objects.get(run=run).predictions is None
+    assert _overall(run) == 0.0
+    # Invalidating a run never packed leaves a placeholder a late first build cannot fill.
+    other = Run.objects.create(name="o", benchmark="dyntom", method="vanilla", model="m")
+    Prediction.objects.create(run=other, dyntom_question=question, parse_status="ok", correct=True)
+    n, last, data = _pack(other.pk)
+    dyntom_outcomes_invalidate(run_ids=[other.pk])
+    _store(other.pk, None, n, last, data)
+    assert DynToMRunOutcomes.objects.get(run=other).predictions is None
+
+
+def test_a_finished_engine_run_is_packed(
+    openai_backend,  # noqa: F811
+    llm_server,
+    dyntom_stages,  # noqa: F811
+    django_capture_on_commit_callbacks,
+):
+    llm_server.responder = gold_responder(list(dyntom_stages))
+    run = run_create(
+        benchmark="dyntom",
+        method="vanilla",
+        backend=openai_backend,
+        selection={"works": ["trial149"]},
+        enqueue=False,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    packed = DynToMRunOutcomes.objects.get(run=run)
+    assert packed.predictions == run.predictions.count() > 0
+    assert unpacked_predictions([run.pk]) == 0
+
+
+def test_the_page_builds_packed_runs_inline_above_the_row_threshold(
+    client,
+    researcher,
+    dyntom_stages,  # noqa: F811
+    settings,
+):
+    settings.REPORTS_INLINE_MAX_PREDICTIONS = 100
+    runs = _runs(dyntom_stages)
+    client.force_login(researcher)
+    url = reverse("reports:report", args=["dyntom"])
+    # Nothing packed yet: thousands of predictions to read, so a background build.
+    assert client.get(url).context.get("report") is None
+    run_outcomes([r.pk for r in runs.values()])
+    report = client.get(url).context["report"]
+    assert report.facts["predictions"] > 100
+    assert report.table("compositional").rows
