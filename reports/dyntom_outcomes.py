@@ -23,12 +23,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Count, F, Max
+from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run
 from reports.metrics.dyntom import QUESTION_TYPE_CODES
+from reports.selectors import run_prediction_counts
 
 from .models import DynToMRunOutcomes
 
@@ -64,25 +65,14 @@ def _unpack(data: bytes) -> RunOutcomes:
 _EMPTY = RunOutcomes(*(np.zeros(0, dtype=t) for t in (np.int64, np.int64, np.int64, bool)))
 
 
-def _predictions(run_ids: Iterable[int]):
-    return Prediction.objects.filter(run_id__in=list(run_ids), dyntom_question__isnull=False)
-
-
-def _fingerprints(run_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
-    """(count, highest id) of each run's DynToM predictions; runs without any are absent."""
-    rows = (
-        _predictions(run_ids)
-        .order_by()
-        .values("run_id")
-        .annotate(n=Count("pk"), last=Max("pk"))
-        .values_list("run_id", "n", "last")
-    )
-    return {run_id: (n, last) for run_id, n, last in rows}
-
-
 def _pack(run_id: int) -> tuple[int, int, bytes]:
+    """(count, highest id, packed arrays) of the run's predictions, read in one query.
+
+    Count and id cover every prediction of the run, as ``run_prediction_counts`` does,
+    so the fingerprints compare; a DynToM run's predictions all name a question.
+    """
     rows = list(
-        _predictions([run_id])
+        Prediction.objects.filter(run_id=run_id)
         .order_by("pk")
         .values_list("pk", "dyntom_question_id", "sample_index", "correct", "parse_status")
     )
@@ -90,6 +80,7 @@ def _pack(run_id: int) -> tuple[int, int, bytes]:
         [
             (question, sample, -1 if correct is None else int(correct), status == "ok")
             for _, question, sample, correct, status in rows
+            if question is not None
         ],
         dtype=_PACKED,
     )
@@ -110,18 +101,23 @@ def _store(run_id: int, generation: int | None, n: int, last: int, data: bytes) 
         )
 
 
-def run_outcomes(run_ids: Sequence[int]) -> dict[int, RunOutcomes]:
+def run_outcomes(
+    run_ids: Sequence[int], counts: dict[int, dict[str, int]] | None = None
+) -> dict[int, RunOutcomes]:
     """Each run's packed outcomes, packing (and storing) any that are missing or stale.
 
-    Safe when two requests pack the same run at once: both store the same arrays, and
-    a copy invalidated meanwhile is not overwritten with what was read before.
+    ``counts`` is ``selectors.run_prediction_counts`` of these runs when the caller has
+    it. Safe when two requests pack the same run at once: both store the same arrays,
+    and a copy invalidated meanwhile is not overwritten with what was read before.
     """
-    current = _fingerprints(run_ids)
+    if counts is None:
+        counts = run_prediction_counts(run_ids=run_ids)
     stored = {row.run_id: row for row in DynToMRunOutcomes.objects.filter(run_id__in=list(run_ids))}
     result: dict[int, RunOutcomes] = {}
     for run_id in run_ids:
         row = stored.get(run_id)
-        n, last = current.get(run_id, (0, 0))
+        current = counts.get(run_id, {"predictions": 0, "last_prediction": 0})
+        n, last = current["predictions"], current["last_prediction"]
         if n == 0:
             result[run_id] = _EMPTY
         elif row is not None and (row.predictions, row.last_prediction) == (n, last):
@@ -133,18 +129,17 @@ def run_outcomes(run_ids: Sequence[int]) -> dict[int, RunOutcomes]:
     return result
 
 
-def unpacked_predictions(run_ids: Sequence[int]) -> int:
-    """How many DynToM predictions of these runs have no current packed copy (the
-    work a report would do first; pages offer a background build when it is large)."""
-    current = _fingerprints(run_ids)
+def unpacked_predictions(counts: dict[int, dict[str, int]]) -> int:
+    """How many predictions of the runs in ``counts`` (``run_prediction_counts``) have
+    no current packed copy: the work a report would do first."""
     fresh = {
         run_id
         for run_id, n, last in DynToMRunOutcomes.objects.filter(
-            run_id__in=list(current)
+            run_id__in=list(counts)
         ).values_list("run_id", "predictions", "last_prediction")
-        if (n, last) == current[run_id]
+        if (n, last) == (counts[run_id]["predictions"], counts[run_id]["last_prediction"])
     }
-    return sum(n for run_id, (n, _) in current.items() if run_id not in fresh)
+    return sum(c["predictions"] for run_id, c in counts.items() if run_id not in fresh)
 
 
 def dyntom_outcomes_invalidate(*, run_ids: Iterable[int]) -> None:

@@ -44,9 +44,13 @@ def _benchmark(benchmark: str) -> str:
     return benchmark
 
 
-def report_runs(benchmark: str, *, run_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+def report_runs(
+    benchmark: str, *, run_ids: Sequence[int] | None = None, counts: bool = False
+) -> list[dict[str, Any]]:
     """The runs a report covers, oldest first: every run of the benchmark by default.
 
+    With ``counts`` each run also carries ``predictions``, ``unparseable`` and
+    ``last_prediction`` (:func:`run_prediction_counts`; 0 for a run without any).
     Raises ``ValueError`` naming the ids that are not runs of this benchmark, so a typo
     in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
     """
@@ -70,6 +74,11 @@ def report_runs(benchmark: str, *, run_ids: Sequence[int] | None = None) -> list
         missing = sorted(set(run_ids) - {r["id"] for r in rows})
         if missing:
             raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}")
+    if counts:
+        per_run = run_prediction_counts(run_ids=[r["id"] for r in rows])
+        empty = {"predictions": 0, "unparseable": 0, "last_prediction": 0}
+        for row in rows:
+            row.update(per_run.get(row["id"], empty))
     return rows
 
 
@@ -395,12 +404,30 @@ def item_counts(benchmark: str) -> dict[str, int]:
     return result
 
 
-def prediction_counts(run_ids: Iterable[int]) -> dict[str, int]:
-    """Predictions of the runs, and how many of them could not be parsed."""
-    return _predictions(run_ids).aggregate(
-        predictions=Count("pk"),
-        unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
+def run_prediction_counts(
+    *, benchmark: str | None = None, run_ids: Iterable[int] | None = None
+) -> dict[int, dict[str, int]]:
+    """Per run of ``benchmark`` (or of ``run_ids``): its predictions, how many could not
+    be parsed, and the highest prediction id, in one pass over the predictions.
+
+    Runs without predictions are absent. Count and highest id change with every insert
+    or delete, so together they fingerprint a run's predictions.
+    """
+    predictions = Prediction.objects.all()
+    if benchmark is not None:
+        predictions = predictions.filter(run__benchmark=_benchmark(benchmark))
+    if run_ids is not None:
+        predictions = predictions.filter(run_id__in=list(run_ids))
+    rows = (
+        predictions.order_by()
+        .values("run_id")
+        .annotate(
+            predictions=Count("pk"),
+            unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
+            last_prediction=Max("pk"),
+        )
     )
+    return {r.pop("run_id"): r for r in rows}
 
 
 def scene_counts(benchmark: str) -> int:

@@ -21,7 +21,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import Benchmark
-from modeling.models import Prediction, Run
+from modeling.models import Run
 
 from . import selectors
 from .models import ReportJob
@@ -41,21 +41,27 @@ def inline_max_predictions() -> int:
     return int(getattr(settings, "REPORTS_INLINE_MAX_PREDICTIONS", INLINE_MAX_PREDICTIONS_DEFAULT))
 
 
-def report_too_big(*, benchmark: str, run_ids: Sequence[int] | None, size: dict[str, int]) -> bool:
+def report_too_big(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None,
+    size: dict[str, int],
+    counts: dict[int, dict[str, int]],
+) -> bool:
     """Whether a page should offer a background build rather than build inline.
 
     Other benchmarks read every prediction row, so their selected predictions count.
     DynToM reads each run's packed outcomes (a million answers in about a second), so
     only the predictions still to be packed count: a run imported or finished moments
     ago whose packing has not happened, or data written behind the engine's back.
+    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)``.
     """
     if benchmark != Benchmark.DYNTOM:
         return size["predictions"] > inline_max_predictions()
     from .dyntom_outcomes import unpacked_predictions
 
-    if run_ids is None:
-        run_ids = list(Run.objects.filter(benchmark=benchmark).values_list("pk", flat=True))
-    return unpacked_predictions(run_ids) > inline_max_predictions()
+    chosen = counts if run_ids is None else {i: counts[i] for i in run_ids if i in counts}
+    return unpacked_predictions(chosen) > inline_max_predictions()
 
 
 def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:
@@ -67,16 +73,27 @@ def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:
     return build_report(benchmark, run_ids=ids, seed=seed)
 
 
-def report_data_size(*, benchmark: str, run_ids: Sequence[int] | None = None) -> dict[str, int]:
+def report_data_size(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None = None,
+    counts: dict[int, dict[str, int]] | None = None,
+) -> dict[str, int]:
     """Predictions (count, highest id) of the selected runs and the benchmark's runs
-    (count, highest id, last finish): the report's size and its cache fingerprint."""
-    runs = Run.objects.filter(benchmark=benchmark)
-    predictions = Prediction.objects.filter(run__benchmark=benchmark)
-    if run_ids is not None:
-        predictions = predictions.filter(run_id__in=list(run_ids))
-    size = predictions.aggregate(predictions=Count("pk"), last_prediction=Max("pk"))
+    (count, highest id, running): the report's size and its cache fingerprint.
+
+    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)`` when the caller
+    already has it (one pass over the predictions serves the page).
+    """
+    if counts is None:
+        counts = selectors.run_prediction_counts(benchmark=benchmark)
+    chosen = counts.values() if run_ids is None else [counts[i] for i in run_ids if i in counts]
+    size = {
+        "predictions": sum(c["predictions"] for c in chosen),
+        "last_prediction": max((c["last_prediction"] for c in chosen), default=0),
+    }
     size.update(
-        runs.aggregate(
+        Run.objects.filter(benchmark=benchmark).aggregate(
             runs=Count("pk"),
             last_run=Max("pk"),
             running=Count("pk", filter=Q(status=Run.Status.RUNNING)),

@@ -351,16 +351,15 @@ def time_span_accuracy(
     rows = np.flatnonzero(keep)
     if rows.size == 0:
         return []
-    # Sorted as (count is not None, count, first, last): a missing count (-1) first.
-    groups, group_of = np.unique(
-        np.stack([cols.scenario_count[rows], first[rows], last[rows]], axis=1),
-        axis=0,
-        return_inverse=True,
-    )
-    group_of = group_of.reshape(-1)
+    # One integer per (count, first, last), ordered as (count is not None, count, first,
+    # last): a missing count (-1) sorts first.
+    count, first, last = cols.scenario_count[rows] + 1, first[rows], last[rows]
+    width = int(max(first.max(), last.max())) + 1
+    keys = (count * width + first) * width + last
+    groups, group_of = np.unique(keys, return_inverse=True)
     result = []
-    for g, (count, start, end) in enumerate(groups.tolist()):
-        members = rows[group_of == g]
+    for g, key in enumerate(groups.tolist()):
+        members = rows[group_of.reshape(-1) == g]
         correct = cols.correct[members]
         if interval:
             clusters = first_seen_codes(cols.stage[members])
@@ -371,11 +370,11 @@ def time_span_accuracy(
                 seed=seed,
                 level=level,
             )
-        else:
+        else:  # nothing resampled: no interval and no units
             n, right = int(members.size), int(correct.sum())
-            units = int(np.unique(cols.stage[members]).size)
-            estimate = AccuracyEstimate(n, right, right / n, None, None, units)
+            estimate = AccuracyEstimate(n, right, right / n, None, None, 0)
+        stages, start, end = key // (width * width) - 1, key // width % width, key % width
         result.append(
-            SpanAccuracy(None if count < 0 else count, start, end, f"{start}-{end}", estimate)
+            SpanAccuracy(None if stages < 0 else stages, start, end, f"{start}-{end}", estimate)
         )
     return result

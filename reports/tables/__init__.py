@@ -47,7 +47,7 @@ def build_report(
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
-    runs = selectors.report_runs(benchmark, run_ids=run_ids)
+    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=True)
     module = import_module(BUILDERS[benchmark])
     report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
     report.facts = facts(benchmark, runs)
@@ -77,13 +77,15 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def facts(benchmark: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Counts shown above the tables: items by kind, runs, predictions, unparseable."""
-    counts = selectors.prediction_counts([r["id"] for r in runs])
+    """Counts shown above the tables: items by kind, runs, predictions, unparseable.
+
+    ``runs`` come from ``report_runs(..., counts=True)``.
+    """
     return {
         **selectors.item_counts(benchmark),
         "runs": len(runs),
-        "predictions": counts["predictions"],
-        "unparseable": counts["unparseable"],
+        "predictions": sum(r["predictions"] for r in runs),
+        "unparseable": sum(r["unparseable"] for r in runs),
     }
 
 

@@ -75,7 +75,8 @@ class _Answers:
     parsed: np.ndarray
 
     def samples(self) -> list[int]:
-        return np.unique(self.sample).tolist()
+        # Sample indexes are small: a count per index beats sorting the answers.
+        return np.flatnonzero(np.bincount(self.sample)).tolist()
 
 
 def _compared(
@@ -85,7 +86,9 @@ def _compared(
     rows = {r["id"]: bank.positions(packed[r["id"]].question) for r in runs}
     answered_by = np.zeros(len(bank.ids), dtype=np.int64)
     for positions in rows.values():
-        answered_by[np.unique(positions)] += 1
+        answered = np.zeros(len(bank.ids), dtype=bool)
+        answered[positions] = True  # once per question, however many samples
+        answered_by += answered
     shared = answered_by == len(runs) if runs else np.zeros(len(bank.ids), dtype=bool)
     answers = {}
     for run in runs:
@@ -101,12 +104,12 @@ def _compared(
 
 
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    packed = run_outcomes([r["id"] for r in runs])
+    packed = run_outcomes([r["id"] for r in runs], counts={r["id"]: r for r in runs})
     stats = {
         run_id: {
             "predictions": len(p),
             "unparseable": int((~p.parsed).sum()),
-            "samples": len(np.unique(p.sample)),
+            "samples": len(np.flatnonzero(np.bincount(p.sample))),
         }
         for run_id, p in packed.items()
         if len(p)

@@ -33,6 +33,7 @@ from reports.dyntom_outcomes import (
     unpacked_predictions,
 )
 from reports.models import DynToMRunOutcomes
+from reports.selectors import run_prediction_counts
 from reports.tables import build_report
 
 # The modeling suite's fixtures: the 24 real DynToM stages, a backend on the loopback
@@ -264,7 +265,7 @@ def test_a_finished_engine_run_is_packed(
         assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
     packed = DynToMRunOutcomes.objects.get(run=run)
     assert packed.predictions == run.predictions.count() > 0
-    assert unpacked_predictions([run.pk]) == 0
+    assert unpacked_predictions(run_prediction_counts(run_ids=[run.pk])) == 0
 
 
 def test_the_page_builds_packed_runs_inline_above_the_row_threshold(
