@@ -18,15 +18,17 @@ and :func:`dyntom_outcomes_invalidate` marks the copy stale first.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import F
+from django.core.cache import cache
+from django.db.models import Count, F, Max
 from django.utils import timezone
 
-from benchmarks.models import DynToMQuestion
+from benchmarks.models import DynToMQuestion, DynToMStage
 from modeling.models import Prediction, Run
 from reports.metrics.dyntom import QUESTION_TYPE_CODES
 from reports.selectors import run_prediction_counts
@@ -196,8 +198,30 @@ class QuestionBank:
         return np.searchsorted(self.ids, question_ids)
 
 
+# Seconds a question bank stays cached (its fingerprint already changes with an import).
+BANK_CACHE_SECONDS = 600
+
+
 def question_bank() -> QuestionBank:
-    """The DynToM questions' attributes, read in one query."""
+    """The DynToM questions' attributes, cached while the bank is unchanged.
+
+    The key holds the questions' count, highest id and latest change and the stages'
+    latest change (the importer and the admin stamp ``updated_at``), so a re-import
+    that edits a question or a stage's scenario count is read afresh.
+    """
+    state = DynToMQuestion.objects.aggregate(
+        n=Count("pk"), last=Max("pk"), changed=Max("updated_at")
+    )
+    state["stages"] = DynToMStage.objects.aggregate(changed=Max("updated_at"))["changed"]
+    key = "reports:dyntom-bank:v1:" + hashlib.sha1(repr(sorted(state.items())).encode()).hexdigest()
+    bank = cache.get(key)
+    if bank is None:
+        bank = _read_question_bank()
+        cache.set(key, bank, BANK_CACHE_SECONDS)
+    return bank
+
+
+def _read_question_bank() -> QuestionBank:
     rows = list(
         DynToMQuestion.objects.order_by("pk").values_list(
             "pk",

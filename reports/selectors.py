@@ -16,7 +16,7 @@ query, so no report, table or export ever counts them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
@@ -45,12 +45,16 @@ def _benchmark(benchmark: str) -> str:
 
 
 def report_runs(
-    benchmark: str, *, run_ids: Sequence[int] | None = None, counts: bool = False
+    benchmark: str,
+    *,
+    run_ids: Sequence[int] | None = None,
+    counts: bool | Mapping[int, dict[str, int]] = False,
 ) -> list[dict[str, Any]]:
     """The runs a report covers, oldest first: every run of the benchmark by default.
 
     With ``counts`` each run also carries ``predictions``, ``unparseable`` and
-    ``last_prediction`` (:func:`run_prediction_counts`; 0 for a run without any).
+    ``last_prediction`` (:func:`run_prediction_counts`, read here for ``True``, or the
+    caller's; 0 for a run without any).
     Raises ``ValueError`` naming the ids that are not runs of this benchmark, so a typo
     in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
     """
@@ -75,7 +79,9 @@ def report_runs(
         if missing:
             raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}")
     if counts:
-        per_run = run_prediction_counts(run_ids=[r["id"] for r in rows])
+        per_run = (
+            run_prediction_counts(run_ids=[r["id"] for r in rows]) if counts is True else counts
+        )
         empty = {"predictions": 0, "unparseable": 0, "last_prediction": 0}
         for row in rows:
             row.update(per_run.get(row["id"], empty))

@@ -64,13 +64,18 @@ def report_too_big(
     return unpacked_predictions(chosen) > inline_max_predictions()
 
 
-def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:
+def _build(
+    benchmark: str,
+    run_ids: Sequence[int] | None,
+    seed: int,
+    counts: dict[int, dict[str, int]] | None = None,
+) -> Report:
     # Imported here: the table builders pull in every metric; pages that never build
     # (index, job progress) do not pay for that import.
     from .tables import build_report
 
     ids = list(run_ids) if run_ids is not None else None
-    return build_report(benchmark, run_ids=ids, seed=seed)
+    return build_report(benchmark, run_ids=ids, seed=seed, counts=counts)
 
 
 def report_data_size(
@@ -108,10 +113,12 @@ def report_build_cached(
     run_ids: Sequence[int] | None = None,
     seed: int = 0,
     size: dict[str, int] | None = None,
+    counts: dict[int, dict[str, int]] | None = None,
 ) -> Report:
     """``build_report`` for a request, reused while the data it reads is unchanged.
 
-    ``size`` is ``report_data_size``'s answer when the caller already has it.
+    ``size`` is ``report_data_size``'s answer and ``counts``
+    ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
     """
     size = size if size is not None else report_data_size(benchmark=benchmark, run_ids=run_ids)
     runs = ",".join(map(str, sorted(run_ids))) if run_ids is not None else "all"
@@ -123,7 +130,7 @@ def report_build_cached(
     key = f"reports:report:v1:{benchmark}:{seed}:{runs}:{fingerprint}"
     report = cache.get(key)
     if report is None:
-        report = _build(benchmark, run_ids, seed)
+        report = _build(benchmark, run_ids, seed, counts)
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
     return report

@@ -365,7 +365,9 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         query=query,
     )
     if not big:
-        report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+        report = services.report_build_cached(
+            benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+        )
         context.update(
             _report_body(report, url=_live_urls(benchmark), query=query, live=(benchmark, run_ids))
         )
@@ -379,7 +381,9 @@ def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int
     size = _data_size(benchmark, run_ids, counts)
     if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts):
         raise Http404("This report is built in the background: start a report job.")
-    report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+    report = services.report_build_cached(
+        benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+    )
     return report, run_ids
 
 

@@ -38,16 +38,18 @@ def build_report(
     run_ids: list[int] | None = None,
     study_ids: list[int] | None = None,
     seed: int = 0,
+    counts: dict[int, dict[str, int]] | None = None,
 ) -> Report:
     """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
     human studies ``study_ids`` (default: every study of it; ``[]`` for none).
 
-    Raises ``ValueError`` for an unknown benchmark or a run or study id that is not one
-    of its own (callers turn it into a usage error / HTTP 400).
+    ``counts`` is ``selectors.run_prediction_counts`` of (at least) these runs when the
+    caller has it. Raises ``ValueError`` for an unknown benchmark or a run or study id
+    that is not one of its own (callers turn it into a usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
-    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=True)
+    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True)
     module = import_module(BUILDERS[benchmark])
     report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
     report.facts = facts(benchmark, runs)
