@@ -243,7 +243,7 @@ def compositional_analysis(
     keys = (cols.stage[understood] * n_states + cols.mental_state[understood]) * span + (
         cols.scenario_from[understood]
     )
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)
     keys, right = keys[order], cols.correct[understood][order]
     twice = np.flatnonzero(keys[1:] == keys[:-1])
     if twice.size:

@@ -16,7 +16,7 @@ Runs are compared on the same questions only: those every selected run answered.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -155,7 +155,8 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
-    report.tables.append(_time_span_table(runs, by_run, bank, shared, scope))
+    spans = _span_results(runs, by_run, bank)
+    report.tables.append(_time_span_table(runs, spans, bank, shared, scope))
     report.charts.append(
         Chart(
             key="time-span",
@@ -167,7 +168,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
-    report.tables.append(_time_span_length_table(runs, by_run, bank, scope))
+    report.tables.append(_time_span_length_table(runs, spans, scope))
     report.tables.append(_compositional_table(runs, by_run, bank, scope))
     report.charts.append(
         Chart(
@@ -334,15 +335,29 @@ def _columns(answers: _Answers, bank: QuestionBank, *, per_sample: bool) -> Outc
     )
 
 
-def _time_span_table(runs, by_run, bank: QuestionBank, shared: np.ndarray, scope: str) -> Table:
-    # Pooled over stage lengths: span 1-2 of a 5- and of a 7-scenario stage together.
-    spans: dict[tuple[int, int], dict[int, float | None]] = defaultdict(dict)
+def _span_results(runs, by_run, bank: QuestionBank) -> dict[int, list]:
+    """Each run's transformation accuracy per (stage length, span), samples pooled."""
+    return {
+        run["id"]: time_span_accuracy(
+            _columns(by_run[run["id"]], bank, per_sample=False), interval=False
+        )
+        for run in runs
+    }
+
+
+def _time_span_table(runs, results, bank: QuestionBank, shared: np.ndarray, scope: str) -> Table:
+    # Pooled over stage lengths: span 1-2 of a 5- and of a 7-scenario stage together,
+    # i.e. their right answers over their answers.
+    totals: dict[tuple[int, int], dict[int, tuple[int, int]]] = defaultdict(dict)
     for run in runs:
-        columns = _columns(by_run[run["id"]], bank, per_sample=False)
-        pooled = replace(columns, scenario_count=np.full(len(columns), -1))
-        for span in time_span_accuracy(pooled, interval=False):
+        for span in results[run["id"]]:
             key = (span.scenario_from, span.scenario_to)
-            spans[key][run["id"]] = span.estimate.accuracy
+            n, right = totals[key].get(run["id"], (0, 0))
+            totals[key][run["id"]] = (n + span.estimate.n, right + span.estimate.correct)
+    spans = {
+        key: {run_id: right / n for run_id, (n, right) in per_run.items()}
+        for key, per_run in totals.items()
+    }
     first, last = bank.scenario_from[shared], bank.scenario_to[shared]
     consecutive = (
         (bank.question_type[shared] != QUESTION_TYPE_CODES.index(UNDERSTANDING))
@@ -369,13 +384,7 @@ def _time_span_table(runs, by_run, bank: QuestionBank, shared: np.ndarray, scope
     )
 
 
-def _time_span_length_table(runs, by_run, bank: QuestionBank, scope: str) -> Table:
-    results = {
-        run["id"]: time_span_accuracy(
-            _columns(by_run[run["id"]], bank, per_sample=False), interval=False
-        )
-        for run in runs
-    }
+def _time_span_length_table(runs, results, scope: str) -> Table:
     span_keys = sorted({(s.scenario_from, s.scenario_to) for r in results.values() for s in r})
     lengths = sorted({s.scenario_count for r in results.values() for s in r}, key=lambda c: c or 0)
     rows: list[list[Cell]] = []
