@@ -284,3 +284,19 @@ def test_the_page_builds_packed_runs_inline_above_the_row_threshold(
     report = client.get(url).context["report"]
     assert report.facts["predictions"] > 100
     assert report.table("compositional").rows
+
+
+def test_an_edited_question_is_read_afresh(dyntom_stages):  # noqa: F811
+    """The question bank is cached under its fingerprint; an edit (the admin, a
+    re-import) stamps ``updated_at`` and so changes it."""
+    run = Run.objects.create(name="r", benchmark="dyntom", method="vanilla", model="m")
+    question = DynToMQuestion.objects.filter(
+        question_type="understanding", mental_state="belief"
+    ).first()
+    Prediction.objects.create(run=run, dyntom_question=question, parse_status="ok", correct=True)
+    (row,) = build_report("dyntom", run_ids=[run.pk]).table("accuracy").records()
+    assert (row["Belief U %"], row["Emotion U %"]) == (100.0, None)
+    question.mental_state = "emotion"
+    question.save(update_fields=["mental_state", "updated_at"])
+    (row,) = build_report("dyntom", run_ids=[run.pk]).table("accuracy").records()
+    assert (row["Belief U %"], row["Emotion U %"]) == (None, 100.0)
