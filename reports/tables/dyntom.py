@@ -11,6 +11,8 @@
 - ``compositional`` (Figure 3): fully correct / local / restoration / full errors.
 
 Runs are compared on the same questions only: those every selected run answered.
+Everything is counted from each run's packed outcomes and the question bank's arrays
+(``reports.dyntom_outcomes``), never from prediction rows.
 """
 
 from __future__ import annotations
