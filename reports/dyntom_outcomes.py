@@ -33,7 +33,7 @@ from modeling.models import Prediction, Run
 from reports.metrics.dyntom import QUESTION_TYPE_CODES
 from reports.selectors import run_prediction_counts
 
-from .models import DynToMRunOutcomes
+from .models import DynToMQuestionBankSnapshot, DynToMRunOutcomes
 
 _PACKED = np.dtype([("question", "<i8"), ("sample", "<i2"), ("correct", "i1"), ("parsed", "?")])
 
@@ -187,37 +187,70 @@ class QuestionBank:
     ids: np.ndarray
     question_type: np.ndarray
     mental_state: np.ndarray
-    labels: list[str]
     scenario_from: np.ndarray
     scenario_to: np.ndarray
     stage: np.ndarray
     scenario_count: np.ndarray
+    labels: list[str]
 
     def positions(self, question_ids: np.ndarray) -> np.ndarray:
         """Each question id's row in the bank (every predicted question is in it)."""
         return np.searchsorted(self.ids, question_ids)
 
 
-# Seconds a question bank stays cached (its fingerprint already changes with an import).
-BANK_CACHE_SECONDS = 600
+# Seconds a question bank stays cached (its key already changes with an import).
+BANK_CACHE_SECONDS = 24 * 3600
 
 
 def question_bank() -> QuestionBank:
-    """The DynToM questions' attributes, cached while the bank is unchanged.
+    """The DynToM questions' attributes, read once per state of the bank.
 
-    The key holds the questions' count, highest id and latest change and the stages'
-    latest change (the importer and the admin stamp ``updated_at``), so a re-import
-    that edits a question or a stage's scenario count is read afresh.
+    The fingerprint holds the questions' count, highest id and latest change and the
+    stages' latest change (the importer and the admin stamp ``updated_at``), so a
+    re-import that edits a question or a stage's scenario count is read afresh. Kept
+    in the cache and, for a cold cache, as one packed row in the database.
     """
     state = DynToMQuestion.objects.aggregate(
         n=Count("pk"), last=Max("pk"), changed=Max("updated_at")
     )
     state["stages"] = DynToMStage.objects.aggregate(changed=Max("updated_at"))["changed"]
-    key = "reports:dyntom-bank:v1:" + hashlib.sha1(repr(sorted(state.items())).encode()).hexdigest()
+    fingerprint = hashlib.sha1(repr(sorted(state.items())).encode()).hexdigest()
+    key = f"reports:dyntom-bank:v1:{fingerprint}"
     bank = cache.get(key)
     if bank is None:
-        bank = _read_question_bank()
+        bank = _bank_snapshot(fingerprint)
         cache.set(key, bank, BANK_CACHE_SECONDS)
+    return bank
+
+
+def _bank_snapshot(fingerprint: str) -> QuestionBank:
+    snapshot = DynToMQuestionBankSnapshot.objects.filter(fingerprint=fingerprint).first()
+    if snapshot is not None:
+        columns = np.frombuffer(zlib.decompress(bytes(snapshot.arrays)), dtype=np.int64)
+        return QuestionBank(*columns.reshape(7, -1).copy(), labels=snapshot.labels)
+    bank = _read_question_bank()
+    columns = np.stack(
+        [
+            bank.ids,
+            bank.question_type,
+            bank.mental_state,
+            bank.scenario_from,
+            bank.scenario_to,
+            bank.stage,
+            bank.scenario_count,
+        ]
+    )
+    DynToMQuestionBankSnapshot.objects.exclude(fingerprint=fingerprint).delete()
+    DynToMQuestionBankSnapshot.objects.bulk_create(
+        [
+            DynToMQuestionBankSnapshot(
+                fingerprint=fingerprint,
+                arrays=zlib.compress(columns.tobytes(), 1),
+                labels=bank.labels,
+            )
+        ],
+        ignore_conflicts=True,
+    )
     return bank
 
 

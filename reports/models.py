@@ -109,3 +109,23 @@ class DynToMRunOutcomes(models.Model):
 
     def __str__(self) -> str:
         return f"DynToM outcomes of run {self.run_id} ({self.predictions} predictions)"
+
+
+class DynToMQuestionBankSnapshot(models.Model):
+    """The DynToM questions' attributes packed as arrays (``dyntom_outcomes.question_bank``).
+
+    Read as one row instead of a join over every question; ``fingerprint`` (the
+    questions' count, highest id and latest change, and the stages' latest change)
+    names the bank state it was read from, so an edited bank is read afresh. Only the
+    current snapshot is kept.
+    """
+
+    fingerprint = models.CharField(max_length=40, unique=True)
+    # int64 rows: id, question type code, mental state code, scenario from, to, stage,
+    # scenario count (-1 for none), zlib-compressed.
+    arrays = models.BinaryField()
+    labels = models.JSONField(default=list, help_text="mental state strings by code")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"DynToM question bank {self.fingerprint[:12]}"

@@ -18,7 +18,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
 
 from benchmarks.models import DynToMQuestion
@@ -27,12 +29,14 @@ from modeling.prediction_import import predictions_import
 from modeling.services import run_create, run_execute
 from reports.dyntom_outcomes import (
     _pack,
+    _read_question_bank,
     _store,
     dyntom_outcomes_invalidate,
+    question_bank,
     run_outcomes,
     unpacked_predictions,
 )
-from reports.models import DynToMRunOutcomes
+from reports.models import DynToMQuestionBankSnapshot, DynToMRunOutcomes
 from reports.selectors import run_prediction_counts
 from reports.tables import build_report
 
@@ -300,3 +304,12 @@ def test_an_edited_question_is_read_afresh(dyntom_stages):  # noqa: F811
     question.save(update_fields=["mental_state", "updated_at"])
     (row,) = build_report("dyntom", run_ids=[run.pk]).table("accuracy").records()
     assert (row["Belief U %"], row["Emotion U %"]) == (None, 100.0)
+    # Only the current bank is kept as a packed row, and a cold cache reads it back.
+    assert DynToMQuestionBankSnapshot.objects.count() == 1
+    cache.clear()
+    stored, direct = question_bank(), _read_question_bank()
+    assert stored.labels == direct.labels
+    for name in ("ids", "question_type", "mental_state", "scenario_from", "scenario_to"):
+        assert np.array_equal(getattr(stored, name), getattr(direct, name)), name
+    for name in ("stage", "scenario_count"):
+        assert np.array_equal(getattr(stored, name), getattr(direct, name)), name
