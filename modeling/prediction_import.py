@@ -41,6 +41,7 @@ from .pipelines.base import CallUnit, ParsedItem
 from .pipelines.dyntom import DynToMPipeline, option_letter
 from .pipelines.speaker_guess import instances_by_key
 from .pipelines.speaker_guess import score_answer as score_speaker_answer
+from .signals import predictions_changed
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
 
@@ -211,9 +212,9 @@ def predictions_import(
     _check_one_model_and_method(path, lines)
     scored = _score(path, lines, report)
     _check_duplicates(path, scored)
-    return PredictionImportResult(
-        runs=_write(path, name, scored, report), report=report, skipped=reader.skipped
-    )
+    summaries = _write(path, name, scored, report)
+    predictions_changed.send(sender=Prediction, run_ids=[s.run.pk for s in summaries])
+    return PredictionImportResult(runs=summaries, report=report, skipped=reader.skipped)
 
 
 # --- reading -----------------------------------------------------------------------

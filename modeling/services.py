@@ -39,6 +39,7 @@ from .llm.token_count import prompt_token_counter
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
 from .pipelines import CallUnit, Pipeline, get_pipeline
 from .prompts import DEFAULT_TEMPLATES
+from .signals import run_finished
 
 logger = logging.getLogger(__name__)
 
@@ -991,7 +992,7 @@ def run_execute(
 
 def _release(run_id: int, holder: LeaseHolder, *, status: str, error: str) -> bool:
     """End our hold on the run with ``status``; False when it is no longer ours."""
-    return bool(
+    released = bool(
         Run.objects.filter(
             pk=run_id,
             status=Run.Status.RUNNING,
@@ -999,6 +1000,9 @@ def _release(run_id: int, holder: LeaseHolder, *, status: str, error: str) -> bo
             lease_holder_pid=holder.pid,
         ).update(status=status, error=error, finished_at=timezone.now(), **_RELEASED)
     )
+    if released:
+        run_finished.send(sender=Run, run_id=run_id)
+    return released
 
 
 def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
@@ -1569,9 +1573,12 @@ def run_direct_call(
 
 def run_direct_finish(*, run_id: int, status: str, error: str = "") -> None:
     """End a direct-call run (succeeded, failed, budget_exhausted, …) unless it has ended."""
-    Run.objects.filter(pk=run_id).exclude(status__in=Run.FINISHED).update(
-        status=status, error=error[:2000], finished_at=timezone.now()
-    )
+    if (
+        Run.objects.filter(pk=run_id)
+        .exclude(status__in=Run.FINISHED)
+        .update(status=status, error=error[:2000], finished_at=timezone.now())
+    ):
+        run_finished.send(sender=Run, run_id=run_id)
 
 
 # --- preparing calls: a pipeline's chained prompts before its units ----------------------

@@ -81,3 +81,51 @@ def report_from_json(data: dict[str, Any]) -> Report:
         charts=charts,
         facts=dict(data.get("facts", {})),
     )
+
+
+class DynToMRunOutcomes(models.Model):
+    """A DynToM run's predictions packed for its report (``reports.dyntom_outcomes``).
+
+    ``data`` holds, in prediction id order, each prediction's question id, sample,
+    correctness and whether it parsed: everything the DynToM tables read from a
+    prediction, in a few bytes per answer, so a report of a million answers reads
+    one row per run instead of a million rows. ``predictions`` and
+    ``last_prediction`` (count and highest id of the run's DynToM predictions when it
+    was packed) tell a stale copy: any insert or delete changes them. Changes in place
+    (a re-import) go through ``dyntom_outcomes_invalidate``, which clears
+    ``predictions`` and bumps ``generation``; a build only stores its result while the
+    generation it started from is still current.
+    """
+
+    run = models.OneToOneField(
+        "modeling.Run", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    # Null: invalidated, to be packed again.
+    predictions = models.PositiveIntegerField(null=True, blank=True)
+    last_prediction = models.BigIntegerField(default=0)
+    generation = models.PositiveIntegerField(default=0)
+    data = models.BinaryField(default=b"")
+    packed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"DynToM outcomes of run {self.run_id} ({self.predictions} predictions)"
+
+
+class DynToMQuestionBankSnapshot(models.Model):
+    """The DynToM questions' attributes packed as arrays (``dyntom_outcomes.question_bank``).
+
+    Read as one row instead of a join over every question; ``fingerprint`` (the
+    questions' count, highest id and latest change, and the stages' latest change)
+    names the bank state it was read from, so an edited bank is read afresh. Only the
+    current snapshot is kept.
+    """
+
+    fingerprint = models.CharField(max_length=40, unique=True)
+    # int64 rows: id, question type code, mental state code, scenario from, to, stage,
+    # scenario count (-1 for none), zlib-compressed.
+    arrays = models.BinaryField()
+    labels = models.JSONField(default=list, help_text="mental state strings by code")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"DynToM question bank {self.fingerprint[:12]}"

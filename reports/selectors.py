@@ -16,7 +16,7 @@ query, so no report, table or export ever counts them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
@@ -44,9 +44,17 @@ def _benchmark(benchmark: str) -> str:
     return benchmark
 
 
-def report_runs(benchmark: str, *, run_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+def report_runs(
+    benchmark: str,
+    *,
+    run_ids: Sequence[int] | None = None,
+    counts: bool | Mapping[int, dict[str, int]] = False,
+) -> list[dict[str, Any]]:
     """The runs a report covers, oldest first: every run of the benchmark by default.
 
+    With ``counts`` each run also carries ``predictions``, ``unparseable`` and
+    ``last_prediction`` (:func:`run_prediction_counts`, read here for ``True``, or the
+    caller's; 0 for a run without any).
     Raises ``ValueError`` naming the ids that are not runs of this benchmark, so a typo
     in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
     """
@@ -70,6 +78,13 @@ def report_runs(benchmark: str, *, run_ids: Sequence[int] | None = None) -> list
         missing = sorted(set(run_ids) - {r["id"] for r in rows})
         if missing:
             raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}")
+    if counts:
+        per_run = (
+            run_prediction_counts(run_ids=[r["id"] for r in rows]) if counts is True else counts
+        )
+        empty = {"predictions": 0, "unparseable": 0, "last_prediction": 0}
+        for row in rows:
+            row.update(per_run.get(row["id"], empty))
     return rows
 
 
@@ -80,28 +95,34 @@ def _predictions(run_ids: Iterable[int]):
 PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_answer", "correct")
 
 
-def dyntom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """DynToM predictions with question type, mental state, span and stage size."""
-    return (
-        _predictions(run_ids)
-        .filter(dyntom_question__isnull=False)
-        .values(
-            *PREDICTION_FIELDS,
-            "template_version",
-            "model",
-            question_id=F("dyntom_question_id"),
-            question_key=F("dyntom_question__key"),
-            question_type=F("dyntom_question__question_type"),
-            mental_state=F("dyntom_question__mental_state"),
-            scenario_from=F("dyntom_question__scenario_from"),
-            scenario_to=F("dyntom_question__scenario_to"),
-            gold=F("dyntom_question__gold_letter"),
-            stage_id=F("dyntom_question__stage_id"),
-            scenario_count=F("dyntom_question__stage__scenario_count"),
-            work_key=F("dyntom_question__stage__work__key"),
-        )
-        .iterator(chunk_size=CHUNK)
-    )
+def dyntom_prediction_rows(
+    run_ids: Iterable[int],
+    *,
+    question_ids: Iterable[int] | None = None,
+    sample_index: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """DynToM predictions with question type, mental state, span and stage size
+    (only on ``question_ids`` and of ``sample_index`` when given)."""
+    predictions = _predictions(run_ids).filter(dyntom_question__isnull=False)
+    if question_ids is not None:
+        predictions = predictions.filter(dyntom_question_id__in=list(question_ids))
+    if sample_index is not None:
+        predictions = predictions.filter(sample_index=sample_index)
+    return predictions.values(
+        *PREDICTION_FIELDS,
+        "template_version",
+        "model",
+        question_id=F("dyntom_question_id"),
+        question_key=F("dyntom_question__key"),
+        question_type=F("dyntom_question__question_type"),
+        mental_state=F("dyntom_question__mental_state"),
+        scenario_from=F("dyntom_question__scenario_from"),
+        scenario_to=F("dyntom_question__scenario_to"),
+        gold=F("dyntom_question__gold_letter"),
+        stage_id=F("dyntom_question__stage_id"),
+        scenario_count=F("dyntom_question__stage__scenario_count"),
+        work_key=F("dyntom_question__stage__work__key"),
+    ).iterator(chunk_size=CHUNK)
 
 
 def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
@@ -389,12 +410,30 @@ def item_counts(benchmark: str) -> dict[str, int]:
     return result
 
 
-def prediction_counts(run_ids: Iterable[int]) -> dict[str, int]:
-    """Predictions of the runs, and how many of them could not be parsed."""
-    return _predictions(run_ids).aggregate(
-        predictions=Count("pk"),
-        unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
+def run_prediction_counts(
+    *, benchmark: str | None = None, run_ids: Iterable[int] | None = None
+) -> dict[int, dict[str, int]]:
+    """Per run of ``benchmark`` (or of ``run_ids``): its predictions, how many could not
+    be parsed, and the highest prediction id, in one pass over the predictions.
+
+    Runs without predictions are absent. Count and highest id change with every insert
+    or delete, so together they fingerprint a run's predictions.
+    """
+    predictions = Prediction.objects.all()
+    if benchmark is not None:
+        predictions = predictions.filter(run__benchmark=_benchmark(benchmark))
+    if run_ids is not None:
+        predictions = predictions.filter(run_id__in=list(run_ids))
+    rows = (
+        predictions.order_by()
+        .values("run_id")
+        .annotate(
+            predictions=Count("pk"),
+            unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
+            last_prediction=Max("pk"),
+        )
     )
+    return {r.pop("run_id"): r for r in rows}
 
 
 def scene_counts(benchmark: str) -> int:

@@ -20,7 +20,8 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from modeling.models import Prediction, Run
+from benchmarks.models import Benchmark
+from modeling.models import Run
 
 from . import selectors
 from .models import ReportJob
@@ -40,25 +41,64 @@ def inline_max_predictions() -> int:
     return int(getattr(settings, "REPORTS_INLINE_MAX_PREDICTIONS", INLINE_MAX_PREDICTIONS_DEFAULT))
 
 
-def _build(benchmark: str, run_ids: Sequence[int] | None, seed: int) -> Report:
+def report_too_big(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None,
+    size: dict[str, int],
+    counts: dict[int, dict[str, int]],
+) -> bool:
+    """Whether a page should offer a background build rather than build inline.
+
+    Other benchmarks read every prediction row, so their selected predictions count.
+    DynToM reads each run's packed outcomes (a million answers in about a second), so
+    only the predictions still to be packed count: a run imported or finished moments
+    ago whose packing has not happened, or data written behind the engine's back.
+    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)``.
+    """
+    if benchmark != Benchmark.DYNTOM:
+        return size["predictions"] > inline_max_predictions()
+    from .dyntom_outcomes import unpacked_predictions
+
+    chosen = counts if run_ids is None else {i: counts[i] for i in run_ids if i in counts}
+    return unpacked_predictions(chosen) > inline_max_predictions()
+
+
+def _build(
+    benchmark: str,
+    run_ids: Sequence[int] | None,
+    seed: int,
+    counts: dict[int, dict[str, int]] | None = None,
+) -> Report:
     # Imported here: the table builders pull in every metric; pages that never build
     # (index, job progress) do not pay for that import.
     from .tables import build_report
 
     ids = list(run_ids) if run_ids is not None else None
-    return build_report(benchmark, run_ids=ids, seed=seed)
+    return build_report(benchmark, run_ids=ids, seed=seed, counts=counts)
 
 
-def report_data_size(*, benchmark: str, run_ids: Sequence[int] | None = None) -> dict[str, int]:
+def report_data_size(
+    *,
+    benchmark: str,
+    run_ids: Sequence[int] | None = None,
+    counts: dict[int, dict[str, int]] | None = None,
+) -> dict[str, int]:
     """Predictions (count, highest id) of the selected runs and the benchmark's runs
-    (count, highest id, last finish): the report's size and its cache fingerprint."""
-    runs = Run.objects.filter(benchmark=benchmark)
-    predictions = Prediction.objects.filter(run__benchmark=benchmark)
-    if run_ids is not None:
-        predictions = predictions.filter(run_id__in=list(run_ids))
-    size = predictions.aggregate(predictions=Count("pk"), last_prediction=Max("pk"))
+    (count, highest id, running): the report's size and its cache fingerprint.
+
+    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)`` when the caller
+    already has it (one pass over the predictions serves the page).
+    """
+    if counts is None:
+        counts = selectors.run_prediction_counts(benchmark=benchmark)
+    chosen = counts.values() if run_ids is None else [counts[i] for i in run_ids if i in counts]
+    size = {
+        "predictions": sum(c["predictions"] for c in chosen),
+        "last_prediction": max((c["last_prediction"] for c in chosen), default=0),
+    }
     size.update(
-        runs.aggregate(
+        Run.objects.filter(benchmark=benchmark).aggregate(
             runs=Count("pk"),
             last_run=Max("pk"),
             running=Count("pk", filter=Q(status=Run.Status.RUNNING)),
@@ -73,10 +113,12 @@ def report_build_cached(
     run_ids: Sequence[int] | None = None,
     seed: int = 0,
     size: dict[str, int] | None = None,
+    counts: dict[int, dict[str, int]] | None = None,
 ) -> Report:
     """``build_report`` for a request, reused while the data it reads is unchanged.
 
-    ``size`` is ``report_data_size``'s answer when the caller already has it.
+    ``size`` is ``report_data_size``'s answer and ``counts``
+    ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
     """
     size = size if size is not None else report_data_size(benchmark=benchmark, run_ids=run_ids)
     runs = ",".join(map(str, sorted(run_ids))) if run_ids is not None else "all"
@@ -88,7 +130,7 @@ def report_build_cached(
     key = f"reports:report:v1:{benchmark}:{seed}:{runs}:{fingerprint}"
     report = cache.get(key)
     if report is None:
-        report = _build(benchmark, run_ids, seed)
+        report = _build(benchmark, run_ids, seed, counts)
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
     return report

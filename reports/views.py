@@ -119,13 +119,17 @@ def _file_stem(benchmark: str, run_ids: list[int] | None, job: ReportJob | None 
     return stem
 
 
-def _data_size(benchmark: str, run_ids: list[int] | None) -> dict[str, Any]:
+def _data_size(
+    benchmark: str, run_ids: list[int] | None, counts: dict[int, dict[str, int]]
+) -> dict[str, Any]:
     """The report's size and cache fingerprint (``services.report_data_size``).
 
     CharToM-QA's construction tables change with human checks and text-similarity
     scores, which add no prediction: their counts join the fingerprint.
     """
-    size: dict[str, Any] = services.report_data_size(benchmark=benchmark, run_ids=run_ids)
+    size: dict[str, Any] = services.report_data_size(
+        benchmark=benchmark, run_ids=run_ids, counts=counts
+    )
     if benchmark == Benchmark.CHARTOM_QA:
         from .tables.chartom_construction import data_fingerprint
 
@@ -325,13 +329,15 @@ def report_index(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     benchmark = _benchmark(benchmark)
+    # One pass over the predictions: run list, report size and what is still to pack.
+    counts = selectors.run_prediction_counts(benchmark=benchmark)
     runs = list(
         Run.objects.filter(benchmark=benchmark)
-        .annotate(prediction_count=Count("predictions"))
         .order_by("pk")
         .only("pk", "name", "model", "method", "status", "imported")
     )
     for run in runs:
+        run.prediction_count = counts.get(run.pk, {}).get("predictions", 0)
         run.prediction_text = f"{run.prediction_count:,}"
     jobs = list(ReportJob.objects.filter(benchmark=benchmark).defer("result")[:RECENT_JOBS])
     context: dict[str, Any] = {
@@ -348,8 +354,8 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         context.update(error=str(exc), run_ids=None, selected=set())
         return render(request, "reports/report_detail.html", context, status=400)
     query = _query(run_ids)
-    size = _data_size(benchmark, run_ids)
-    big = size["predictions"] > services.inline_max_predictions()
+    size = _data_size(benchmark, run_ids, counts)
+    big = services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts)
     context.update(
         run_ids=run_ids,
         run_ids_text=",".join(map(str, run_ids or [])),
@@ -359,7 +365,9 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         query=query,
     )
     if not big:
-        report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+        report = services.report_build_cached(
+            benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+        )
         context.update(
             _report_body(report, url=_live_urls(benchmark), query=query, live=(benchmark, run_ids))
         )
@@ -369,10 +377,13 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
 def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int] | None]:
     """The report behind a chart or table download (BadRunSelection, Http404 if too big)."""
     run_ids = _selection(request, _benchmark(benchmark))
-    size = _data_size(benchmark, run_ids)
-    if size["predictions"] > services.inline_max_predictions():
+    counts = selectors.run_prediction_counts(benchmark=benchmark)
+    size = _data_size(benchmark, run_ids, counts)
+    if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts):
         raise Http404("This report is built in the background: start a report job.")
-    report = services.report_build_cached(benchmark=benchmark, run_ids=run_ids, size=size)
+    report = services.report_build_cached(
+        benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+    )
     return report, run_ids
 
 

@@ -80,27 +80,66 @@ def accuracy_ci(
     correct = sum(o for o, _ in pairs)
     if n == 0:
         return AccuracyEstimate(0, 0, None, None, None, 0)
-    point = correct / n
-    rng = np.random.default_rng(seed)
     if clusters is None:
-        stats = rng.binomial(n, point, size=n_resamples) / n
+        point = correct / n
+        stats = np.random.default_rng(seed).binomial(n, point, size=n_resamples) / n
         return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), n)
 
-    sizes: dict[Hashable, int] = defaultdict(int)
-    hits: dict[Hashable, int] = defaultdict(int)
-    for outcome, cluster in pairs:
-        sizes[cluster] += 1
-        hits[cluster] += outcome
-    cluster_n = np.array(list(sizes.values()), dtype=np.int64)
-    cluster_correct = np.array([hits[c] for c in sizes], dtype=np.int64)
-    k = len(cluster_n)
+    # Cluster codes in first-seen order: the order decides which cluster each draw picks.
+    codes: dict[Hashable, int] = {}
+    index = np.array([codes.setdefault(c, len(codes)) for _, c in pairs], dtype=np.int64)
+    hits = np.array([o for o, _ in pairs], dtype=np.int64)
+    return cluster_accuracy_ci(
+        np.bincount(index, minlength=len(codes)),
+        np.bincount(index, weights=hits, minlength=len(codes)).astype(np.int64),
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+    )
+
+
+def first_seen_codes(labels: np.ndarray) -> np.ndarray:
+    """Each label's code 0..k-1, numbered in the order the labels first appear.
+
+    The array form of the ``dict.setdefault`` numbering in :func:`accuracy_ci`, so
+    counts per cluster made from arrays line up with the same bootstrap draws.
+    """
+    if labels.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.reshape(-1)]
+
+
+def cluster_accuracy_ci(
+    cluster_n: np.ndarray,
+    cluster_correct: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> AccuracyEstimate:
+    """:func:`accuracy_ci` with clusters, from each cluster's outcome and correct counts.
+
+    Whole clusters are resampled; a resample's accuracy is its correct outcomes over its
+    outcomes. The clusters' order matters (it decides which cluster a draw picks): pass
+    them in first-seen order (:func:`first_seen_codes`) for :func:`accuracy_ci`'s interval.
+    """
+    check_bootstrap_args(n_resamples, level)
+    cluster_n = np.asarray(cluster_n, dtype=np.int64)
+    cluster_correct = np.asarray(cluster_correct, dtype=np.int64)
+    n, correct, k = int(cluster_n.sum()), int(cluster_correct.sum()), len(cluster_n)
+    if n == 0:
+        return AccuracyEstimate(0, 0, None, None, None, 0)
+    rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_CELLS // k)
     stats_parts = []
     for start in range(0, n_resamples, chunk):
         draws = rng.integers(0, k, size=(min(chunk, n_resamples - start), k))
         stats_parts.append(cluster_correct[draws].sum(axis=1) / cluster_n[draws].sum(axis=1))
     stats = np.concatenate(stats_parts)
-    return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), k)
+    return AccuracyEstimate(n, correct, correct / n, *percentile_interval(stats, level), k)
 
 
 def scene_accuracy_ci(

@@ -2,9 +2,10 @@
 
 Input
 -----
-Both functions take an iterable of outcomes, one per answered question, each a
-:class:`DynToMOutcome` (or a tuple in its field order, or a mapping with its field
-names)::
+Both functions take outcomes, one per answered question: an iterable of
+:class:`DynToMOutcome` (or tuples in its field order, or mappings with its field
+names), or the same as columns, :class:`OutcomeColumns` (what the report passes: a
+run's packed outcomes, with no object per answer)::
 
     DynToMOutcome(stage, question_type, mental_state, scenario_from, scenario_to,
                   correct, scenario_count=None)
@@ -49,14 +50,17 @@ from scenarios 1 to 2)"; its U shape (good at the ends, worse in the middle) is 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
-from reports.metrics.accuracy import AccuracyEstimate, accuracy_ci
+import numpy as np
+
+from reports.metrics.accuracy import AccuracyEstimate, cluster_accuracy_ci, first_seen_codes
 
 UNDERSTANDING = "understanding"
 TRANSFORMATION_TYPES = ("transformation-1", "transformation-2", "transformation-3")
+# Question types as codes in OutcomeColumns (any other type: -1).
+QUESTION_TYPE_CODES = (UNDERSTANDING, *TRANSFORMATION_TYPES)
 MENTAL_STATES = ("belief", "emotion", "intention", "action")
 CATEGORIES = ("fully_correct", "local_error", "restoration_error", "full_error")
 _STATE_SPLIT_RE = re.compile(r"->|&")
@@ -86,6 +90,63 @@ def as_outcome(value: OutcomeLike) -> DynToMOutcome:
         names = [f.name for f in fields(DynToMOutcome)]
         return DynToMOutcome(**{name: value[name] for name in names if name in value})
     return DynToMOutcome(*value)
+
+
+@dataclass(frozen=True)
+class OutcomeColumns:
+    """Outcomes as equal-length integer arrays, one entry per answered question.
+
+    ``stage``: any integer code per stage and answering pass (as ``DynToMOutcome.stage``);
+    ``question_type``: an index into :data:`QUESTION_TYPE_CODES` or -1; ``mental_state``:
+    an index into ``labels`` (the mental state strings, ``""`` for none);
+    ``scenario_from``/``scenario_to``/``scenario_count``: the number or -1 for ``None``;
+    ``correct``: 1, 0, or -1 for ``None`` (no answer, left out).
+    """
+
+    stage: np.ndarray
+    question_type: np.ndarray
+    mental_state: np.ndarray
+    labels: Sequence[str]
+    scenario_from: np.ndarray
+    scenario_to: np.ndarray
+    correct: np.ndarray
+    scenario_count: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.stage)
+
+
+def outcome_columns(outcomes: Iterable[OutcomeLike] | OutcomeColumns) -> OutcomeColumns:
+    """:class:`OutcomeColumns` of outcomes (stages and mental states numbered as met)."""
+    if isinstance(outcomes, OutcomeColumns):
+        return outcomes
+    items = [as_outcome(o) for o in outcomes]
+    stages: dict[Hashable, int] = {}
+    labels: dict[str, int] = {}
+
+    def ints(values: Iterable[int | None]) -> np.ndarray:
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+
+    return OutcomeColumns(
+        stage=ints(stages.setdefault(i.stage, len(stages)) for i in items),
+        question_type=ints(
+            QUESTION_TYPE_CODES.index(i.question_type)
+            if i.question_type in QUESTION_TYPE_CODES
+            else -1
+            for i in items
+        ),
+        mental_state=ints(labels.setdefault(i.mental_state or "", len(labels)) for i in items),
+        labels=list(labels),
+        scenario_from=ints(i.scenario_from for i in items),
+        scenario_to=ints(i.scenario_to for i in items),
+        correct=ints(None if i.correct is None else int(bool(i.correct)) for i in items),
+        scenario_count=ints(i.scenario_count for i in items),
+    )
+
+
+def _type_mask(columns: OutcomeColumns, question_types: Sequence[str]) -> np.ndarray:
+    codes = [QUESTION_TYPE_CODES.index(t) for t in question_types if t in QUESTION_TYPE_CODES]
+    return np.isin(columns.question_type, codes)
 
 
 @dataclass(frozen=True)
@@ -129,22 +190,19 @@ def classify(primary_correct: bool, dependencies_correct: Iterable[bool]) -> str
     return "local_error" if all_dependencies else "full_error"
 
 
-def dependency_keys(outcome: DynToMOutcome) -> list[tuple[Hashable, str, int]] | None:
-    """``(stage, state, scenario)`` of each understanding question ``outcome`` needs.
+# CATEGORIES index by 2 * primary right + all dependencies right, from ``classify``.
+_CATEGORY_OF = np.array(
+    [CATEGORIES.index(classify(p, [d])) for p in (False, True) for d in (False, True)]
+)
 
-    ``None`` when the question names no state or no scenario span.
-    """
-    states = [s.strip() for s in _STATE_SPLIT_RE.split(outcome.mental_state or "") if s.strip()]
-    first, last = outcome.scenario_from, outcome.scenario_to
-    if not states or first is None or last is None or last < first:
-        return None
-    return [
-        (outcome.stage, state, scenario) for state in states for scenario in range(first, last + 1)
-    ]
+
+def dependency_states(mental_state: str) -> list[str]:
+    """The states a question names (both sides of an influence ``a&b->c``)."""
+    return [s.strip() for s in _STATE_SPLIT_RE.split(mental_state or "") if s.strip()]
 
 
 def compositional_analysis(
-    outcomes: Iterable[OutcomeLike],
+    outcomes: Iterable[OutcomeLike] | OutcomeColumns,
     *,
     question_types: Sequence[str] = TRANSFORMATION_TYPES,
 ) -> CompositionalAnalysis:
@@ -154,43 +212,87 @@ def compositional_analysis(
     only the "whether it changes" questions of the paper's worked example). Raises
     ``ValueError`` when one stage has two answered understanding questions for the
     same state and scenario (two runs or samples mixed under one ``stage`` value).
+
+    Works on arrays: every understanding answer becomes one integer key (stage, state,
+    scenario), every primary question's dependencies are expanded to the same keys and
+    looked up in the sorted understanding keys.
     """
-    items = [as_outcome(o) for o in outcomes]
-    understood: dict[tuple[Hashable, str, int], bool] = {}
-    for item in items:
-        if item.question_type != UNDERSTANDING or item.correct is None:
-            continue
-        if item.scenario_from is None or item.scenario_from != item.scenario_to:
-            continue  # an understanding question is about one scenario
-        key = (item.stage, item.mental_state, item.scenario_from)
-        if key in understood:
-            raise ValueError(
-                f"two understanding outcomes for stage {item.stage!r}, "
-                f"{item.mental_state} in scenario {item.scenario_from}; "
-                "give each run/sample its own stage value"
-            )
-        understood[key] = bool(item.correct)
+    cols = outcome_columns(outcomes)
+    # One vocabulary for mental state strings and the states named inside them.
+    vocabulary = {label: code for code, label in enumerate(cols.labels)}
+    parts = [
+        [vocabulary.setdefault(s, len(vocabulary)) for s in dependency_states(label)]
+        for label in cols.labels
+    ]
+    width = max((len(p) for p in parts), default=0)
+    part_table = np.full((max(1, len(parts)), max(1, width)), -1, dtype=np.int64)
+    for code, codes in enumerate(parts):
+        part_table[code, : len(codes)] = codes
+    part_count = np.array([len(p) for p in parts] or [0], dtype=np.int64)
+    n_states = max(1, len(vocabulary))
+    scenarios = np.concatenate([cols.scenario_from, cols.scenario_to, [0]])
+    span = int(scenarios.max()) + 2
 
-    counts: dict[str, dict[str, int]] = defaultdict(
-        lambda: dict.fromkeys((*CATEGORIES, "incomplete"), 0)
+    answered = cols.correct >= 0
+    understood = (
+        answered
+        & (cols.question_type == QUESTION_TYPE_CODES.index(UNDERSTANDING))
+        & (cols.scenario_from >= 0)
+        & (cols.scenario_from == cols.scenario_to)
     )
-    for item in items:
-        if item.question_type not in question_types or item.correct is None:
-            continue
-        bucket = counts[item.mental_state or ""]
-        keys = dependency_keys(item)
-        if keys is None or any(k not in understood for k in keys):
-            bucket["incomplete"] += 1
-            continue
-        bucket[classify(bool(item.correct), (understood[k] for k in keys))] += 1
+    keys = (cols.stage[understood] * n_states + cols.mental_state[understood]) * span + (
+        cols.scenario_from[understood]
+    )
+    order = np.argsort(keys)
+    keys, right = keys[order], cols.correct[understood][order]
+    twice = np.flatnonzero(keys[1:] == keys[:-1])
+    if twice.size:
+        row = np.flatnonzero(understood)[order][twice[0]]
+        raise ValueError(
+            f"two understanding outcomes for stage {_stage_name(outcomes, row)!r}, "
+            f"{cols.labels[cols.mental_state[row]]} in scenario {cols.scenario_from[row]}; "
+            "give each run/sample its own stage value"
+        )
 
-    order = sorted(
-        counts,
+    primary = np.flatnonzero(answered & _type_mask(cols, question_types))
+    label = cols.mental_state[primary]
+    first, last = cols.scenario_from[primary], cols.scenario_to[primary]
+    valid = (part_count[label] > 0) & (first >= 0) & (last >= first)
+    length = np.where(valid, last - first + 1, 0)
+    per_primary = part_count[label] * length
+    owner = np.repeat(np.arange(primary.size), per_primary)
+    within = np.arange(owner.size) - np.repeat(np.cumsum(per_primary) - per_primary, per_primary)
+    state = part_table[label[owner], within // np.maximum(length[owner], 1)]
+    scenario = first[owner] + within % np.maximum(length[owner], 1)
+    wanted = (cols.stage[primary][owner] * n_states + state) * span + scenario
+    if keys.size:
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = keys[at] == wanted
+        dependency_wrong = found & (right[at] == 0)
+    else:  # no understanding answer at all: every primary question is incomplete
+        found = dependency_wrong = np.zeros(owner.size, dtype=bool)
+    missing = np.bincount(owner[~found], minlength=primary.size)
+    wrong = np.bincount(owner[dependency_wrong], minlength=primary.size)
+    incomplete = ~valid | (missing > 0)
+    category = _CATEGORY_OF[2 * cols.correct[primary] + (wrong == 0)]
+
+    n_labels = max(1, len(cols.labels))
+    counts = {
+        name: np.bincount(label[~incomplete & (category == i)], minlength=n_labels).tolist()
+        for i, name in enumerate(CATEGORIES)
+    }
+    counts["incomplete"] = np.bincount(label[incomplete], minlength=n_labels).tolist()
+    present = sorted(
+        {cols.labels[c] for c in np.unique(label).tolist()},
         key=lambda s: (
             (MENTAL_STATES.index(s), "") if s in MENTAL_STATES else (len(MENTAL_STATES), s)
         ),
     )
-    by_state = {state: CompositionalCounts(**counts[state]) for state in order}
+    code = {label: i for i, label in enumerate(cols.labels)}
+    by_state = {
+        state: CompositionalCounts(**{name: c[code[state]] for name, c in counts.items()})
+        for state in present
+    }
     overall = CompositionalCounts(
         **{
             name: sum(getattr(c, name) for c in by_state.values())
@@ -198,6 +300,13 @@ def compositional_analysis(
         }
     )
     return CompositionalAnalysis(by_state=by_state, overall=overall)
+
+
+def _stage_name(outcomes: object, row: int) -> Hashable:
+    # The caller's own stage value where it gave objects, else the code.
+    if isinstance(outcomes, OutcomeColumns):
+        return int(outcomes.stage[row])
+    return as_outcome(list(outcomes)[row]).stage  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -217,46 +326,56 @@ class SpanAccuracy:
 
 
 def time_span_accuracy(
-    outcomes: Iterable[OutcomeLike],
+    outcomes: Iterable[OutcomeLike] | OutcomeColumns,
     *,
     question_types: Sequence[str] = TRANSFORMATION_TYPES,
     consecutive_only: bool = True,
     n_resamples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
+    interval: bool = True,
 ) -> list[SpanAccuracy]:
     """Accuracy per (scenario count, time span), sorted by count then span.
 
     With ``consecutive_only`` (the paper's definition) only questions spanning two
     consecutive scenarios count: span ``k-(k+1)``. Without it every span appears,
     including whole-story ``1-5`` questions and single-scenario ``3-3`` ones.
-    Questions without a span or an answer are left out.
+    Questions without a span or an answer are left out. ``interval=False`` skips the
+    bootstrap (``ci_low``/``ci_high`` stay ``None``) for callers that show accuracy only.
     """
-    groups: dict[tuple[int | None, int, int], list[DynToMOutcome]] = defaultdict(list)
-    for item in map(as_outcome, outcomes):
-        if item.question_type not in question_types or item.correct is None:
-            continue
-        first, last = item.scenario_from, item.scenario_to
-        if first is None or last is None:
-            continue
-        if consecutive_only and last != first + 1:
-            continue
-        groups[(item.scenario_count, first, last)].append(item)
-
-    def sort_key(key: tuple[int | None, int, int]) -> tuple[int, int, int, int]:
-        count, first, last = key
-        return (count is not None, count or 0, first, last)
-
+    cols = outcome_columns(outcomes)
+    first, last = cols.scenario_from, cols.scenario_to
+    keep = (cols.correct >= 0) & _type_mask(cols, question_types) & (first >= 0) & (last >= 0)
+    if consecutive_only:
+        keep &= last == first + 1
+    rows = np.flatnonzero(keep)
+    if rows.size == 0:
+        return []
+    # One integer per (count, first, last), ordered as (count is not None, count, first,
+    # last): a missing count (-1) sorts first.
+    count, first, last = cols.scenario_count[rows] + 1, first[rows], last[rows]
+    width = int(max(first.max(), last.max())) + 1
+    keys = (count * width + first) * width + last
+    # Few small keys: counting them orders the groups without sorting the answers.
+    groups = np.flatnonzero(np.bincount(keys))
     result = []
-    for key in sorted(groups, key=sort_key):
-        count, first, last = key
-        members = groups[key]
-        estimate = accuracy_ci(
-            [m.correct for m in members],
-            clusters=[m.stage for m in members],
-            n_resamples=n_resamples,
-            seed=seed,
-            level=level,
+    for key in groups.tolist():
+        members = rows[keys == key]
+        correct = cols.correct[members]
+        if interval:
+            clusters = first_seen_codes(cols.stage[members])
+            estimate = cluster_accuracy_ci(
+                np.bincount(clusters),
+                np.bincount(clusters, weights=correct).astype(np.int64),
+                n_resamples=n_resamples,
+                seed=seed,
+                level=level,
+            )
+        else:  # nothing resampled: no interval and no units
+            n, right = int(members.size), int(correct.sum())
+            estimate = AccuracyEstimate(n, right, right / n, None, None, 0)
+        stages, start, end = key // (width * width) - 1, key // width % width, key % width
+        result.append(
+            SpanAccuracy(None if stages < 0 else stages, start, end, f"{start}-{end}", estimate)
         )
-        result.append(SpanAccuracy(count, first, last, f"{first}-{last}", estimate))
     return result

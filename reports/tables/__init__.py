@@ -38,16 +38,18 @@ def build_report(
     run_ids: list[int] | None = None,
     study_ids: list[int] | None = None,
     seed: int = 0,
+    counts: dict[int, dict[str, int]] | None = None,
 ) -> Report:
     """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
     human studies ``study_ids`` (default: every study of it; ``[]`` for none).
 
-    Raises ``ValueError`` for an unknown benchmark or a run or study id that is not one
-    of its own (callers turn it into a usage error / HTTP 400).
+    ``counts`` is ``selectors.run_prediction_counts`` of (at least) these runs when the
+    caller has it. Raises ``ValueError`` for an unknown benchmark or a run or study id
+    that is not one of its own (callers turn it into a usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
-    runs = selectors.report_runs(benchmark, run_ids=run_ids)
+    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True)
     module = import_module(BUILDERS[benchmark])
     report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
     report.facts = facts(benchmark, runs)
@@ -77,13 +79,15 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def facts(benchmark: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Counts shown above the tables: items by kind, runs, predictions, unparseable."""
-    counts = selectors.prediction_counts([r["id"] for r in runs])
+    """Counts shown above the tables: items by kind, runs, predictions, unparseable.
+
+    ``runs`` come from ``report_runs(..., counts=True)``.
+    """
     return {
         **selectors.item_counts(benchmark),
         "runs": len(runs),
-        "predictions": counts["predictions"],
-        "unparseable": counts["unparseable"],
+        "predictions": sum(r["predictions"] for r in runs),
+        "unparseable": sum(r["unparseable"] for r in runs),
     }
 
 

@@ -11,27 +11,31 @@
 - ``compositional`` (Figure 3): fully correct / local / restoration / full errors.
 
 Runs are compared on the same questions only: those every selected run answered.
+Everything is counted from each run's packed outcomes and the question bank's arrays
+(``reports.dyntom_outcomes``), never from prediction rows.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from benchmarks.models import DynToMQuestion
-from reports import selectors
+from reports.dyntom_outcomes import QuestionBank, RunOutcomes, question_bank, run_outcomes
 from reports.metrics import (
-    DynToMOutcome,
-    accuracy,
-    accuracy_ci,
+    OutcomeColumns,
+    cluster_accuracy_ci,
     compositional_analysis,
+    first_seen_codes,
     mean_sd,
     time_span_accuracy,
 )
+from reports.metrics.dyntom import QUESTION_TYPE_CODES
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, pct, prediction_stats, run_label, runs_table
+from reports.tables import N_RESAMPLES, pct, run_label, runs_table
 
 STATES = ("belief", "emotion", "intention", "action")
 UNDERSTANDING = DynToMQuestion.QuestionType.UNDERSTANDING.value
@@ -58,27 +62,74 @@ def table3_cell(question_type: str, mental_state: str) -> tuple[str, str] | None
     return state, "U" if question_type == UNDERSTANDING else "T"
 
 
+@dataclass(frozen=True)
+class _Answers:
+    """One run's answers to the compared questions, in prediction id order.
+
+    ``row`` is each answer's question as a row of the question bank; ``correct`` is a
+    bool (unparseable, refused and missing answers are stored as False or null: wrong,
+    never dropped).
+    """
+
+    row: np.ndarray
+    sample: np.ndarray
+    correct: np.ndarray
+    parsed: np.ndarray
+
+    def samples(self) -> list[int]:
+        # Sample indexes are small: a count per index beats sorting the answers.
+        return np.flatnonzero(np.bincount(self.sample)).tolist()
+
+
+def _compared(
+    runs: list[dict[str, Any]], packed: dict[int, RunOutcomes], bank: QuestionBank
+) -> tuple[np.ndarray, dict[int, _Answers]]:
+    """The bank rows every run answered, and each run's answers restricted to them."""
+    rows = {r["id"]: bank.positions(packed[r["id"]].question) for r in runs}
+    answered_by = np.zeros(len(bank.ids), dtype=np.int64)
+    for positions in rows.values():
+        answered = np.zeros(len(bank.ids), dtype=bool)
+        answered[positions] = True  # once per question, however many samples
+        answered_by += answered
+    shared = answered_by == len(runs) if runs else np.zeros(len(bank.ids), dtype=bool)
+    answers = {}
+    for run in runs:
+        p, positions = packed[run["id"]], rows[run["id"]]
+        keep = shared[positions]
+        answers[run["id"]] = _Answers(
+            row=positions[keep],
+            sample=p.sample[keep],
+            correct=p.correct[keep] == 1,
+            parsed=p.parsed[keep],
+        )
+    return shared, answers
+
+
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    predictions = list(selectors.dyntom_prediction_rows([r["id"] for r in runs]))
-    report.tables.append(runs_table(runs, prediction_stats(predictions)))
-    answered: dict[int, set[int]] = {r["id"]: set() for r in runs}
-    for p in predictions:
-        answered[p["run_id"]].add(p["question_id"])
-    shared = set.intersection(*answered.values()) if runs else set()
-    rows = [p for p in predictions if p["question_id"] in shared]
-    by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for p in rows:
-        by_run[p["run_id"]].append(p)
-    questions = {p["question_id"]: p for p in rows}
+    packed = run_outcomes([r["id"] for r in runs], counts={r["id"]: r for r in runs})
+    stats = {
+        run_id: {
+            "predictions": len(p),
+            "unparseable": int((~p.parsed).sum()),
+            "samples": len(np.flatnonzero(np.bincount(p.sample))),
+        }
+        for run_id, p in packed.items()
+        if len(p)
+    }
+    report.tables.append(runs_table(runs, stats))
+    bank = question_bank()
+    shared, by_run = _compared(runs, packed, bank)
+    compared = int(shared.sum())
     total = report.facts.get("questions", 0)
     scope = (
-        f"Questions every selected run answered: {len(shared)} of {total}."
+        f"Questions every selected run answered: {compared} of {total}."
         if len(runs) > 1
-        else f"Questions answered: {len(shared)} of {total}."
+        else f"Questions answered: {compared} of {total}."
     )
-    report.facts["compared_questions"] = len(shared)
+    report.facts["compared_questions"] = compared
+    cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], bank) for r in runs}
 
-    report.tables.append(_accuracy_table(runs, by_run, len(shared), scope, seed=seed))
+    report.tables.append(_accuracy_table(runs, by_run, cells, bank, compared, scope, seed=seed))
     report.charts.append(
         Chart(
             key="accuracy",
@@ -92,9 +143,9 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
-    if any(_samples(by_run[r["id"]]) > 1 for r in runs):
-        report.tables.append(_sd_table(runs, by_run, scope))
-    report.tables.append(_type_table(runs, by_run, scope))
+    if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
+        report.tables.append(_sd_table(runs, by_run, cells, scope))
+    report.tables.append(_type_table(runs, cells, scope))
     report.charts.append(
         Chart(
             key="by-question-type",
@@ -106,7 +157,8 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
-    report.tables.append(_time_span_table(runs, by_run, questions.values(), scope, seed=seed))
+    spans = _span_results(runs, by_run, bank)
+    report.tables.append(_time_span_table(runs, spans, bank, shared, scope))
     report.charts.append(
         Chart(
             key="time-span",
@@ -118,8 +170,8 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
-    report.tables.append(_time_span_length_table(runs, by_run, scope, seed=seed))
-    report.tables.append(_compositional_table(runs, by_run, scope))
+    report.tables.append(_time_span_length_table(runs, spans, scope))
+    report.tables.append(_compositional_table(runs, by_run, bank, scope))
     report.charts.append(
         Chart(
             key="compositional",
@@ -133,71 +185,75 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
     )
 
 
-def _samples(predictions: Iterable[dict[str, Any]]) -> int:
-    return len({p["sample_index"] for p in predictions})
+def _cell_codes(bank: QuestionBank) -> np.ndarray:
+    """Each bank row's Table 3 cell as an index into ``CELLS`` (-1: none)."""
+    understanding = QUESTION_TYPE_CODES.index(UNDERSTANDING)
+    by_label = np.array(
+        [
+            -1 if (cell := table3_cell(UNDERSTANDING, label)) is None else STATES.index(cell[0])
+            for label in bank.labels
+        ]
+        or [-1],
+        dtype=np.int64,
+    )
+    state = by_label[bank.mental_state]
+    return np.where(state >= 0, 2 * state + (bank.question_type != understanding), -1)
 
 
-def _by_sample(predictions: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    samples: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for p in predictions:
-        samples[p["sample_index"]].append(p)
-    return dict(sorted(samples.items()))
+def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
+    """Mean and sd over samples of every cell, question type and overall accuracy.
 
-
-def _correct(p: dict[str, Any]) -> bool:
-    # Unparseable/refused/missing answers are stored as False: wrong, never dropped.
-    return p["correct"] is True
-
-
-def _cell_accuracies(predictions: Sequence[dict[str, Any]]) -> dict[Any, float | None]:
-    """One sample's accuracy per Table 3 cell, per question type, and overall."""
-    groups: dict[Any, list[bool]] = defaultdict(list)
-    for p in predictions:
-        outcome = _correct(p)
-        cell = table3_cell(p["question_type"], p["mental_state"])
-        if cell is not None:
-            groups[cell].append(outcome)
-        groups[p["question_type"]].append(outcome)
-        groups["overall"].append(outcome)
-    return {key: accuracy(values) for key, values in groups.items()}
-
-
-def _mean_sd_cells(
-    predictions: Sequence[dict[str, Any]],
-) -> dict[Any, tuple[float | None, float | None]]:
-    """Mean and sd over samples of every cell (a single sample has sd ``None``)."""
-    per_sample = [_cell_accuracies(s) for s in _by_sample(predictions).values()]
+    Each sample's accuracy per group is counted with ``bincount``; a group a sample
+    has no answer in is left out of that sample (as ``accuracy`` of nothing).
+    """
+    cell = _cell_codes(bank)[answers.row]
+    kind = bank.question_type[answers.row]
+    per_sample: list[dict[Any, float]] = []
+    for sample in answers.samples():
+        chosen = answers.sample == sample
+        right = answers.correct[chosen]
+        accuracies: dict[Any, float] = {}
+        for keys, codes in ((CELLS, cell[chosen]), (QUESTION_TYPE_CODES, kind[chosen])):
+            known = codes >= 0
+            n = np.bincount(codes[known], minlength=len(keys)).tolist()
+            hits = np.bincount(codes[known], weights=right[known], minlength=len(keys))
+            for key, count, hit in zip(keys, n, hits.tolist(), strict=True):
+                if count:
+                    accuracies[key] = int(hit) / count
+        accuracies["overall"] = int(right.sum()) / int(right.size)
+        per_sample.append(accuracies)
     keys = {k for cells in per_sample for k in cells}
     return {k: mean_sd([cells.get(k) for cells in per_sample]) for k in keys}
 
 
-def _accuracy_table(runs, by_run, shared: int, scope: str, *, seed: int) -> Table:
+def _accuracy_table(runs, by_run, cells, bank, shared: int, scope: str, *, seed: int) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
-        predictions = by_run[run["id"]]
-        cells = _mean_sd_cells(predictions)
-        estimate = accuracy_ci(
-            [_correct(p) for p in predictions],
-            clusters=[p["stage_id"] for p in predictions],
+        answers: _Answers = by_run[run["id"]]
+        # Stages numbered as first met in prediction id order, as the bootstrap always has.
+        stages = first_seen_codes(bank.stage[answers.row])
+        estimate = cluster_accuracy_ci(
+            np.bincount(stages),
+            np.bincount(stages, weights=answers.correct).astype(np.int64),
             n_resamples=N_RESAMPLES,
             seed=seed,
         )
-        unparseable = sum(p["parse_status"] != "ok" for p in predictions)
-        overall_mean, overall_sd = cells.get("overall", (None, None))
+        unparseable = int((~answers.parsed).sum())
+        overall_mean, overall_sd = cells[run["id"]].get("overall", (None, None))
         rows.append(
             [
                 run_label(run),
                 run["model"],
                 run["method"],
-                _samples(predictions),
+                len(answers.samples()),
                 shared,
-                *(pct(cells.get(cell, (None, None))[0]) for cell in CELLS),
+                *(pct(cells[run["id"]].get(cell, (None, None))[0]) for cell in CELLS),
                 pct(overall_mean),
                 pct(estimate.ci_low),
                 pct(estimate.ci_high),
                 pct(overall_sd),
                 unparseable,
-                pct(unparseable / len(predictions)) if predictions else None,
+                pct(unparseable / len(answers.row)) if len(answers.row) else None,
             ]
         )
     return Table(
@@ -227,17 +283,16 @@ def _accuracy_table(runs, by_run, shared: int, scope: str, *, seed: int) -> Tabl
     )
 
 
-def _sd_table(runs, by_run, scope: str) -> Table:
+def _sd_table(runs, by_run, cells, scope: str) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
-        predictions = by_run[run["id"]]
-        cells = _mean_sd_cells(predictions)
+        run_cells = cells[run["id"]]
         rows.append(
             [
                 run_label(run),
-                _samples(predictions),
-                *(pct(cells.get(cell, (None, None))[1]) for cell in CELLS),
-                pct(cells.get("overall", (None, None))[1]),
+                len(by_run[run["id"]].samples()),
+                *(pct(run_cells.get(cell, (None, None))[1]) for cell in CELLS),
+                pct(run_cells.get("overall", (None, None))[1]),
             ]
         )
     return Table(
@@ -249,12 +304,12 @@ def _sd_table(runs, by_run, scope: str) -> Table:
     )
 
 
-def _type_table(runs, by_run, scope: str) -> Table:
+def _type_table(runs, cells, scope: str) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
-        cells = _mean_sd_cells(by_run[run["id"]])
+        run_cells = cells[run["id"]]
         rows.append(
-            [run_label(run), *(pct(cells.get(t, (None, None))[0]) for t, _ in QUESTION_TYPES)]
+            [run_label(run), *(pct(run_cells.get(t, (None, None))[0]) for t, _ in QUESTION_TYPES)]
         )
     return Table(
         key="by-question-type",
@@ -265,36 +320,55 @@ def _type_table(runs, by_run, scope: str) -> Table:
     )
 
 
-def _outcomes(predictions: Iterable[dict[str, Any]], *, per_sample: bool) -> list[DynToMOutcome]:
-    return [
-        DynToMOutcome(
-            stage=(p["sample_index"], p["stage_id"]) if per_sample else p["stage_id"],
-            question_type=p["question_type"],
-            mental_state=p["mental_state"],
-            scenario_from=p["scenario_from"],
-            scenario_to=p["scenario_to"],
-            correct=_correct(p),
-            scenario_count=p["scenario_count"],
+def _columns(answers: _Answers, bank: QuestionBank, *, per_sample: bool) -> OutcomeColumns:
+    """A run's answers as the metrics' outcome columns (stage per sample when asked)."""
+    stage = bank.stage[answers.row]
+    if per_sample:
+        stage = answers.sample * (int(bank.stage.max(initial=0)) + 1) + stage
+    return OutcomeColumns(
+        stage=stage,
+        question_type=bank.question_type[answers.row],
+        mental_state=bank.mental_state[answers.row],
+        labels=bank.labels,
+        scenario_from=bank.scenario_from[answers.row],
+        scenario_to=bank.scenario_to[answers.row],
+        correct=answers.correct.astype(np.int64),
+        scenario_count=bank.scenario_count[answers.row],
+    )
+
+
+def _span_results(runs, by_run, bank: QuestionBank) -> dict[int, list]:
+    """Each run's transformation accuracy per (stage length, span), samples pooled."""
+    return {
+        run["id"]: time_span_accuracy(
+            _columns(by_run[run["id"]], bank, per_sample=False), interval=False
         )
-        for p in predictions
-    ]
+        for run in runs
+    }
 
 
-def _time_span_table(runs, by_run, questions, scope: str, *, seed: int) -> Table:
-    # Pooled over stage lengths: span 1-2 of a 5- and of a 7-scenario stage together.
-    spans: dict[tuple[int, int], dict[int, float | None]] = defaultdict(dict)
+def _time_span_table(runs, results, bank: QuestionBank, shared: np.ndarray, scope: str) -> Table:
+    # Pooled over stage lengths: span 1-2 of a 5- and of a 7-scenario stage together,
+    # i.e. their right answers over their answers.
+    totals: dict[tuple[int, int], dict[int, tuple[int, int]]] = defaultdict(dict)
     for run in runs:
-        outcomes = [
-            replace(o, scenario_count=None) for o in _outcomes(by_run[run["id"]], per_sample=False)
-        ]
-        for span in time_span_accuracy(outcomes, n_resamples=N_RESAMPLES, seed=seed):
+        for span in results[run["id"]]:
             key = (span.scenario_from, span.scenario_to)
-            spans[key][run["id"]] = span.estimate.accuracy
+            n, right = totals[key].get(run["id"], (0, 0))
+            totals[key][run["id"]] = (n + span.estimate.n, right + span.estimate.correct)
+    spans = {
+        key: {run_id: right / n for run_id, (n, right) in per_run.items()}
+        for key, per_run in totals.items()
+    }
+    first, last = bank.scenario_from[shared], bank.scenario_to[shared]
+    consecutive = (
+        (bank.question_type[shared] != QUESTION_TYPE_CODES.index(UNDERSTANDING))
+        & (first >= 0)
+        & (last == first + 1)
+    )
     counts: dict[tuple[int, int], int] = defaultdict(int)
-    for q in questions:
-        first, last = q["scenario_from"], q["scenario_to"]
-        if q["question_type"] != UNDERSTANDING and first is not None and last == first + 1:
-            counts[(first, last)] += 1
+    for start, n in zip(*np.unique(first[consecutive], return_counts=True), strict=True):
+        counts[(int(start), int(start) + 1)] = int(n)
     rows: list[list[Cell]] = [
         [f"{first}-{last}", first, counts[(first, last)]]
         + [pct(spans[(first, last)].get(run["id"])) for run in runs]
@@ -312,13 +386,7 @@ def _time_span_table(runs, by_run, questions, scope: str, *, seed: int) -> Table
     )
 
 
-def _time_span_length_table(runs, by_run, scope: str, *, seed: int) -> Table:
-    results = {
-        run["id"]: time_span_accuracy(
-            _outcomes(by_run[run["id"]], per_sample=False), n_resamples=N_RESAMPLES, seed=seed
-        )
-        for run in runs
-    }
+def _time_span_length_table(runs, results, scope: str) -> Table:
     span_keys = sorted({(s.scenario_from, s.scenario_to) for r in results.values() for s in r})
     lengths = sorted({s.scenario_count for r in results.values() for s in r}, key=lambda c: c or 0)
     rows: list[list[Cell]] = []
@@ -340,10 +408,10 @@ def _time_span_length_table(runs, by_run, scope: str, *, seed: int) -> Table:
     )
 
 
-def _compositional_table(runs, by_run, scope: str) -> Table:
+def _compositional_table(runs, by_run, bank: QuestionBank, scope: str) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
-        analysis = compositional_analysis(_outcomes(by_run[run["id"]], per_sample=True))
+        analysis = compositional_analysis(_columns(by_run[run["id"]], bank, per_sample=True))
         groups = [*analysis.by_state.items(), ("all", analysis.overall)]
         for state, counts in groups:
             shares = counts.shares()

@@ -176,10 +176,12 @@ def _dyntom(report: Report, runs, rows) -> None:
         ["Human sd", len(questions)] + [pct(stats[k][1]) for k in keys],
     ]
     model_picks: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for p in selectors.dyntom_prediction_rows([r["id"] for r in runs]):
-        if p["sample_index"] == 0 and p["question_id"] in questions:
-            # Unparseable and refused answers count as wrong, as in every accuracy.
-            model_picks[p["run_id"]].append({**p, "correct": bool(p["correct"])})
+    # Only the people's questions, first sample: never every prediction of the runs.
+    for p in selectors.dyntom_prediction_rows(
+        [r["id"] for r in runs], question_ids=sorted(questions), sample_index=0
+    ):
+        # Unparseable and refused answers count as wrong, as in every accuracy.
+        model_picks[p["run_id"]].append({**p, "correct": bool(p["correct"])})
     for run in runs:
         picks = model_picks.get(run["id"], [])
         if not picks:

@@ -94,6 +94,7 @@ def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
 
     from benchmarks.models import DynToMQuestion
     from modeling.models import Prediction, Run
+    from modeling.signals import predictions_changed
 
     Run.objects.filter(name__startswith=RUN_PREFIX).delete()
     per_run = total // runs
@@ -129,6 +130,8 @@ def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
         Run.objects.filter(pk=run.pk).update(
             total_calls=per_run, done_calls=per_run, finished_at=run.created_at
         )
+        # As an import does once its predictions are written: the report packs them.
+        predictions_changed.send(sender=Prediction, run_ids=[run.pk])
         print(f"  run {n}/{runs}: {per_run:,} predictions ({time.perf_counter() - started:.0f} s)")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE modeling_prediction")
@@ -241,7 +244,8 @@ def cmd_generate(args) -> None:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     generate_predictions(args.predictions, args.runs, rng)
-    generate_guesses(args.guesses, args.raters, rng)
+    if args.guesses:  # --guesses 0: predictions only (no TVShowGuess works needed)
+        generate_guesses(args.guesses, args.raters, rng)
     print(f"generated in {time.perf_counter() - started:.0f} s")
 
 
@@ -290,6 +294,10 @@ def cmd_measure(args) -> None:
         f"predictions, {Guess.objects.count():,} human guesses; load average "
         f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
     )
+    # The process's first request imports the report modules (charts, metrics: about
+    # a second); a cheap page takes that, so "first" below is a report not yet cached.
+    seconds, status, _, _ = _timed(client, "/reports/")
+    print(f"warm-up: report index {status} in {seconds:.2f} s (imports)")
     cache.clear()
     checks = [
         ("DynToM report page", "/reports/dyntom/", False),

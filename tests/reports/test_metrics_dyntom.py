@@ -116,6 +116,12 @@ def test_duplicate_understanding_answers_are_rejected():
         compositional_analysis([outcome(U, "belief", 1, 1, True)] * 2)
 
 
+def test_primary_questions_without_any_understanding_answer_are_incomplete():
+    result = compositional_analysis([outcome(T1, "belief", 1, 2, True), *PRIMARY[5:6]])
+    assert result.overall == CompositionalCounts(incomplete=2)
+    assert list(result.by_state) == ["belief", "belief->emotion"]
+
+
 def test_compositional_analysis_of_nothing():
     result = compositional_analysis([])
     assert result.by_state == {}

@@ -1,0 +1,15 @@
+"""Events of the run engine that higher apps react to (``reports.hooks``).
+
+Data flows one way (benchmarks <- modeling <- reports), so modeling announces what
+changed and never calls into reports.
+"""
+
+from django.dispatch import Signal
+
+# A run left "running" (succeeded, failed, stopped, ...). Keyword: ``run_id``.
+run_finished = Signal()
+
+# Predictions of these runs were written or changed outside a run's execution (an
+# import, which may change answers in place). Sent inside the writing transaction.
+# Keyword: ``run_ids``.
+predictions_changed = Signal()

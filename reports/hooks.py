@@ -1,0 +1,40 @@
+"""Reactions to the run engine (``modeling.signals``): keep DynToM runs' packed
+outcomes current, so a report finds them ready instead of packing on first use."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.dispatch import receiver
+
+from modeling.signals import predictions_changed, run_finished
+
+from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh
+
+logger = logging.getLogger(__name__)
+
+
+def _refresh_after_commit(run_ids: list[int]) -> None:
+    def refresh() -> None:
+        # A failure here must not fail the run or the import: the report packs on
+        # first use whatever is missing or stale.
+        try:
+            dyntom_outcomes_refresh(run_ids=run_ids)
+        except Exception:
+            logger.exception("packing DynToM outcomes of runs %s failed", run_ids)
+
+    transaction.on_commit(refresh)
+
+
+@receiver(run_finished, dispatch_uid="reports.dyntom_outcomes.run_finished")
+def pack_finished_run(sender: Any, *, run_id: int, **kwargs: Any) -> None:
+    _refresh_after_commit([run_id])
+
+
+@receiver(predictions_changed, dispatch_uid="reports.dyntom_outcomes.predictions_changed")
+def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> None:
+    # In the writer's transaction: answers changed in place keep count and ids.
+    dyntom_outcomes_invalidate(run_ids=run_ids)
+    _refresh_after_commit(list(run_ids))
