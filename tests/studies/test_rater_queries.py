@@ -56,9 +56,7 @@ def test_scene_page(client, live_study, django_assert_max_num_queries):
 
 
 @pytest.mark.django_db
-def test_a_scenes_first_showing_reads_no_guesses(
-    client, live_study, django_assert_max_num_queries
-):
+def test_a_scenes_first_showing_reads_no_guesses(client, live_study, django_assert_max_num_queries):
     """Nothing can be answered before the scene is first shown: one query fewer then."""
     participant, assignment = _at_scene(client, live_study)
     Assignment.objects.filter(pk=assignment.pk).update(first_shown_at=None, last_event_at=None)
