@@ -51,6 +51,9 @@ def _setup() -> None:
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
     sys.path.insert(0, str(ROOT))
+    from tests.benchmarks.bench_study_load import ensure_database
+
+    ensure_database(os.environ["DATABASE_URL"])
     import django
 
     django.setup()
@@ -96,6 +99,8 @@ def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
     from modeling.models import Prediction, Run
 
     Run.objects.filter(name__startswith=RUN_PREFIX).delete()
+    if total <= 0:
+        return  # a human-only data set (--predictions 0): no empty runs either
     per_run = total // runs
     questions = dyntom_questions(per_run)
     gold = dict(DynToMQuestion.objects.filter(pk__in=questions).values_list("pk", "gold_letter"))
@@ -151,9 +156,12 @@ def generate_guesses(total: int, raters: int, rng: random.Random) -> None:
     from studies.services import study_create
 
     Study.objects.filter(name=STUDY_NAME).delete()
+    if not Work.objects.filter(benchmark="tvshowguess").exists():
+        from tests.benchmarks.bench_study_load import import_works
+
+        with tempfile.TemporaryDirectory(prefix="scale-friends-") as tmp:
+            import_works(10, Path(tmp))  # Friends and the load check's 10 copies
     works = list(Work.objects.filter(benchmark="tvshowguess").order_by("pk"))
-    if not works:
-        raise SystemExit("no TVShowGuess works: run bench_study_load.py once (it imports them)")
     with transaction.atomic():
         study = study_create(name=STUDY_NAME, benchmark="tvshowguess", works=works, overlap=raters)
         Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
