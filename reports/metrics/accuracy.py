@@ -91,14 +91,47 @@ def accuracy_ci(
     for outcome, cluster in pairs:
         sizes[cluster] += 1
         hits[cluster] += outcome
-    cluster_n = np.array(list(sizes.values()), dtype=np.int64)
-    cluster_correct = np.array([hits[c] for c in sizes], dtype=np.int64)
+    return cluster_accuracy_ci(
+        list(sizes.values()),
+        [hits[c] for c in sizes],
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+    )
+
+
+def cluster_accuracy_ci(
+    cluster_sizes: Sequence[int],
+    cluster_correct: Sequence[int],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> AccuracyEstimate:
+    """:func:`accuracy_ci` with ``clusters``, from each cluster's outcome and correct counts.
+
+    The counts must come in the order the clusters first appear among the outcomes
+    (the resamples draw clusters by position), so the interval is the one
+    ``accuracy_ci`` gives for the outcomes themselves; callers that already hold
+    per-cluster counts (100,000 human answers) skip the per-outcome pass.
+    """
+    check_bootstrap_args(n_resamples, level)
+    if len(cluster_sizes) != len(cluster_correct):
+        raise ValueError(f"{len(cluster_sizes)} cluster sizes but {len(cluster_correct)} counts")
+    n = sum(cluster_sizes)
+    correct = sum(cluster_correct)
+    if n == 0:
+        return AccuracyEstimate(0, 0, None, None, None, 0)
+    point = correct / n
+    rng = np.random.default_rng(seed)
+    cluster_n = np.array(cluster_sizes, dtype=np.int64)
+    hits = np.array(cluster_correct, dtype=np.int64)
     k = len(cluster_n)
     chunk = max(1, _CHUNK_CELLS // k)
     stats_parts = []
     for start in range(0, n_resamples, chunk):
         draws = rng.integers(0, k, size=(min(chunk, n_resamples - start), k))
-        stats_parts.append(cluster_correct[draws].sum(axis=1) / cluster_n[draws].sum(axis=1))
+        stats_parts.append(hits[draws].sum(axis=1) / cluster_n[draws].sum(axis=1))
     stats = np.concatenate(stats_parts)
     return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), k)
 
