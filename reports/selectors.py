@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.db.models.query import ValuesListIterable
 
@@ -421,32 +421,23 @@ def human_answer_columns(
 
 def human_response_rows(
     study_ids: Iterable[int],
-) -> Iterator[tuple[int, int, bool, bool | None, int | None, int]]:
-    """``(assignment_id, participant_id, seen, history_needed, total_ms, active_ms)`` per
-    counted scene response of the studies (unordered; one per ``human_answer_columns``
-    assignment, plus any that has no answer)."""
+) -> Iterator[tuple[int, int, bool, bool | None, int | None, int, Any]]:
+    """``(assignment_id, participant_id, seen, history_needed, total_ms, active_ms,
+    instructions_version)`` per counted scene response of the studies (unordered; one
+    per ``human_answer_columns`` assignment, plus any that has no answer)."""
     return _client_side_rows(
         Assignment.objects.filter(_counted_responses(study_ids))
         .order_by()
-        .values_list("id", "participant_id", "seen", "history_needed", "total_ms", "active_ms")
+        .values_list(
+            "id",
+            "participant_id",
+            "seen",
+            "history_needed",
+            "total_ms",
+            "active_ms",
+            "version__instructions_version",
+        )
     )
-
-
-def human_instructions_versions(study_ids: Iterable[int]) -> dict[int, set[Any]]:
-    """study id -> the instructions versions stamped on its answered scene responses
-    (``None`` left out): one aggregate read instead of a JSON value per response."""
-    versions: dict[int, set[Any]] = defaultdict(set)
-    answered = Guess.objects.filter(assignment_id=OuterRef("pk"))
-    rows = (
-        Assignment.objects.filter(_counted_responses(study_ids), Exists(answered))
-        .order_by()
-        .values_list("participant__study_id", "version__instructions_version")
-        .distinct()
-    )
-    for study_id, version in rows:
-        if version is not None:
-            versions[study_id].add(version)
-    return versions
 
 
 def human_response_size(

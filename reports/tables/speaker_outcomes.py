@@ -109,6 +109,7 @@ class Response(NamedTuple):
     history_needed: bool | None
     total_ms: int | None
     active_ms: int
+    instructions_version: Any  # as stamped on the response (None: not stamped)
     scene_id: int  # the scene of its first answer
 
 
@@ -123,8 +124,6 @@ class HumanAnswers:
     tags: list[tuple[str, ...]] = field(default_factory=list)
     # assignment id -> its response, in first-answer order
     by_response: dict[int, Response] = field(default_factory=dict)
-    # instructions versions stamped on the responses (None left out)
-    versions: set[Any] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.instances)
@@ -196,15 +195,16 @@ def human_answers(study_ids: Iterable[int], scene_of: Mapping[int, int]) -> dict
                 decoded[text] = tuple(json.loads(text) or ()) if text else ()
             target.tags.extend(map(decoded.__getitem__, tags))
     responses = {row[0]: row[1:] for row in selectors.human_response_rows(ids)}
-    for study_id, versions in selectors.human_instructions_versions(ids).items():
-        studies[study_id].versions = versions
+    new = tuple.__new__  # a NamedTuple built from a tuple in C, as Django's named rows are
     for target in studies.values():
         # Reversed, so each response keeps the scene of its first answer.
         first_instance = dict(
             zip(reversed(target.responses), reversed(target.instances), strict=True)
         )
-        for assignment in dict.fromkeys(target.responses):
-            target.by_response[assignment] = Response(
-                *responses[assignment], scene_of[first_instance[assignment]]
+        target.by_response = {
+            assignment: new(
+                Response, (*responses[assignment], scene_of[first_instance[assignment]])
             )
+            for assignment in dict.fromkeys(target.responses)
+        }
     return studies

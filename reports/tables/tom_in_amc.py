@@ -528,7 +528,9 @@ def _studies_table(data: SpeakerData) -> Table:
         s = human.study
         answers = human.answers
         responses = answers.by_response.values()
-        versions = sorted(answers.versions)
+        versions = sorted(
+            {r.instructions_version for r in responses if r.instructions_version is not None}
+        )
         instances = set(answers.instances)
         rows.append(
             [
