@@ -217,3 +217,27 @@ def test_agreement_ci_from_counts_keeps_the_undefined_and_refused_cases():
     assert agreement_ci([["a"], ["b"]], percent_agreement, n_resamples=50) == (None, None)
     with pytest.raises(ValueError, match="same number of ratings"):
         agreement_ci([["a", "a"], ["a", "b", "b"]], fleiss_kappa, n_resamples=5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_nominal_alpha_from_unit_counts_is_the_package_on_the_matrix(seed):
+    """Nominal alpha hands the package per-unit category counts (issue 17: filling a
+    raters x units matrix cell by cell took 0.1 s per 100,000 answers); the value must
+    be exactly what the package computes from that matrix, categories numbered in the
+    order they first appear. Ragged units, missing ratings and a lone rating included."""
+    import random
+
+    import krippendorff
+    import numpy as np
+
+    rng = random.Random(seed)
+    labels = ["rachel", "ross", "monica", "joey", "chandler"]
+    units = [[rng.choice([*labels, N]) for _ in range(rng.randint(1, 7))] for _ in range(80)]
+    codes: dict[str, int] = {}
+    matrix = np.full((max(map(len, units)), len(units)), np.nan)
+    for j, unit in enumerate(units):
+        for i, value in enumerate(unit):
+            if value is not None:
+                matrix[i, j] = codes.setdefault(value, len(codes))
+    expected = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
+    assert krippendorff_alpha(units) == expected
