@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, groupby, islice
+from itertools import compress, filterfalse, groupby, islice
 from operator import itemgetter, not_
 from typing import Any, NamedTuple
 
@@ -92,12 +92,11 @@ class Outcomes:
         # Reversed, so each response keeps the scene of its first answer.
         scene_of_response = dict(zip(reversed(self.responses), reversed(scenes), strict=True))
         wrong = set(compress(self.responses, map(not_, self.correct)))
-        sizes: dict[int, int] = {}
-        hits: dict[int, int] = {}
-        for response in dict.fromkeys(self.responses):
-            scene = scene_of_response[response]
-            sizes[scene] = sizes.get(scene, 0) + 1
-            hits[scene] = hits.get(scene, 0) + (response not in wrong)
+        responses = dict.fromkeys(self.responses)  # first-answer order
+        sizes = Counter(map(scene_of_response.__getitem__, responses))
+        hits = Counter(
+            map(scene_of_response.__getitem__, filterfalse(wrong.__contains__, responses))
+        )
         return list(sizes.values()), [hits[s] for s in sizes]
 
 
