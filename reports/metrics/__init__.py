@@ -23,6 +23,7 @@ from reports.metrics.accuracy import (
 )
 from reports.metrics.agreement import (
     agreement_ci,
+    agreement_cis,
     cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
@@ -60,6 +61,7 @@ __all__ = [
     "accuracy_ci",
     "accuracy_vs_chance",
     "agreement_ci",
+    "agreement_cis",
     "average_ranks",
     "bonus_point_coverage",
     "bootstrap_ci",

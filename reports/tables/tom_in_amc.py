@@ -44,6 +44,7 @@ from reports.metrics import (
     AccuracyEstimate,
     accuracy_ci,
     agreement_ci,
+    agreement_cis,
     chance_baseline,
     cluster_accuracy_ci,
     correlation_matrix,
@@ -805,14 +806,11 @@ def _agreement_row(
     sizes = sorted({len(u) for u in units})
     per_unit = "" if not sizes else str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     fleiss_units, m = _fleiss_subset(units)
-    agree_low, agree_high = agreement_ci(
-        units, percent_agreement, n_resamples=N_RESAMPLES, seed=seed
+    (agree_low, agree_high), (alpha_low, alpha_high) = agreement_cis(
+        units, [percent_agreement, krippendorff_alpha], n_resamples=N_RESAMPLES, seed=seed
     )
     kappa_low, kappa_high = agreement_ci(
         fleiss_units, fleiss_kappa, n_resamples=N_RESAMPLES, seed=seed
-    )
-    alpha_low, alpha_high = agreement_ci(
-        units, krippendorff_alpha, n_resamples=N_RESAMPLES, seed=seed
     )
     return [
         label,

@@ -6,6 +6,7 @@ import pytest
 
 from reports.metrics import (
     agreement_ci,
+    agreement_cis,
     cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
@@ -241,3 +242,17 @@ def test_nominal_alpha_from_unit_counts_is_the_package_on_the_matrix(seed):
                 matrix[i, j] = codes.setdefault(value, len(codes))
     expected = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
     assert krippendorff_alpha(units) == expected
+
+
+def test_agreement_cis_are_each_statistics_own_interval():
+    # One set of resamples for several statistics: each interval is agreement_ci's,
+    # exactly, including one that takes the resample-by-resample path.
+    import random
+
+    rng = random.Random(5)
+    units = [[rng.choice(["a", "b", "c", N]) for _ in range(rng.randint(2, 6))] for _ in range(50)]
+    statistics = [percent_agreement, krippendorff_alpha, lambda r: percent_agreement(r)]
+    together = agreement_cis(units, statistics, n_resamples=200, seed=9)
+    assert together == [agreement_ci(units, s, n_resamples=200, seed=9) for s in statistics]
+    assert together[0][0] is not None
+    assert agreement_cis([], statistics) == [(None, None)] * 3
