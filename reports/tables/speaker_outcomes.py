@@ -127,6 +127,11 @@ class HumanAnswers:
     def __len__(self) -> int:
         return len(self.instances)
 
+    def keep(self, keep: Sequence[bool]) -> None:
+        """Drop the answers where ``keep`` is false (before ``by_response`` is built)."""
+        for name in ("instances", "responses", "answers", "correct", "tags"):
+            setattr(self, name, list(compress(getattr(self, name), keep)))
+
     def outcomes(self, keep: Sequence[bool] | None = None) -> Outcomes:
         """The answers (where ``keep``) as outcomes; unjudged ones count as wrong."""
         instances, responses, correct = self.instances, self.responses, self.correct
@@ -202,6 +207,10 @@ def human_answers(study_ids: Iterable[int], scene_of: Mapping[int, int]) -> dict
     responses = {row[0]: row[1:] for row in selectors.human_response_rows(ids)}
     new = tuple.__new__  # a NamedTuple built from a tuple in C, as Django's named rows are
     for target in studies.values():
+        if not responses.keys() >= set(target.responses):
+            # A response missing from the second read (its rater withdrew in between):
+            # its answers go too, as they would have in one read.
+            target.keep([r in responses for r in target.responses])
         # Reversed, so each response keeps the scene of its first answer.
         first_instance = dict(
             zip(reversed(target.responses), reversed(target.instances), strict=True)

@@ -62,3 +62,15 @@ def test_unjudged_human_answers_count_as_wrong_but_are_not_scored():
         [True, False],
         [100, 100],
     )
+
+
+def test_keep_drops_answers_from_every_column():
+    answers = HumanAnswers(
+        instances=[10, 20, 11], responses=[100, 200, 100], answers=["joey", "", "ross"],
+        correct=[True, None, False], tags=[("belief",), (), ()],
+    )  # fmt: skip
+    answers.keep([True, False, True])
+    assert (answers.instances, answers.responses, answers.answers) == (
+        [10, 11], [100, 100], ["joey", "ross"]
+    )  # fmt: skip
+    assert (answers.correct, answers.tags) == ([True, False], [("belief",), ()])
