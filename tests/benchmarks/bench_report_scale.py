@@ -6,10 +6,12 @@
   questions of synthetic DynToM stages built and imported the way
   ``bench_dyntom_import.py`` builds them (about 72 questions per stage, so 50,000
   questions a run take ~700 stages); each run answers every question once, right with
-  its own probability (0.35-0.85), in one finished, imported run per model;
+  its own probability (0.35-0.85), in one finished, imported run per model
+  (``--predictions 0``: no runs at all);
 - ``--guesses`` human speaker guesses (100,000) from ``--raters`` raters (500) in one
   closed TVShowGuess study over the Friends copies the load check imports, each rater
-  answering whole scenes (submitted, scored) until the total is reached.
+  answering whole scenes (submitted, scored) until the total is reached (the Friends
+  copies are imported first if the database has no TVShowGuess work).
 
 ``measure`` times what a researcher opens, through Django's test client as a logged-in
 researcher (production settings, the same views and cache the server uses), after one
