@@ -24,6 +24,7 @@ from reports.metrics.accuracy import (
 )
 from reports.metrics.agreement import (
     agreement_ci,
+    agreement_cis,
     cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
@@ -63,6 +64,7 @@ __all__ = [
     "accuracy_ci",
     "accuracy_vs_chance",
     "agreement_ci",
+    "agreement_cis",
     "average_ranks",
     "bonus_point_coverage",
     "bootstrap_ci",

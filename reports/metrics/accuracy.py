@@ -127,6 +127,8 @@ def cluster_accuracy_ci(
     them in first-seen order (:func:`first_seen_codes`) for :func:`accuracy_ci`'s interval.
     """
     check_bootstrap_args(n_resamples, level)
+    if len(cluster_n) != len(cluster_correct):
+        raise ValueError(f"{len(cluster_n)} cluster sizes but {len(cluster_correct)} counts")
     cluster_n = np.asarray(cluster_n, dtype=np.int64)
     cluster_correct = np.asarray(cluster_correct, dtype=np.int64)
     n, correct, k = int(cluster_n.sum()), int(cluster_correct.sum()), len(cluster_n)

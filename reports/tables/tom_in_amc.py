@@ -33,6 +33,8 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import compress
 from typing import Any
 
 from reports import selectors
@@ -40,10 +42,11 @@ from reports.metrics import (
     EASY,
     HARD,
     AccuracyEstimate,
-    accuracy,
     accuracy_ci,
     agreement_ci,
+    agreement_cis,
     chance_baseline,
+    cluster_accuracy_ci,
     correlation_matrix,
     fleiss_kappa,
     krippendorff_alpha,
@@ -53,7 +56,8 @@ from reports.metrics import (
     speaker_difficulty,
 )
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, pct, prediction_stats, run_label, runs_table
+from reports.tables import N_RESAMPLES, pct, run_label, runs_table
+from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
 from studies.services import IDLE_CUTOFF
 
 NO_GENRE = "(no genre)"
@@ -67,14 +71,14 @@ DIFFICULTY_LABELS = {EASY: "Easy (<3)", HARD: "Hard (≥3)"}
 class System:
     """A column (or row) of the comparison: a run or a human study.
 
-    ``outcomes`` are its scored answers on the compared speakers: prediction rows for a
-    run, guess rows for a study (several per speaker, one per rater).
+    ``outcomes`` are its scored answers on the compared speakers: a run's first-sample
+    predictions, a study's judged answers (several per speaker, one per rater).
     """
 
     label: str
     model: str
     method: str
-    outcomes: list[dict[str, Any]]
+    outcomes: Outcomes
     human: bool = False
 
 
@@ -84,19 +88,12 @@ class HumanStudy:
 
     study: dict[str, Any]
     label: str
-    guesses: list[dict[str, Any]]
+    answers: HumanAnswers
 
     @property
     def scored(self) -> bool:
         """Whether answers were scored here; imported annotations have no correctness."""
         return not self.study["imported"]
-
-    def responses(self) -> dict[int, list[dict[str, Any]]]:
-        """Answers grouped by scene response (one rater, one scene)."""
-        by_assignment: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for g in self.guesses:
-            by_assignment[g["assignment_id"]].append(g)
-        return by_assignment
 
 
 @dataclass
@@ -105,8 +102,8 @@ class SpeakerData:
 
     items: list[dict[str, Any]]
     runs: list[dict[str, Any]]
-    # run id -> first-sample prediction rows (correct, scene_id, speakers, genres, …)
-    outcomes: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # run id -> its first-sample outcomes
+    outcomes: dict[int, Outcomes] = field(default_factory=dict)
     frequency: dict[tuple[int, str], int] = field(default_factory=dict)
     frequency_fallback: set[int] = field(default_factory=set)
     studies: list[HumanStudy] = field(default_factory=list)
@@ -116,6 +113,15 @@ class SpeakerData:
 
     def labels(self) -> list[str]:
         return [s.label for s in self.systems]
+
+    @cached_property
+    def item_of(self) -> dict[int, dict[str, Any]]:
+        """Masked speaker id -> its item row (scene, genres, scene size, candidates)."""
+        return {i["id"]: i for i in self.items}
+
+    @cached_property
+    def scene_of(self) -> dict[int, int]:
+        return {i["id"]: i["scene_id"] for i in self.items}
 
     @property
     def compared_items(self) -> list[dict[str, Any]]:
@@ -143,7 +149,6 @@ def build_speaker_tables(
 ) -> SpeakerData:
     """Add the runs, accuracy, by-speakers, by-genre and human tables; return the data."""
     benchmark = report.benchmark
-    predictions = list(selectors.speaker_prediction_rows([r["id"] for r in runs]))
     frequency, fallback = selectors.character_frequencies(benchmark)
     data = SpeakerData(
         items=selectors.speaker_item_rows(benchmark),
@@ -151,23 +156,20 @@ def build_speaker_tables(
         frequency=frequency,
         frequency_fallback=fallback,
     )
-    for run in runs:
-        data.outcomes[run["id"]] = []
-    for p in predictions:
-        if p["sample_index"] == 0:
-            data.outcomes[p["run_id"]].append(p)
+    data.outcomes, stats = run_outcomes([r["id"] for r in runs])
     if studies:
-        data.studies = _human_studies(studies)
+        data.studies = _human_studies(studies, data.scene_of)
     _compare(data)
-    report.tables.append(runs_table(runs, prediction_stats(predictions)))
+    report.tables.append(runs_table(runs, stats))
     if data.studies:
         report.tables.append(_studies_table(data))
         report.facts.update(
             studies=len(data.studies),
-            human_participants=len(
-                {(h.study["id"], g["participant_id"]) for h in data.studies for g in h.guesses}
+            human_participants=sum(
+                len({r.participant_id for r in h.answers.by_response.values()})
+                for h in data.studies
             ),
-            human_answers=sum(len(h.guesses) for h in data.studies),
+            human_answers=sum(len(h.answers) for h in data.studies),
             compared_instances=len(data.compared_items),
         )
     report.tables.append(_accuracy_table(data, seed=seed))
@@ -220,17 +222,15 @@ def build_speaker_tables(
     return data
 
 
-def _human_studies(studies: list[dict[str, Any]]) -> list[HumanStudy]:
+def _human_studies(studies: list[dict[str, Any]], scene_of: dict[int, int]) -> list[HumanStudy]:
     """Each study with its answers, labelled "Humans: <name>" (with the id if names repeat)."""
-    by_study: dict[int, list[dict[str, Any]]] = {s["id"]: [] for s in studies}
-    for g in selectors.human_guess_rows(by_study):
-        by_study[g["study_id"]].append(g)
+    by_study = human_answers([s["id"] for s in studies], scene_of)
     names = Counter(s["name"] for s in studies)
     return [
         HumanStudy(
             study=s,
             label=f"Humans: {s['name']}" + (f" (#{s['id']})" if names[s["name"]] > 1 else ""),
-            guesses=by_study[s["id"]],
+            answers=by_study[s["id"]],
         )
         for s in studies
     ]
@@ -248,25 +248,14 @@ def _compare(data: SpeakerData) -> None:
     ]
     for human in data.studies:
         if human.scored:
-            scored = [g for g in human.guesses if g["correct"] is not None]
+            scored = human.answers.scored()
             candidates.append(System(human.label, "humans", "study", scored, human=True))
-    answered = [{o["instance_id"] for o in s.outcomes} for s in candidates if s.outcomes]
+    answered = [set(s.outcomes.per_instance) for s in candidates if s.outcomes]
     data.compared = set.intersection(*answered) if answered else None
     data.systems = [
-        System(
-            s.label,
-            s.model,
-            s.method,
-            [o for o in s.outcomes if data.compared is None or o["instance_id"] in data.compared],
-            s.human,
-        )
+        System(s.label, s.model, s.method, s.outcomes.within(data.compared), s.human)
         for s in candidates
     ]
-
-
-def _correct(p: dict[str, Any]) -> bool:
-    # Unparseable answers are stored as False; a missing judgement is not a right one.
-    return p["correct"] is True
 
 
 def _item_chance(items: Sequence[dict[str, Any]]) -> float | None:
@@ -289,31 +278,26 @@ def _scene_chance(items: Sequence[dict[str, Any]]) -> float | None:
     return math.fsum(per_scene.values()) / len(per_scene) if per_scene else None
 
 
+def _instance_estimate(
+    outcomes: Outcomes, scene_of: dict[int, int], *, seed: int
+) -> AccuracyEstimate:
+    """Accuracy of the answers, bootstrapped by scene (``accuracy_ci`` by scene)."""
+    sizes, hits = outcomes.per_scene(scene_of)
+    return cluster_accuracy_ci(sizes, hits, n_resamples=N_RESAMPLES, seed=seed)
+
+
 def _human_estimates(
-    guesses: Sequence[dict[str, Any]], *, seed: int
+    outcomes: Outcomes, scene_of: dict[int, int], *, seed: int
 ) -> tuple[AccuracyEstimate, AccuracyEstimate, int]:
     """Instance and scene accuracy of pooled rater answers, both bootstrapped by scene.
 
     A scene response (one rater, one scene) is correct when all its answers are; the
     third value counts the distinct scenes.
     """
-    instance = accuracy_ci(
-        [_correct(g) for g in guesses],
-        clusters=[g["scene_id"] for g in guesses],
-        n_resamples=N_RESAMPLES,
-        seed=seed,
-    )
-    responses: dict[int, tuple[int, bool]] = {}
-    for g in guesses:
-        scene, ok = responses.get(g["assignment_id"], (g["scene_id"], True))
-        responses[g["assignment_id"]] = (scene, ok and _correct(g))
-    scene = accuracy_ci(
-        [ok for _, ok in responses.values()],
-        clusters=[s for s, _ in responses.values()],
-        n_resamples=N_RESAMPLES,
-        seed=seed,
-    )
-    return instance, scene, len({s for s, _ in responses.values()})
+    instance = _instance_estimate(outcomes, scene_of, seed=seed)
+    sizes, hits = outcomes.scene_responses(scene_of)
+    scene = cluster_accuracy_ci(sizes, hits, n_resamples=N_RESAMPLES, seed=seed)
+    return instance, scene, len(sizes)
 
 
 def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
@@ -334,10 +318,10 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
     for system in data.systems:
         outcomes = system.outcomes
         if system.human:
-            instance, scene, scene_count = _human_estimates(outcomes, seed=seed)
+            instance, scene, scene_count = _human_estimates(outcomes, data.scene_of, seed=seed)
         else:
-            correct = [_correct(p) for p in outcomes]
-            clusters = [p["scene_id"] for p in outcomes]
+            clusters = [data.scene_of[i] for i in outcomes.instances]
+            correct = outcomes.correct
             instance = accuracy_ci(correct, clusters=clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene = scene_accuracy_ci(correct, clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene_count = scene.n
@@ -346,7 +330,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
                 system.label,
                 system.model,
                 system.method,
-                len({o["instance_id"] for o in outcomes}),
+                len(outcomes.per_instance),
                 instance.n,
                 pct(instance.accuracy),
                 pct(instance.ci_low),
@@ -442,13 +426,7 @@ def _group_table(
     for item in data.compared_items:
         for group in groups_of(item):
             items_by[group].append(item)
-    system_by: list[dict[Hashable, list[bool]]] = []
-    for system in data.systems:
-        by: dict[Hashable, list[bool]] = defaultdict(list)
-        for p in system.outcomes:
-            for group in groups_of(p):
-                by[group].append(_correct(p))
-        system_by.append(by)
+    system_by = [_by_group(data, system, groups_of) for system in data.systems]
     groups = sorted(set(items_by) | {g for by in system_by for g in by}, key=order)
     rows: list[list[Cell]] = []
     for group in groups:
@@ -459,7 +437,7 @@ def _group_table(
                 len(items),
                 pct(_item_chance(items)) if items else None,
                 pct(_item_majority(data, items)) if items else None,
-                *(pct(accuracy(by.get(group, []))) for by in system_by),
+                *(pct(_share(by.get(group))) for by in system_by),
             ]
         )
     return Table(
@@ -475,6 +453,25 @@ def _group_table(
         rows=rows,
         note="Instances: masked speakers in the group." + _scope(data),
     )
+
+
+def _by_group(
+    data: SpeakerData,
+    system: System,
+    groups_of: Callable[[dict[str, Any]], list[Hashable]],
+) -> dict[Hashable, tuple[int, int]]:
+    """(answers, correct answers) of the system per group, groups in first-answer order."""
+    by: dict[Hashable, tuple[int, int]] = {}
+    for instance, (n, right) in system.outcomes.per_instance.items():
+        for group in groups_of(data.item_of[instance]):
+            had_n, had_right = by.get(group, (0, 0))
+            by[group] = (had_n + n, had_right + right)
+    return by
+
+
+def _share(counts: tuple[int, int] | None) -> float | None:
+    """Accuracy from (answers, correct answers): what ``accuracy`` gives for the answers."""
+    return counts[1] / counts[0] if counts and counts[0] else None
 
 
 def _systems_chart(table: Table, data: SpeakerData, *, x: str) -> Chart:
@@ -493,11 +490,8 @@ def _add_genre_correlation(report: Report, data: SpeakerData) -> None:
     # From unrounded accuracies: rounding to 2 decimals could create ties.
     series: dict[str, dict[Hashable, float | None]] = {}
     for system in data.systems:
-        by_genre: dict[Hashable, list[bool]] = defaultdict(list)
-        for p in system.outcomes:
-            for genre in p["genres"] or []:
-                by_genre[genre].append(_correct(p))
-        series[system.label] = {genre: accuracy(values) for genre, values in by_genre.items()}
+        by_genre = _by_group(data, system, lambda item: item["genres"] or [])
+        series[system.label] = {genre: _share(counts) for genre, counts in by_genre.items()}
     names, matrix = correlation_matrix(series, method="spearman")
     genres = len({g for values in series.values() for g in values})
     report.tables.append(
@@ -533,13 +527,12 @@ def _studies_table(data: SpeakerData) -> Table:
     rows: list[list[Cell]] = []
     for human in data.studies:
         s = human.study
+        answers = human.answers
+        responses = answers.by_response.values()
         versions = sorted(
-            {
-                v["instructions_version"]
-                for g in human.guesses
-                if (v := g["version"] or {}).get("instructions_version") is not None
-            }
+            {r.instructions_version for r in responses if r.instructions_version is not None}
         )
+        instances = set(answers.instances)
         rows.append(
             [
                 human.label,
@@ -548,11 +541,11 @@ def _studies_table(data: SpeakerData) -> Table:
                 s["imported"],
                 s["participant_count"] - s["withdrawn_count"],
                 s["withdrawn_count"],
-                len({g["participant_id"] for g in human.guesses}),
-                len(human.responses()),
-                len(human.guesses),
-                len({g["scene_id"] for g in human.guesses}),
-                len({g["instance_id"] for g in human.guesses}),
+                len({r.participant_id for r in responses}),
+                len(responses),
+                len(answers),
+                len({data.scene_of[i] for i in instances}),
+                len(instances),
                 ", ".join(map(str, versions)),
                 "perturbed" if s["perturb_names"] else "original",
             ]
@@ -645,33 +638,38 @@ def _add_human_tables(report: Report, data: SpeakerData, *, seed: int) -> None:
     )
 
 
-def _accuracy_cells(human: HumanStudy, guesses: list[dict[str, Any]], *, seed: int) -> list[Cell]:
-    """Answers, accuracy and its CI (imported studies: counts only)."""
+def _accuracy_cells(
+    data: SpeakerData, human: HumanStudy, keep: list[bool], *, seed: int
+) -> list[Cell]:
+    """Answers (those ``keep`` picks), accuracy and its CI (imported studies: counts only)."""
     if not human.scored:
-        return [len(guesses), None, None, None]
-    estimate = accuracy_ci(
-        [_correct(g) for g in guesses],
-        clusters=[g["scene_id"] for g in guesses],
-        n_resamples=N_RESAMPLES,
-        seed=seed,
-    )
-    return [len(guesses), pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
+        return [sum(keep), None, None, None]
+    outcomes = human.answers.outcomes(keep)
+    estimate = _instance_estimate(outcomes, data.scene_of, seed=seed)
+    return [len(outcomes), pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
 
 
 def _familiarity_table(data: SpeakerData, *, seed: int) -> Table:
     rows: list[list[Cell]] = []
     for human in data.studies:
         row: list[Cell] = [human.label]
+        answers = human.answers
         for seen in (True, False):
-            guesses = [g for g in human.guesses if g["seen"] is seen]
-            raters = len({g["participant_id"] for g in guesses})
+            keep = answers.where("seen", seen)
+            raters = len(
+                {
+                    answers.by_response[r].participant_id
+                    for r in set(compress(answers.responses, keep))
+                }
+            )
+            count = sum(keep)
             if not human.scored:
-                row += [raters, len(guesses), None, None, None, None]
+                row += [raters, count, None, None, None, None]
                 continue
-            instance, scene, _ = _human_estimates(guesses, seed=seed)
+            instance, scene, _ = _human_estimates(answers.outcomes(keep), data.scene_of, seed=seed)
             row += [
                 raters,
-                len(guesses),
+                count,
                 pct(instance.accuracy),
                 pct(instance.ci_low),
                 pct(instance.ci_high),
@@ -704,8 +702,8 @@ def _familiarity_table(data: SpeakerData, *, seed: int) -> Table:
 def _history_table(data: SpeakerData, *, seed: int) -> Table:
     rows: list[list[Cell]] = []
     for human in data.studies:
-        responses = human.responses()
-        flags = [r[0]["history_needed"] for r in responses.values()]
+        responses = human.answers.by_response
+        flags = [r.history_needed for r in responses.values()]
         flagged = [f for f in flags if f is not None]
         needed = sum(flagged)
         row: list[Cell] = [
@@ -717,7 +715,7 @@ def _history_table(data: SpeakerData, *, seed: int) -> Table:
         ]
         for flag in (True, False):
             row += _accuracy_cells(
-                human, [g for g in human.guesses if g["history_needed"] is flag], seed=seed
+                data, human, human.answers.where("history_needed", flag), seed=seed
             )
         rows.append(row)
     return Table(
@@ -749,21 +747,28 @@ def _history_table(data: SpeakerData, *, seed: int) -> Table:
 
 def _tags_table(data: SpeakerData) -> Table:
     tags: list[str] = []
+    counts: list[Counter[str]] = []
     for human in data.studies:
-        for tag in [*(human.study["tags"] or []), *(t for g in human.guesses for t in g["tags"])]:
+        # Answers carry a handful of distinct tag lists: count those, then their tags.
+        # (Distinct lists in first-answer order meet the tags in first-answer order.)
+        tag_lists = Counter(human.answers.tags)
+        for tag in [*(human.study["tags"] or []), *(t for ts in tag_lists for t in ts)]:
             if tag not in tags:
                 tags.append(tag)
-    counts = [Counter(t for g in h.guesses for t in set(g["tags"] or [])) for h in data.studies]
-    for human, count in zip(data.studies, counts, strict=True):
-        count[NO_TAG] = sum(not g["tags"] for g in human.guesses)
+        count: Counter[str] = Counter()
+        for tag_list, n in tag_lists.items():
+            for tag in set(tag_list):
+                count[tag] += n
+        count[NO_TAG] = tag_lists.get((), 0)
+        counts.append(count)
     rows: list[list[Cell]] = []
     for tag in [*tags, NO_TAG]:
         row: list[Cell] = [tag]
         for human, count in zip(data.studies, counts, strict=True):
-            n = len(human.guesses)
+            n = len(human.answers)
             row += [count[tag], pct(count[tag] / n) if n else None]
         rows.append(row)
-    totals = ", ".join(f"{h.label}: {len(h.guesses)}" for h in data.studies)
+    totals = ", ".join(f"{h.label}: {len(h.answers)}" for h in data.studies)
     return Table(
         key="human-tags",
         title="ToM dimensions raters used (share of answers)",
@@ -801,14 +806,11 @@ def _agreement_row(
     sizes = sorted({len(u) for u in units})
     per_unit = "" if not sizes else str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     fleiss_units, m = _fleiss_subset(units)
-    agree_low, agree_high = agreement_ci(
-        units, percent_agreement, n_resamples=N_RESAMPLES, seed=seed
+    (agree_low, agree_high), (alpha_low, alpha_high) = agreement_cis(
+        units, [percent_agreement, krippendorff_alpha], n_resamples=N_RESAMPLES, seed=seed
     )
     kappa_low, kappa_high = agreement_ci(
         fleiss_units, fleiss_kappa, n_resamples=N_RESAMPLES, seed=seed
-    )
-    alpha_low, alpha_high = agreement_ci(
-        units, krippendorff_alpha, n_resamples=N_RESAMPLES, seed=seed
     )
     return [
         label,
@@ -833,13 +835,13 @@ def _agreement_table(data: SpeakerData, *, seed: int) -> Table:
     rows: list[list[Cell]] = []
     for human in data.studies:
         answers: dict[int, list[Hashable]] = defaultdict(list)
-        for g in human.guesses:
-            if g["answer"]:
-                answers[g["instance_id"]].append(g["answer"])
+        for instance, answer in zip(human.answers.instances, human.answers.answers, strict=True):
+            if answer:  # "can't tell" names no one
+                answers[instance].append(answer)
         flags: dict[int, list[Hashable]] = defaultdict(list)
-        for response in human.responses().values():
-            if response[0]["history_needed"] is not None:
-                flags[response[0]["scene_id"]].append(response[0]["history_needed"])
+        for response in human.answers.by_response.values():
+            if response.history_needed is not None:
+                flags[response.scene_id].append(response.history_needed)
         for rating, by_unit in (("speaker", answers), ("history needed", flags)):
             units = [values for values in by_unit.values() if len(values) >= 2]
             rows.append(_agreement_row(human.label, rating, units, seed=seed))
@@ -882,9 +884,9 @@ def _time_table(data: SpeakerData) -> Table:
 
     rows: list[list[Cell]] = []
     for human in data.studies:
-        timed = [r[0] for r in human.responses().values() if r[0]["total_ms"] is not None]
-        total = [r["total_ms"] for r in timed]
-        active = [r["active_ms"] for r in timed]
+        timed = [r for r in human.answers.by_response.values() if r.total_ms is not None]
+        total = [r.total_ms for r in timed]
+        active = [r.active_ms for r in timed]
         rows.append(
             [
                 human.label,

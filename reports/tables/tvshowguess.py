@@ -14,7 +14,6 @@ from collections import defaultdict
 from typing import Any
 
 from reports import selectors
-from reports.metrics import accuracy
 from reports.metrics.tvshowguess import (
     DEPENDENCE_TYPES,
     annotation_shares,
@@ -22,7 +21,7 @@ from reports.metrics.tvshowguess import (
 )
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import pct
-from reports.tables.tom_in_amc import SpeakerData, _correct, _item_chance, build_speaker_tables
+from reports.tables.tom_in_amc import SpeakerData, _item_chance, build_speaker_tables
 
 SHARE_TABLES = (
     ("dependence", "annotation-dependence", "Dependence", "Memory dependence"),
@@ -122,10 +121,11 @@ def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]
         items = items_by.get(kind, [])
         cells: list[Cell] = [kind, len(items), pct(_item_chance(items)) if items else None]
         for system in data.systems:
-            outcomes = [
-                _correct(p) for p in system.outcomes if kind_of.get(p["instance_id"]) == kind
-            ]
-            cells.append(pct(accuracy(outcomes)))
+            n = right = 0
+            for instance, (answers, correct) in system.outcomes.per_instance.items():
+                if kind_of.get(instance) == kind:
+                    n, right = n + answers, right + correct
+            cells.append(pct(right / n) if n else None)
         rows.append(cells)
     return Table(
         key="accuracy-by-dependence",

@@ -6,14 +6,17 @@
   questions of synthetic DynToM stages built and imported the way
   ``bench_dyntom_import.py`` builds them (about 72 questions per stage, so 50,000
   questions a run take ~700 stages); each run answers every question once, right with
-  its own probability (0.35-0.85), in one finished, imported run per model;
+  its own probability (0.35-0.85), in one finished, imported run per model
+  (``--predictions 0``: no runs at all);
 - ``--guesses`` human speaker guesses (100,000) from ``--raters`` raters (500) in one
   closed TVShowGuess study over the Friends copies the load check imports, each rater
-  answering whole scenes (submitted, scored) until the total is reached.
+  answering whole scenes (submitted, scored) until the total is reached (the Friends
+  copies are imported first if the database has no TVShowGuess work).
 
 ``measure`` times what a researcher opens, through Django's test client as a logged-in
-researcher (production settings, the same views and cache the server uses): the
-report pages and the API report of both benchmarks (first request and a repeat),
+researcher (production settings, the same views and cache the server uses), after one
+untimed request that imports what a server worker imports once: the report pages and
+the API report of both benchmarks (first request and a repeat),
 and the streamed exports (tidy CSV, long JSON), with the process's peak memory
 growth while each export streams (tracemalloc), so a whole-table list would show.
 
@@ -51,6 +54,9 @@ def _setup() -> None:
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
     sys.path.insert(0, str(ROOT))
+    from tests.benchmarks.bench_study_load import ensure_database
+
+    ensure_database(os.environ["DATABASE_URL"])
     import django
 
     django.setup()
@@ -97,6 +103,8 @@ def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
     from modeling.signals import predictions_changed
 
     Run.objects.filter(name__startswith=RUN_PREFIX).delete()
+    if total <= 0:
+        return  # a human-only data set (--predictions 0): no empty runs either
     per_run = total // runs
     questions = dyntom_questions(per_run)
     gold = dict(DynToMQuestion.objects.filter(pk__in=questions).values_list("pk", "gold_letter"))
@@ -154,9 +162,12 @@ def generate_guesses(total: int, raters: int, rng: random.Random) -> None:
     from studies.services import study_create
 
     Study.objects.filter(name=STUDY_NAME).delete()
+    if not Work.objects.filter(benchmark="tvshowguess").exists():
+        from tests.benchmarks.bench_study_load import import_works
+
+        with tempfile.TemporaryDirectory(prefix="scale-friends-") as tmp:
+            import_works(10, Path(tmp))  # Friends and the load check's 10 copies
     works = list(Work.objects.filter(benchmark="tvshowguess").order_by("pk"))
-    if not works:
-        raise SystemExit("no TVShowGuess works: run bench_study_load.py once (it imports them)")
     with transaction.atomic():
         study = study_create(name=STUDY_NAME, benchmark="tvshowguess", works=works, overlap=raters)
         Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
@@ -236,8 +247,10 @@ def generate_guesses(total: int, raters: int, rng: random.Random) -> None:
                 f" ({time.perf_counter() - started:.0f} s)"
             )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE studies_guess")
-        cursor.execute("ANALYZE studies_assignment")
+        # Every table written (participants, sessions, scenes too): with stale statistics
+        # on the small ones PostgreSQL plans the report's joins as nested loops over 1-row
+        # estimates, twice as slow as the hash joins it picks once autovacuum has run.
+        cursor.execute("ANALYZE")
 
 
 def cmd_generate(args) -> None:

@@ -23,6 +23,7 @@ from reports.metrics import (
     bonus_point_coverage,
     bootstrap_ci,
     chance_baseline,
+    cluster_accuracy_ci,
     correlation_matrix,
     length_ratio,
     majority_baseline,
@@ -151,6 +152,22 @@ def test_cluster_bootstrap_pools_outcomes_not_scene_means():
     # and the 97.5% quantile is 1.
     estimate = accuracy_ci([True, False, False, False], clusters=["A", "B", "B", "B"])
     assert estimate == AccuracyEstimate(4, 1, 0.25, 0.0, 1.0, 2)
+
+
+def test_cluster_accuracy_ci_from_counts_is_accuracy_ci_by_cluster():
+    # Scenes in first-answer order: b (3 answers, 2 right), a (2, 1), c (1, 0); the
+    # counts must come in that order, since the resamples draw clusters by position.
+    outcomes = [True, False, True, True, False, False]
+    scenes = ["b", "a", "b", "a", "b", "c"]
+    from_counts = cluster_accuracy_ci([3, 2, 1], [2, 1, 0], n_resamples=300, seed=4)
+    assert from_counts == accuracy_ci(outcomes, clusters=scenes, n_resamples=300, seed=4)
+    assert (from_counts.n, from_counts.correct, from_counts.units) == (6, 3, 3)
+    # Another order is another interval's draws (same point, same counts).
+    reordered = cluster_accuracy_ci([2, 3, 1], [1, 2, 0], n_resamples=300, seed=4)
+    assert reordered.accuracy == from_counts.accuracy
+    assert cluster_accuracy_ci([], []) == AccuracyEstimate(0, 0, None, None, None, 0)
+    with pytest.raises(ValueError, match="2 cluster sizes but 1 counts"):
+        cluster_accuracy_ci([1, 2], [1])
 
 
 def test_accuracy_ci_rejects_mismatched_clusters_and_bad_settings():
