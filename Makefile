@@ -24,7 +24,7 @@ run: setup
 	PORT=$(PORT) $(PY) scripts/run_embedded.py
 
 # The production web server (gunicorn, gthread workers; config/gunicorn.conf.py):
-# WEB_WORKERS processes (default 2 x cores) x WEB_THREADS threads (4) on BIND
+# WEB_WORKERS processes (default cores + 1) x WEB_THREADS threads (4) on BIND
 # (127.0.0.1:$(PORT)); static files from whitenoise. No demo data and no Celery
 # worker: start those yourself (`.venv/bin/celery -A config worker`).
 serve: $(VENV)/.installed
