@@ -28,7 +28,7 @@ from django.core.cache import cache
 from django.db.models import Count, F, Max
 from django.utils import timezone
 
-from benchmarks.models import DynToMQuestion, DynToMStage
+from benchmarks.models import Benchmark, DynToMQuestion, DynToMStage
 from modeling.models import Prediction, Run
 from reports.metrics.dyntom import QUESTION_TYPE_CODES
 from reports.selectors import run_prediction_counts
@@ -144,15 +144,22 @@ def unpacked_predictions(counts: dict[int, dict[str, int]]) -> int:
     return sum(c["predictions"] for run_id, c in counts.items() if run_id not in fresh)
 
 
+def dyntom_run_ids(run_ids: Iterable[int]) -> list[int]:
+    """The DynToM runs among ``run_ids``: the only runs that are packed."""
+    return list(
+        Run.objects.filter(pk__in=list(run_ids), benchmark=Benchmark.DYNTOM).values_list(
+            "pk", flat=True
+        )
+    )
+
+
 def dyntom_outcomes_invalidate(*, run_ids: Iterable[int]) -> None:
     """Mark the packed copies of these runs stale (their predictions changed in place).
 
     Leaves a placeholder row for a run not packed yet, so a build that started before
     the change cannot store what it read.
     """
-    ids = list(
-        Run.objects.filter(pk__in=list(run_ids), benchmark="dyntom").values_list("pk", flat=True)
-    )
+    ids = dyntom_run_ids(run_ids)
     if not ids:
         return
     DynToMRunOutcomes.objects.bulk_create(
@@ -165,10 +172,7 @@ def dyntom_outcomes_invalidate(*, run_ids: Iterable[int]) -> None:
 
 def dyntom_outcomes_refresh(*, run_ids: Iterable[int]) -> None:
     """Pack the DynToM runs among ``run_ids`` now (a run finished, predictions imported)."""
-    ids = list(
-        Run.objects.filter(pk__in=list(run_ids), benchmark="dyntom").values_list("pk", flat=True)
-    )
-    if ids:
+    if ids := dyntom_run_ids(run_ids):
         run_outcomes(ids)
 
 

@@ -9,23 +9,15 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import receiver
 
-from benchmarks.models import Benchmark
-from modeling.models import Run
 from modeling.signals import predictions_changed, run_finished
 
-from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh
+from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh, dyntom_run_ids
 
 logger = logging.getLogger(__name__)
 
 
-def _dyntom_runs(run_ids: list[int]) -> list[int]:
-    # Only DynToM runs are packed; other benchmarks' runs queue nothing.
-    return list(
-        Run.objects.filter(pk__in=run_ids, benchmark=Benchmark.DYNTOM).values_list("pk", flat=True)
-    )
-
-
 def _refresh_after_commit(run_ids: list[int]) -> None:
+    run_ids = dyntom_run_ids(run_ids)  # other benchmarks' runs queue nothing
     if not run_ids:
         return
 
@@ -42,13 +34,11 @@ def _refresh_after_commit(run_ids: list[int]) -> None:
 
 @receiver(run_finished, dispatch_uid="reports.dyntom_outcomes.run_finished")
 def pack_finished_run(sender: Any, *, run_id: int, **kwargs: Any) -> None:
-    _refresh_after_commit(_dyntom_runs([run_id]))
+    _refresh_after_commit([run_id])
 
 
 @receiver(predictions_changed, dispatch_uid="reports.dyntom_outcomes.predictions_changed")
 def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> None:
     # In the writer's transaction: answers changed in place keep count and ids.
-    dyntom = _dyntom_runs(list(run_ids))
-    if dyntom:
-        dyntom_outcomes_invalidate(run_ids=dyntom)
-    _refresh_after_commit(dyntom)
+    dyntom_outcomes_invalidate(run_ids=run_ids)
+    _refresh_after_commit(list(run_ids))

@@ -361,6 +361,7 @@ def _open_scene_assignments(**rater: Any) -> QuerySet[Assignment]:
             "session__study_work__work__kind",
         )
         .annotate(session_total=Subquery(in_session))
+        .order_by()  # one row: the model's default ordering would only add a sort
     )
 
 
