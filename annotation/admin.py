@@ -4,6 +4,14 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from .dyntom.validation.rubrics import RubricError, criteria_validate, criterion_keys
+from .dyntom.validation.rules import RuleError, rule_spec_validate
+from .dyntom.validation.services import (
+    active_rubrics,
+    active_rules,
+    decision_rule_revise,
+    rubric_revise,
+)
 from .models import (
     AcceptedSet,
     DecisionRule,
@@ -19,14 +27,6 @@ from .models import (
     Surname,
     ValidationBatch,
     ValidationDecision,
-)
-from .rubrics import RubricError, criteria_validate, criterion_keys
-from .rules import RuleError, rule_spec_validate
-from .validation_services import (
-    active_rubrics,
-    active_rules,
-    decision_rule_revise,
-    rubric_revise,
 )
 
 

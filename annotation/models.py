@@ -535,7 +535,7 @@ class AcceptedSet(models.Model):
 
 
 # CharToM-QA construction and expert judgement live in their own module.
-from .chartom_models import (  # noqa: E402, F401
+from .chartom.models import (  # noqa: E402, F401
     AnnotationTask,
     BookText,
     Construction,

@@ -2,7 +2,8 @@
 
 from django.urls import include, path
 
-from . import validation_views, views
+from .dyntom.generation import views
+from .dyntom.validation import views as validation_views
 
 app_name = "annotation"
 

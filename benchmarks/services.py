@@ -8,11 +8,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from common.tasks import task_send_on_commit
+
 from .exporters import get_exporter
 from .importers import ImportDataError, ImportReport, get_importer
 from .importers.base import ProgressCallback
 from .importers.chartom_qa import record_parse
 from .models import Benchmark, Character, ImportJob, QAItem, Work
+
+IMPORT_TASK_NAME = "benchmarks.run_import_job"
 
 
 def benchmark_import(
@@ -50,12 +54,7 @@ def import_job_create(*, format_name: str, path: Path | str, split: str = "") ->
     get_importer(format_name)  # unknown formats fail here, not in the worker
     job = ImportJob.objects.create(format_name=format_name, path=str(path), split=split)
 
-    def enqueue() -> None:
-        from .tasks import run_import_job
-
-        run_import_job.delay(job.pk)
-
-    transaction.on_commit(enqueue)
+    task_send_on_commit(IMPORT_TASK_NAME, (job.pk,))
     return job
 
 

@@ -24,9 +24,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from . import services
 from .credentials import restore_redacted
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
+from .runs import services
 
 # Model fields no admin query string may reach, whatever the path to them
 # (``api_key__startswith``, ``backend__api_key__gte``, ``runs__backend__api_key``…).

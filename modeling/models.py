@@ -87,7 +87,7 @@ class Backend(models.Model):
 
     def get_api_key(self) -> str:
         """The stored key in plaintext ("" when none): for the LLM client only."""
-        from .llm.base import BackendConfigError
+        from .backends.base import BackendConfigError
 
         try:
             return decrypt_secret(self.api_key)

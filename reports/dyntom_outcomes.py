@@ -29,8 +29,8 @@ from django.db.models import Count, F, Max
 from django.utils import timezone
 
 from benchmarks.models import Benchmark, DynToMQuestion, DynToMStage
+from metrics.dyntom import QUESTION_TYPE_CODES
 from modeling.models import Prediction, Run
-from reports.metrics.dyntom import QUESTION_TYPE_CODES
 from reports.selectors import run_prediction_counts
 
 from .models import DynToMQuestionBankSnapshot, DynToMRunOutcomes

@@ -27,7 +27,7 @@ from openpyxl.cell import WriteOnlyCell
 from openpyxl.styles import Alignment, Font
 from openpyxl.utils import get_column_letter
 
-from config.csv_safe import csv_writer
+from common.csv_safe import csv_writer
 
 from .report_types import Report, Table
 

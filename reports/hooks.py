@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import receiver
 
-from modeling.signals import predictions_changed, run_finished
+from modeling.runs.signals import predictions_changed, run_finished
 
 from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh, dyntom_run_ids
 

@@ -33,8 +33,8 @@ from benchmarks.models import (
     SpeakerInstance,
     Work,
 )
+from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.models import Prediction, Run
-from reports.metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)

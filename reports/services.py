@@ -21,6 +21,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import Benchmark
+from common.tasks import task_send
 from modeling.models import Run
 
 from . import selectors
@@ -35,6 +36,8 @@ CACHE_SECONDS = 600
 INLINE_MAX_PREDICTIONS_DEFAULT = 100_000
 # A job still "running" this long after it started was left by a dead worker.
 STALE_RUNNING = timedelta(minutes=30)
+
+REPORT_TASK_NAME = "reports.build_report"
 
 
 def inline_max_predictions() -> int:
@@ -163,9 +166,7 @@ def report_job_create(
 
 
 def _send(job_id: int) -> None:
-    from .tasks import build_report_task
-
-    build_report_task.delay(job_id)
+    task_send(REPORT_TASK_NAME, (job_id,))
 
 
 def _claim(job_id: int) -> bool:

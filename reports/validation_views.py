@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotation.models import ValidationBatch
-from config.request_params import BadNumber, optional_number
+from common.request_params import BadNumber, optional_number
 
 from . import exports
 from .report_types import Report

@@ -36,7 +36,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.roles import is_researcher
 from benchmarks.models import Benchmark
 from benchmarks.selectors import item_bank_counts
-from config.request_params import BadNumber, number_list
+from common.request_params import BadNumber, number_list
 from modeling.models import Run
 from modeling.pipelines import pipeline_benchmarks
 
@@ -515,7 +515,10 @@ def _stream(chunks: Iterable[bytes], content_type: str, filename: str) -> Stream
 @researcher_required
 def chartom_text_similarity(request: HttpRequest) -> HttpResponse:
     """Queue RougeL / BERTScore scoring of the selected CharToM-QA runs on a GPU worker."""
-    from modeling.text_similarity import bertscore_model, text_similarity_enqueue
+    from modeling.pipelines.chartom_qa.text_similarity import (
+        bertscore_model,
+        text_similarity_enqueue,
+    )
 
     benchmark = Benchmark.CHARTOM_QA.value
     try:

@@ -7,10 +7,10 @@ from typing import Any
 from django import forms
 
 from benchmarks.models import Character, Work
-from config.request_params import BadNumber, parse_number
+from common.request_params import BadNumber, parse_number
 
 from .models import DEFAULT_TOM_TAGS, Study
-from .sampling import ALL, BY_GENRE, BY_SPEAKERS
+from .scene.sampling import ALL, BY_GENRE, BY_SPEAKERS
 from .selectors import works_for_studies
 
 MAX_INVITES = 200
@@ -98,7 +98,7 @@ class StudyCreateForm(forms.Form):
         self.fields["works"].queryset = works_for_studies()
 
     def clean_name(self) -> str:
-        from .recruitment import study_name_taken
+        from .participation.recruitment import study_name_taken
 
         name = self.cleaned_data["name"].strip()
         if study_name_taken(name):

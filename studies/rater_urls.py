@@ -7,9 +7,10 @@ from django.urls import path, register_converter
 
 from accounts.throttling import token_patterns_throttled
 
-from . import choice_views, participant_views
-from . import rater_views as views
+from .choice import views as choice_views
 from .models import Participant
+from .participation import views as participant_views
+from .scene import views
 
 app_name = "rater"
 

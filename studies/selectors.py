@@ -15,7 +15,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from benchmarks.models import Benchmark, Character, Scene, Work
 
 from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
-from .sampling import SceneRow
+from .scene.sampling import SceneRow
 
 STUDY_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
 _ACTIVE = Q(assignments__participant__withdrawn_at__isnull=True)
@@ -168,7 +168,7 @@ def leak_kind(leaks: list[dict[str, Any]]) -> str:
     """A scene's group on the leak page: ``blocking`` (gives a candidate away: held back
     until released), ``shown`` (names one outside dialogue where the benchmark's task
     shows that text anyway), ``speech`` (names only in dialogue), or "" (nothing)."""
-    from .leaks import is_blocking
+    from .scene.leaks import is_blocking
 
     if not leaks:
         return ""
@@ -252,7 +252,7 @@ def response_rows(study: Study) -> list[dict[str, Any]]:
     name_maps = {
         sw.pk: sw.name_map or {} for sw in StudyWork.objects.filter(study=study).only("name_map")
     }
-    from .perturbation import display_name
+    from .scene.perturbation import display_name
 
     rows = []
     for a in study_responses(study):

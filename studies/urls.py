@@ -2,9 +2,9 @@
 
 from django.urls import path
 
-from . import choice_researcher_views as choice_views
-from . import researcher_views as views
-from . import running_views
+from . import views
+from .choice import researcher_views as choice_views
+from .participation import researcher_views as running_views
 
 app_name = "studies"
 

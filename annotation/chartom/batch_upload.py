@@ -19,8 +19,8 @@ from django.db import transaction
 
 from modeling.models import Backend
 
-from ..chartom_models import NoteBatch
 from .books import book_text_import
+from .models import NoteBatch
 from .notes_import import note_batch_import
 
 _UNSAFE = re.compile(r"[^\w.\- ]+")

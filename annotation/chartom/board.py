@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.roles import is_researcher
 
-from ..chartom_models import (
+from .models import (
     AnnotationTask,
     Construction,
     FieldChange,

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from ..chartom_models import Stage, TaskAssignment, TaskKind
+from .models import Stage, TaskAssignment, TaskKind
 from .review_slot import normalized, review_slot_lock, review_take, same_text
 from .workflow import WorkflowError, assignment_submit, construction_advance, field_set
 

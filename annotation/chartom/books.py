@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import transaction
 
-from ..chartom_models import BookText
+from .models import BookText
 
 logger = logging.getLogger(__name__)
 

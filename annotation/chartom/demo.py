@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.db import transaction
 
-from ..chartom_models import NoteBatch
 from .books import book_text_import
+from .models import NoteBatch
 from .notes_import import note_batch_import
 
 DEMO_BATCH = "CharToM-QA demo"

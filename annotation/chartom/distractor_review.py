@@ -15,7 +15,7 @@ from django.db import transaction
 
 from benchmarks.models import QAItem
 
-from ..chartom_models import TaskAssignment, TaskKind
+from .models import TaskAssignment, TaskKind
 from .publish import construction_publish
 from .review_slot import normalized, review_slot_lock, review_take, same_text
 from .workflow import WorkflowError, assignment_submit, field_set

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from config.csv_safe import csv_writer
+from common.csv_safe import csv_writer
 
-from ..chartom_models import Construction, FieldChange, NoteBatch
 from .board import change_author
+from .models import Construction, FieldChange, NoteBatch
 
 CONSTRUCTION_COLUMNS = (
     "construction_id",

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from ..chartom_models import Construction, Stage, TaskAssignment, TaskKind
+from .models import Construction, Stage, TaskAssignment, TaskKind
 from .qualification import annotator_qualified
 from .review_slot import review_slot_lock, review_take
 from .spans import key_note_text, spans_clean

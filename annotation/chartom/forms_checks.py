@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 
-from ..chartom_models import NoteBatch
 from . import judgement, note_checks
+from .models import NoteBatch
 
 
 class NoteCheckSampleForm(forms.Form):

@@ -23,9 +23,9 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from benchmarks.models import Benchmark
 from modeling.models import Prediction, Run
-from modeling.text_similarity import generative_predictions
+from modeling.pipelines.chartom_qa.predictions import generative_predictions
 
-from ..chartom_models import AnnotationTask, JudgementSample, TaskAssignment, TaskKind
+from .models import AnnotationTask, JudgementSample, TaskAssignment, TaskKind
 from .workflow import WorkflowError, assignment_lock, assignment_submit, task_take
 
 KIND = TaskKind.JUDGEMENT

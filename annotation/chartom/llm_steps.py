@@ -35,24 +35,17 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from modeling.llm.base import BackendError
+from modeling.backends.base import BackendError
 from modeling.models import PromptTemplate, Run, RunCall
-from modeling.services import (
+from modeling.runs.direct import (
     RunBudgetExceeded,
     run_direct_call,
     run_direct_create,
     run_direct_finish,
 )
 
-from ..chartom_models import (
-    LLM_STAGES,
-    Construction,
-    FieldChange,
-    NoteBatch,
-    QuestionCandidate,
-    Stage,
-)
 from . import prompts, replies
+from .models import LLM_STAGES, Construction, FieldChange, NoteBatch, QuestionCandidate, Stage
 from .replies import ReplyInvalid
 from .workflow import construction_advance, construction_lock, field_set
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from modeling.models import Prediction
 
-from ..chartom_models import Construction, Stage
+from .models import Construction, Stage
 from .workflow import WorkflowError, construction_advance, construction_lock, field_set
 
 # Past this, the prompt grows for little gain: the paper's judge lists a defect or two.

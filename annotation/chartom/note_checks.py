@@ -22,7 +22,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 
-from ..chartom_models import (
+from .models import (
     AnnotationTask,
     Construction,
     NoteBatch,

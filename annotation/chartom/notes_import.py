@@ -32,8 +32,8 @@ from benchmarks.importers.base import ImportDataError, field_size_check
 from benchmarks.models import ToMDimension
 from modeling.models import Backend
 
-from ..chartom_models import LLM_STAGES, BookText, Construction, NoteBatch, ReaderNote, Stage
 from .books import PlotTokenizer, plot_tokenizer, plot_windows
+from .models import LLM_STAGES, BookText, Construction, NoteBatch, ReaderNote, Stage
 from .workflow import WorkflowError, step_enqueue
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from ..chartom_models import Construction, Stage, TaskAssignment, TaskKind
+from .models import Construction, Stage, TaskAssignment, TaskKind
 from .review_slot import review_slot_lock, review_take
 from .text_edits import edit_distance, unified_diff
 from .workflow import WorkflowError, assignment_submit, construction_advance, field_set

@@ -233,7 +233,7 @@ STEP_TEMPLATES = {
 
 def chartom_templates_ensure_defaults() -> int:
     """Create the missing default templates (idempotent); returns how many were created."""
-    from modeling.services import prompt_templates_ensure_defaults
+    from modeling.runs.prompt_templates import prompt_templates_ensure_defaults
 
     wanted = {(spec["name"], spec["version"]) for spec in CHARTOM_TEMPLATES}
     have = set(

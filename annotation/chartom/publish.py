@@ -16,8 +16,8 @@ from benchmarks.importers import ImportDataError
 from benchmarks.models import QAItem
 from benchmarks.services import qa_item_publish
 
-from ..chartom_models import Construction, Stage
 from .llm_steps import batch_run_settle
+from .models import Construction, Stage
 from .workflow import WorkflowError, construction_advance, field_set
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts.roles import is_researcher
 from benchmarks.models import ToMDimension
 
-from ..chartom_models import (
+from .models import (
     QualificationAnswer,
     QualificationAttempt,
     QualificationItem,

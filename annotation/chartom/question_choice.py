@@ -15,7 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from ..chartom_models import (
+from .models import (
     Construction,
     FieldChange,
     QuestionCandidate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from annotation.generation.replies import ReplyInvalid
+from annotation.dyntom.generation.replies import ReplyInvalid
 
 __all__ = [
     "ReplyInvalid",

@@ -11,7 +11,7 @@ import re
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from ..chartom_models import Construction, Stage, TaskAssignment
+from .models import Construction, Stage, TaskAssignment
 from .workflow import WorkflowError, assignment_lock, construction_lock, task_take
 
 NOT_FOUND = "no such task in your queue"

@@ -26,14 +26,14 @@ from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
 from modeling.models import Backend
 
-from ..chartom_models import Construction, NoteBatch, TaskAssignment, TaskKind
-from ..validation_views import annotator_required
+from ..dyntom.validation.views import annotator_required
 from . import board, exports_board
 from .batch_upload import BatchUploadError, note_batch_upload
 from .bonus_review import bonus_review_submit, bonus_review_take
 from .distractor_review import distractor_review_submit, distractor_review_take
 from .forms_board import NoteBatchUploadForm, json_list, lines
 from .misleadings import construction_distractors_redo
+from .models import Construction, NoteBatch, TaskAssignment, TaskKind
 from .notes_import import note_batch_start
 from .review_slot import review_slot_get
 from .workflow import WorkflowError, batch_retry_all, construction_retry, task_timeout

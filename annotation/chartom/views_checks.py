@@ -22,12 +22,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.roles import is_researcher
-from annotation.validation_views import annotator_required
-from config.request_params import BadNumber, optional_number
+from annotation.dyntom.validation.views import annotator_required
+from common.request_params import BadNumber, optional_number
 
-from ..chartom_models import JudgementSample, NoteBatch, NoteCheckLabel, TaskAssignment
 from . import judgement, note_checks
 from .forms_checks import JudgementSampleForm, NoteCheckSampleForm
+from .models import JudgementSample, NoteBatch, NoteCheckLabel, TaskAssignment
 from .workflow import WorkflowError, task_timeout
 
 INDEX_PAGE = "annotation/chartom/checks/index.html"

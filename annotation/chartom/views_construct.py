@@ -27,11 +27,11 @@ from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
 from benchmarks.models import ToMDimension
 
-from ..chartom_models import QualificationItem, QualificationSet, TaskAssignment, TaskKind
-from ..validation_views import annotator_required
+from ..dyntom.validation.views import annotator_required
 from . import qualification as quals
 from .board import annotator_cards
 from .extraction import DIMENSION_DEFINITIONS, extraction_submit, extraction_take
+from .models import QualificationItem, QualificationSet, TaskAssignment, TaskKind
 from .paraphrase_review import paraphrase_review_submit, paraphrase_review_take
 from .question_choice import candidates_for, question_choice_take, question_choose
 from .review_slot import review_slot_get

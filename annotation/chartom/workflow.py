@@ -29,9 +29,10 @@ from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
+from common.tasks import task_send_on_commit
 from studies.assignment import items_assign_with_room
 
-from ..chartom_models import (
+from .models import (
     HUMAN_STAGES,
     LLM_STAGES,
     AnnotationTask,
@@ -117,12 +118,7 @@ def field_set(
 def step_enqueue(construction_id: int) -> None:
     """Queue the LLM step of a construction once the current transaction commits."""
 
-    def send() -> None:
-        from celery import current_app
-
-        current_app.send_task(STEP_TASK_NAME, (construction_id,), queue="default")
-
-    transaction.on_commit(send)
+    task_send_on_commit(STEP_TASK_NAME, (construction_id,), queue="default")
 
 
 def construction_advance(

@@ -51,7 +51,7 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 INSTALLED_APPS = [
     # django.contrib.admin, with malformed admin input as form errors, not 500s.
-    "config.admin_input.InputSafeAdminConfig",
+    "common.admin_input.InputSafeAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "modeling",
     "reports",
     "accounts",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -81,7 +82,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "config.middleware.ContentSecurityPolicyMiddleware",
+    "common.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -190,7 +191,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsResearcher"],
     # Every list endpoint: 50 a page, ?page_size= up to TOMLAB_API_MAX_PAGE_SIZE.
-    "DEFAULT_PAGINATION_CLASS": "config.pagination.CappedPageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.pagination.CappedPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -239,7 +240,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "filters": {
-        "redact_tokens": {"()": "config.log_redaction.RedactInviteTokens"},
+        "redact_tokens": {"()": "common.log_redaction.RedactInviteTokens"},
         "no_denial_tracebacks": {"()": "accounts.log_filters.NoTracebackForDenials"},
     },
     "handlers": {

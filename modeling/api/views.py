@@ -19,8 +19,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from modeling import selectors, services
 from modeling.models import Prediction, Run
+from modeling.runs import selectors, services
 
 from . import filters, serializers
 

@@ -106,7 +106,7 @@ def baseline_run_create(
         created_by=created_by,
     )
     if enqueue:
-        from modeling.services import run_enqueue
+        from modeling.runs.services import run_enqueue
 
         run_enqueue(run)
     return run

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from config.request_params import BadNumber, number_list
+from common.request_params import BadNumber, number_list
 from reports.report_types import Report
 from reports.tables import BUILDERS, build_report, report_json
 

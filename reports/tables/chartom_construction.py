@@ -41,9 +41,7 @@ from annotation.models import (
     TaskAssignment,
     TaskKind,
 )
-from modeling.models import Prediction
-from modeling.pipelines.chartom_qa import STRICT, response_score
-from reports.metrics import (
+from metrics import (
     accuracy_ci,
     agreement_ci,
     bonus_point_coverage,
@@ -51,6 +49,8 @@ from reports.metrics import (
     pearson,
     percent_agreement,
 )
+from modeling.models import Prediction
+from modeling.pipelines.chartom_qa import STRICT, response_score
 from reports.report_types import Cell, Report, Table
 from reports.tables import N_RESAMPLES, pct, run_label
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.models import QAItem, ToMDimension
+from metrics import accuracy_ci, bonus_point_coverage, bootstrap_ci, length_ratio, penalty_rate
 from modeling.pipelines.chartom_qa import (
     REFERENCE,
     STRICT,
@@ -36,13 +37,6 @@ from modeling.pipelines.chartom_qa import (
     response_score,
 )
 from reports import selectors
-from reports.metrics import (
-    accuracy_ci,
-    bonus_point_coverage,
-    bootstrap_ci,
-    length_ratio,
-    penalty_rate,
-)
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import (
     N_RESAMPLES,

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.models import DynToMQuestion
-from reports.dyntom_outcomes import QuestionBank, RunOutcomes, question_bank, run_outcomes
-from reports.metrics import (
+from metrics import (
     OutcomeColumns,
     cluster_accuracy_ci,
     compositional_analysis,
@@ -33,7 +32,8 @@ from reports.metrics import (
     mean_sd,
     time_span_accuracy,
 )
-from reports.metrics.dyntom import QUESTION_TYPE_CODES
+from metrics.dyntom import QUESTION_TYPE_CODES
+from reports.dyntom_outcomes import QuestionBank, RunOutcomes, question_bank, run_outcomes
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct, run_label, runs_table
 

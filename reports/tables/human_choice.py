@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from benchmarks.models import ToMDimension
+from metrics import accuracy, accuracy_ci, mean_sd
 from reports import selectors
-from reports.metrics import accuracy, accuracy_ci, mean_sd
 from reports.report_types import Cell, Report, Table
 from reports.tables import N_RESAMPLES, pct, run_label
 from reports.tables.dyntom import CELL_COLUMNS, CELLS, table3_cell

@@ -37,8 +37,7 @@ from functools import cached_property
 from itertools import compress
 from typing import Any
 
-from reports import selectors
-from reports.metrics import (
+from metrics import (
     EASY,
     HARD,
     AccuracyEstimate,
@@ -55,10 +54,11 @@ from reports.metrics import (
     scene_accuracy_ci,
     speaker_difficulty,
 )
+from reports import selectors
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct, run_label, runs_table
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
-from studies.services import IDLE_CUTOFF
+from studies.scene.services import IDLE_CUTOFF
 
 NO_GENRE = "(no genre)"
 NO_TAG = "(no tag)"

@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from metrics.tvshowguess import DEPENDENCE_TYPES, annotation_shares, dependence_type
 from reports import selectors
-from reports.metrics.tvshowguess import (
-    DEPENDENCE_TYPES,
-    annotation_shares,
-    dependence_type,
-)
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import pct
 from reports.tables.tom_in_amc import SpeakerData, _item_chance, build_speaker_tables

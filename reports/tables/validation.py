@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from annotation import validation_selectors
-from annotation.rubrics import KIND_LABELS, KINDS
-from reports.metrics import agreement_ci, krippendorff_alpha
+from annotation.dyntom.validation import selectors as validation_selectors
+from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
+from metrics import agreement_ci, krippendorff_alpha
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct
 

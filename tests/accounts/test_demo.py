@@ -15,7 +15,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from accounts.management.commands import load_demo
 from accounts.roles import has_role
 from accounts.services import user_create_with_role
 from benchmarks.models import (
@@ -29,6 +28,7 @@ from benchmarks.models import (
     SpeakerInstance,
     Work,
 )
+from demo.management.commands import load_demo
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.dyntom_questions import generate_questions, stage_rng
+from annotation.dyntom.questions import generate_questions, stage_rng
 
 DATA_DIRS = ("dyntom", "dyntom-variants")
 QUESTION_FIELDS = ["question", "true answer", "options", "question type", "option reasons"]

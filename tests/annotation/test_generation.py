@@ -17,19 +17,20 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from annotation.generation.prompts import RETRY
-from annotation.models import GeneratedStage, GenerationJob
-from annotation.services import (
+from annotation.dyntom.generation.prompts import RETRY
+from annotation.dyntom.generation.services import (
     generated_stage_discard,
     generated_stage_keep,
     generated_stage_story,
     generation_job_create,
     generation_job_run,
 )
-from annotation.tasks import generation_job_task
+from annotation.dyntom.generation.tasks import generation_job_task
+from annotation.models import GeneratedStage, GenerationJob
 from benchmarks.models import DynToMQuestion, DynToMStage, Work
 from modeling.models import CachedResponse, Prediction, PromptTemplate, Run, RunCall
-from modeling.services import prompt_template_revise, run_resume, runs_requeue_orphaned
+from modeling.runs.prompt_templates import prompt_template_revise
+from modeling.runs.services import run_resume, runs_requeue_orphaned
 from tests.llm_server import LLMTestServer, dyntom_letter_responder
 
 pytestmark = pytest.mark.django_db
@@ -346,7 +347,7 @@ def test_same_seed_same_contexts_and_a_rerun_asks_nothing_again(backend, pools, 
 
 
 def test_edited_templates_are_used_and_recorded(backend, pools, llm_server):
-    from annotation.generation.prompts import active_generation_templates
+    from annotation.dyntom.generation.prompts import active_generation_templates
 
     responder = GenerationResponder()
     llm_server.responder = responder

@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation.dyntom.generation.services import generation_job_run
 from annotation.models import GenerationJob
-from annotation.services import generation_job_run
 from modeling.models import Backend, PromptTemplate
 
 from .test_generation import GenerationResponder, backend, pools
@@ -112,7 +112,7 @@ def test_backend_without_a_model_is_a_form_error(client_researcher, llm_server):
 
 
 def test_job_list_query_count_does_not_grow(client_researcher, backend):
-    from annotation.services import generation_job_create
+    from annotation.dyntom.generation.services import generation_job_create
 
     def queries_for_page() -> int:
         with CaptureQueriesContext(connection) as captured:

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from annotation.dyntom.generation.services import generated_stage_keep, generation_job_create
+from annotation.dyntom.validation.selectors import waiting_generated_stages
 from annotation.models import GenerationJob, ValidationBatch
-from annotation.services import generated_stage_keep, generation_job_create
-from annotation.validation_selectors import waiting_generated_stages
 from benchmarks.models import DynToMQuestion
 from modeling.models import Run
 from tests.celery_worker import purge_queues, start_worker, stop_worker

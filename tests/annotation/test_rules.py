@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.rubrics import DEFAULT_RUBRICS, KINDS, criterion_keys, paper_rule
-from annotation.rules import (
+from annotation.dyntom.validation.rubrics import DEFAULT_RUBRICS, KINDS, criterion_keys, paper_rule
+from annotation.dyntom.validation.rules import (
     DISCARD,
     KEEP,
     PENDING,

@@ -9,7 +9,24 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from annotation.generation.prompts import active_generation_templates
+from annotation.dyntom.generation.prompts import active_generation_templates
+from annotation.dyntom.validation.rubrics import (
+    DEFAULT_RUBRICS,
+    RubricError,
+    paper_rule,
+    validation_defaults_ensure,
+)
+from annotation.dyntom.validation.rules import RuleError
+from annotation.dyntom.validation.services import (
+    ValidationError,
+    decision_rule_revise,
+    rubric_revise,
+    validation_batch_create,
+    validation_decision_override,
+    validation_score_record,
+    validation_stage_take,
+    validation_submit,
+)
 from annotation.models import (
     AcceptedSet,
     DecisionRule,
@@ -20,18 +37,6 @@ from annotation.models import (
     ValidationBatch,
     ValidationDecision,
     ValidationScore,
-)
-from annotation.rubrics import DEFAULT_RUBRICS, RubricError, paper_rule, validation_defaults_ensure
-from annotation.rules import RuleError
-from annotation.validation_services import (
-    ValidationError,
-    decision_rule_revise,
-    rubric_revise,
-    validation_batch_create,
-    validation_decision_override,
-    validation_score_record,
-    validation_stage_take,
-    validation_submit,
 )
 from benchmarks.models import DynToMStage, Work
 from modeling.models import Backend

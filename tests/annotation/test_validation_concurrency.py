@@ -17,9 +17,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db.models import Count
 
+from annotation.dyntom.validation.rubrics import validation_defaults_ensure
+from annotation.dyntom.validation.services import validation_batch_create, validation_stage_take
 from annotation.models import ValidationAssignment, ValidationBatch, ValidationObject
-from annotation.rubrics import validation_defaults_ensure
-from annotation.validation_services import validation_batch_create, validation_stage_take
 from benchmarks.models import DynToMStage
 from tests.factories import UserFactory
 from tests.studies.test_concurrency import run_together

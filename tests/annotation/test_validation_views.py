@@ -28,6 +28,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from annotation.dyntom.validation.rubrics import paper_rule
+from annotation.dyntom.validation.services import decision_rule_revise
 from annotation.models import (
     AcceptedSet,
     ValidationAssignment,
@@ -37,8 +39,6 @@ from annotation.models import (
     ValidationScore,
     ValidationStage,
 )
-from annotation.rubrics import paper_rule
-from annotation.validation_services import decision_rule_revise
 from reports.tables.validation import build_validation_report
 from tests.factories import UserFactory
 

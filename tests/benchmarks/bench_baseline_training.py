@@ -53,7 +53,7 @@ def measure(args: argparse.Namespace) -> dict:
 
     from modeling.baselines.services import baseline_run_create
     from modeling.models import Run
-    from modeling.services import run_execute
+    from modeling.runs.executor import run_execute
 
     if args.threads:
         torch.set_num_threads(args.threads)

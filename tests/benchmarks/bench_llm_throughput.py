@@ -55,10 +55,12 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from modeling.llm import ChatRequest, get_backend
+    from modeling.backends import ChatRequest, get_backend
     from modeling.models import Backend, CachedResponse, Prediction, Run
     from modeling.pipelines import get_pipeline
-    from modeling.services import active_template, run_create, run_execute
+    from modeling.runs.executor import run_execute
+    from modeling.runs.prompt_templates import active_template
+    from modeling.runs.services import run_create
 
     try:
         call_command("migrate", verbosity=0)

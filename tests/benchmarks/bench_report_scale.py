@@ -100,7 +100,7 @@ def generate_predictions(total: int, runs: int, rng: random.Random) -> None:
 
     from benchmarks.models import DynToMQuestion
     from modeling.models import Prediction, Run
-    from modeling.signals import predictions_changed
+    from modeling.runs.signals import predictions_changed
 
     Run.objects.filter(name__startswith=RUN_PREFIX).delete()
     if total <= 0:

@@ -544,7 +544,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from studies.services import participants_invite, study_create, study_go_live
+    from studies.participation.services import participants_invite
+    from studies.services import study_create, study_go_live
 
     workdir = Path(tempfile.mkdtemp(prefix="study-load-"))
     server = None

@@ -392,7 +392,7 @@ def _api_list_views() -> list[tuple[str, type]]:
 
 
 def test_every_api_list_endpoint_caps_its_page_size():
-    from config.pagination import CappedPageNumberPagination
+    from common.pagination import CappedPageNumberPagination
 
     views = _api_list_views()
 

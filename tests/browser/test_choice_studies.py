@@ -16,9 +16,10 @@ from playwright.sync_api import expect
 
 from annotation.chartom.books import gutenberg_strip, plot_windows
 from benchmarks.models import DynToMStage, QAItem, Work
-from studies import choice_services as cs
+from studies.choice import services as cs
 from studies.models import Assignment, ChoiceAnswer
-from studies.services import participant_consent, participants_invite, study_launch
+from studies.participation.services import participant_consent, participants_invite
+from studies.services import study_launch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from modeling import services as run_services
 from modeling.models import Run
+from modeling.runs import services as run_services
 from studies import services
 from studies.models import Study
 from tests.factories import DynToMQuestionFactory

@@ -7,7 +7,8 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from modeling.models import MentalStateRecord, Run
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 from tests.browser.test_model_runs import log_in
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.test_speaker_guess_pipeline import gold_answers, responder_for

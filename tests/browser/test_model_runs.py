@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from modeling import services
 from modeling.models import Prediction, PromptTemplate, Run
+from modeling.runs import services
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.conftest import gold_responder
 

@@ -15,8 +15,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from studies import recruitment, services
+from studies import services
 from studies.models import Assignment, Participant, StudyItem
+from studies.participation import recruitment
 from tests.browser.test_study_rater import answer_with_keys, digit_for, log_in, speakers_of
 from tests.studies import conftest as study_fixtures
 

@@ -15,12 +15,12 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from studies.models import Participant, Study, StudyItem
-from studies.services import (
+from studies.participation.services import participant_consent
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
     participant_next_step,
     scene_submit,
 )

@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from annotation.dyntom.validation.services import validation_batch_create
 from annotation.models import ValidationAssignment, ValidationDecision, ValidationScore
-from annotation.validation_services import validation_batch_create
 from benchmarks.models import DynToMStage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -116,7 +116,7 @@ def test_annotator_scores_a_stage_with_the_keyboard(
 def test_researcher_sees_decisions_overrides_and_the_report(
     live_server, page, screenshot, researcher, annotator, batch
 ):
-    from annotation.validation_services import validation_stage_take, validation_submit
+    from annotation.dyntom.validation.services import validation_stage_take, validation_submit
 
     validation_stage_take(batch=batch, annotator=annotator)
     for slot in ValidationAssignment.objects.filter(annotator=annotator).select_related("rubric"):

@@ -17,8 +17,8 @@ from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from modeling import services
 from modeling.models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
+from modeling.runs import services
 from tests.factories import DynToMQuestionFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from modeling import services
 from modeling.models import Backend, Prediction, PromptTemplate, Run
+from modeling.runs import services
 from tests.celery_worker import drain_queue, purge_queues
 from tests.factories import DynToMQuestionFactory, DynToMStageFactory
 from tests.modeling.conftest import answer_all
@@ -593,7 +593,7 @@ def test_api_key_recovery_learns_nothing(api):
 
 
 def test_a_stored_key_is_decrypted_for_the_llm_client_only(openai_backend, llm_server):
-    from modeling.llm import ChatRequest, get_backend
+    from modeling.backends import ChatRequest, get_backend
 
     openai_backend.api_key_env = ""
     openai_backend.set_api_key("sk-stored-789")
@@ -611,8 +611,8 @@ def test_a_stored_key_is_decrypted_for_the_llm_client_only(openai_backend, llm_s
 
 
 def test_a_key_under_another_secret_key_is_a_clear_config_error(openai_backend, settings):
-    from modeling.llm import get_backend
-    from modeling.llm.base import BackendConfigError
+    from modeling.backends import get_backend
+    from modeling.backends.base import BackendConfigError
 
     openai_backend.api_key_env = ""
     openai_backend.set_api_key("sk-stored-789")

@@ -36,7 +36,7 @@ from modeling.baselines.longformer_p import (
 from modeling.baselines.services import baseline_run_create
 from modeling.baselines.training import TRAINERS, Hooks, task_sets
 from modeling.models import Prediction, Run
-from modeling.services import run_queue
+from modeling.runs.services import run_queue
 from tests.celery_worker import drain_queue, purge_queues
 
 pytestmark = pytest.mark.django_db
@@ -341,7 +341,7 @@ def test_train_baseline_protonet_then_leopard_and_mtl_end_to_end(movies, tiny_en
 def test_queued_baselines_go_to_the_gpu_queue_and_its_task_runs_them(
     movies, tiny_encoder, researcher, rater, client, django_capture_on_commit_callbacks
 ):
-    from modeling.tasks import train_baseline_task
+    from modeling.runs.tasks import train_baseline_task
 
     purge_queues()
     with django_capture_on_commit_callbacks(execute=True):

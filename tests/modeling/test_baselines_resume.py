@@ -22,7 +22,7 @@ from django.core.management import call_command
 from modeling.baselines.services import baseline_run_create
 from modeling.baselines.training import Hooks, baseline_train, checkpoint_dir
 from modeling.models import Run
-from modeling.services import run_execute
+from modeling.runs.executor import run_execute
 from tests.celery_worker import database_url
 
 ROOT = Path(settings.BASE_DIR)

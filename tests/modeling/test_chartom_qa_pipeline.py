@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import QAItem
+from metrics.text_overlap import rouge_l
 from modeling.models import Backend, Prediction, Run
 from modeling.pipelines.chartom_qa import (
     REFERENCE,
@@ -28,9 +29,9 @@ from modeling.pipelines.chartom_qa import (
     truncate_response,
     truncation_limit,
 )
-from modeling.services import run_create, run_execute
-from modeling.text_similarity import predictions_text_similarity
-from reports.metrics.text_overlap import rouge_l
+from modeling.pipelines.chartom_qa.text_similarity import predictions_text_similarity
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 from reports.tables import build_report
 
 # The pure reading tests need no database; the rest do.

@@ -8,7 +8,7 @@ import pytest
 
 from modeling.pipelines import get_pipeline
 from modeling.pipelines.dyntom import parse_answers
-from modeling.services import active_template
+from modeling.runs.prompt_templates import active_template
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,8 @@ from django.core.management import CommandError, call_command
 
 from benchmarks.models import DynToMQuestion, QAItem, SpeakerInstance
 from modeling.models import Prediction, Run
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 
 from .conftest import gold_responder
 

@@ -8,9 +8,9 @@ from email.utils import formatdate
 
 import pytest
 
-from modeling.llm import BackendError, ChatRequest, get_backend
-from modeling.llm.base import BackendConfigError
-from modeling.llm.openai_backend import retry_after_seconds
+from modeling.backends import BackendError, ChatRequest, get_backend
+from modeling.backends.base import BackendConfigError
+from modeling.backends.openai_backend import retry_after_seconds
 
 pytestmark = pytest.mark.django_db
 

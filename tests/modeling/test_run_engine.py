@@ -9,18 +9,13 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import DynToMQuestion
-from modeling.llm import ChatRequest
+from modeling.backends import ChatRequest
 from modeling.models import CachedResponse, Prediction, Run, RunCall
-from modeling.selectors import run_prediction_summary
-from modeling.services import (
-    RequestCodec,
-    prompt_template_revise,
-    run_cancel,
-    run_create,
-    run_execute,
-    run_resume,
-    runs_requeue_orphaned,
-)
+from modeling.runs.executor import run_execute
+from modeling.runs.prompt_templates import prompt_template_revise
+from modeling.runs.recording import RequestCodec
+from modeling.runs.selectors import run_prediction_summary
+from modeling.runs.services import run_cancel, run_create, run_resume, runs_requeue_orphaned
 
 from .conftest import answer_all, gold_responder, prompt_keys
 
@@ -327,7 +322,7 @@ def test_run_model_command_errors_name_the_problem(openai_backend, dyntom_stages
 
 def test_local_model_runs_go_to_the_gpu_queue(openai_backend, dyntom_stages):
     from modeling.models import Backend
-    from modeling.services import run_queue
+    from modeling.runs.services import run_queue
 
     local = Backend.objects.create(
         name="local-lm", kind=Backend.Kind.TRANSFORMERS, model_path="/models/tiny"

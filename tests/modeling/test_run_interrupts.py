@@ -27,14 +27,9 @@ from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import CachedResponse, Prediction, Run, RunCall
-from modeling.services import (
-    RunInterrupt,
-    RunLeased,
-    _process_started_at,
-    run_create,
-    run_execute,
-    run_resume,
-)
+from modeling.runs.executor import RunInterrupt, run_execute
+from modeling.runs.leases import RunLeased, _process_started_at
+from modeling.runs.services import run_create, run_resume
 from tests.celery_worker import database_url
 from tests.llm_server import LLMTestServer
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run, RunCall
-from modeling.services import run_create
+from modeling.runs.services import run_create
 from tests.celery_worker import purge_queues, start_worker, stop_worker
 
 from .conftest import prompt_keys

@@ -19,8 +19,9 @@ from benchmarks.models import Character, Scene, Work
 from modeling.models import CachedResponse, MentalStateRecord, Prediction, Run, RunCall
 from modeling.pipelines import get_pipeline
 from modeling.pipelines.speaker_guess import parse_scene_reply, read_name, score_answer
-from modeling.selectors import run_prediction_summary
-from modeling.services import run_create, run_execute, run_plan, run_resume
+from modeling.runs.executor import run_execute
+from modeling.runs.selectors import run_prediction_summary
+from modeling.runs.services import run_create, run_plan, run_resume
 
 pytestmark = pytest.mark.django_db
 

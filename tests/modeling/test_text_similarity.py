@@ -8,9 +8,13 @@ import math
 import pytest
 from django.core.management import CommandError, call_command
 
+from metrics.text_overlap import rouge_l
 from modeling.models import Prediction, Run
-from modeling.text_similarity import bertscore, bertscore_f1, predictions_text_similarity
-from reports.metrics.text_overlap import rouge_l
+from modeling.pipelines.chartom_qa.text_similarity import (
+    bertscore,
+    bertscore_f1,
+    predictions_text_similarity,
+)
 from tests.factories import QAItemFactory
 from tests.modeling.conftest import TINY_BERT_SENTENCES
 
@@ -143,8 +147,8 @@ def test_an_id_that_is_no_chartom_run_writes_nothing(scored_setup):
 def test_the_task_goes_to_the_gpu_queue_and_calls_the_service(
     scored_setup, settings, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from modeling.tasks import score_text_similarity_task
-    from modeling.text_similarity import text_similarity_enqueue
+    from modeling.pipelines.chartom_qa.tasks import score_text_similarity_task
+    from modeling.pipelines.chartom_qa.text_similarity import text_similarity_enqueue
 
     sent = []
     monkeypatch.setattr(

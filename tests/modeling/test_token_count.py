@@ -11,8 +11,8 @@ from django.urls import reverse
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from modeling.llm import ChatRequest
-from modeling.llm.token_count import HEURISTIC, TOKENS_PER_MESSAGE, prompt_token_counter
+from modeling.backends import ChatRequest
+from modeling.backends.token_count import HEURISTIC, TOKENS_PER_MESSAGE, prompt_token_counter
 from modeling.models import Backend, Run
 
 CHAT_TEMPLATE = (

@@ -16,11 +16,12 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from modeling.llm import BackendError, ChatRequest, get_backend
-from modeling.llm.base import BackendConfigError
-from modeling.llm.transformers_backend import TransformersChatBackend
+from modeling.backends import BackendError, ChatRequest, get_backend
+from modeling.backends.base import BackendConfigError
+from modeling.backends.transformers_backend import TransformersChatBackend
 from modeling.models import Backend, Prediction, RunCall
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 
 CONTEXT = 1024
 CHAT_TEMPLATE = (

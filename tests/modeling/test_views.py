@@ -12,8 +12,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from modeling import services
 from modeling.models import PromptTemplate, Run
+from modeling.runs import services
 from tests.modeling.conftest import gold_responder
 
 pytestmark = pytest.mark.django_db
@@ -194,7 +194,7 @@ def test_run_accuracy_is_coloured_against_the_items_chance(
     """Issue 16: a flat rule coloured 11% green; the colour now says where the accuracy
     stands against guessing among each question's options (mean of 1/#options)."""
     from modeling.models import Prediction
-    from modeling.selectors import run_prediction_summary
+    from modeling.runs.selectors import run_prediction_summary
 
     llm_server.responder = gold_responder(dyntom_stages)
     run = make_run(openai_backend)

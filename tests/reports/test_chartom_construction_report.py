@@ -310,7 +310,7 @@ def test_exports_hold_every_new_table(client_researcher, checked, judged_run):
 def test_researcher_queues_text_similarity_from_the_report(
     client, rater, researcher, judged_run, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from modeling.tasks import score_text_similarity_task
+    from modeling.pipelines.chartom_qa.tasks import score_text_similarity_task
 
     sent = []
     monkeypatch.setattr(

@@ -25,8 +25,9 @@ from django.urls import reverse
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run
-from modeling.prediction_import import predictions_import
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.prediction_import import predictions_import
+from modeling.runs.services import run_create
 from reports.dyntom_outcomes import (
     _pack,
     _read_question_bank,

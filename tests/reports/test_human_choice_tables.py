@@ -6,9 +6,10 @@ import pytest
 
 from modeling.models import Prediction, Run
 from reports.tables import build_report
-from studies import choice_services as cs
+from studies.choice import services as cs
 from studies.models import Assignment
-from studies.services import participant_consent, participants_invite, study_launch
+from studies.participation.services import participant_consent, participants_invite
+from studies.services import study_launch
 from tests.factories import DynToMQuestionFactory, DynToMStageFactory, QAItemFactory
 from tests.studies.test_choice_services import _books
 

@@ -34,18 +34,19 @@ from reports.charts import render_chart
 from reports.selectors import human_response_size, long_format_columns, long_format_rows
 from reports.tables import build_report
 from studies.models import Assignment, Study
-from studies.services import (
+from studies.participation.services import (
+    participant_consent,
+    participant_withdraw,
+    participants_invite,
+)
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
-    participant_withdraw,
-    participants_invite,
     scene_submit,
-    study_create,
-    study_go_live,
 )
+from studies.services import study_create, study_go_live
 from tests.studies.conftest import friends, live_study  # noqa: F401
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""reports.metrics: accuracy, bootstrap, baselines, correlation, CharToM-QA metrics.
+"""metrics: accuracy, bootstrap, baselines, correlation, CharToM-QA metrics.
 
 Expected values are worked out by hand in the comments next to each assertion.
 Agreement and DynToM metrics have their own files (test_metrics_agreement.py,
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import metrics
-from reports.metrics import (
+import metrics
+from metrics import (
     AccuracyEstimate,
     accuracy,
     accuracy_by_difficulty,
@@ -46,10 +46,10 @@ def test_every_metrics_module_imports_without_django():
     # reports/metrics that imported Django (even indirectly) would put it in sys.modules.
     script = (
         "import importlib, pkgutil, sys\n"
-        "import reports.metrics as package\n"
+        "import metrics as package\n"
         "names = [m.name for m in pkgutil.iter_modules(package.__path__)]\n"
         "for name in names:\n"
-        "    importlib.import_module('reports.metrics.' + name)\n"
+        "    importlib.import_module('metrics.' + name)\n"
         "leaked = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
         "print(','.join(names))\n"
         "sys.exit('django imported: ' + ', '.join(leaked[:5]) if leaked else 0)\n"

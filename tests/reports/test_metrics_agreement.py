@@ -1,10 +1,10 @@
-"""reports.metrics.agreement against textbook examples worked by hand."""
+"""metrics.agreement against textbook examples worked by hand."""
 
 from fractions import Fraction
 
 import pytest
 
-from reports.metrics import (
+from metrics import (
     agreement_ci,
     agreement_cis,
     cohen_kappa,

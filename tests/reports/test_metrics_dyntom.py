@@ -1,16 +1,11 @@
-"""reports.metrics.dyntom: Figure 3's compositional error types and Tables 4-5's spans."""
+"""metrics.dyntom: Figure 3's compositional error types and Tables 4-5's spans."""
 
 import json
 
 import pytest
 
-from reports.metrics import (
-    CompositionalCounts,
-    DynToMOutcome,
-    compositional_analysis,
-    time_span_accuracy,
-)
-from reports.metrics.dyntom import classify
+from metrics import CompositionalCounts, DynToMOutcome, compositional_analysis, time_span_accuracy
+from metrics.dyntom import classify
 
 U, T1, T2, T3 = "understanding", "transformation-1", "transformation-2", "transformation-3"
 

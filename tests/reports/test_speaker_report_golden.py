@@ -30,18 +30,19 @@ from benchmarks.models import Scene, SpeakerInstance, Work
 from modeling.models import Prediction, Run
 from reports.tables import build_report, report_json
 from studies.models import Assignment, Study
-from studies.services import (
+from studies.participation.services import (
+    participant_consent,
+    participant_withdraw,
+    participants_invite,
+)
+from studies.scene.services import (
     CANT_TELL,
     answers_record,
     familiarity_declare,
     history_confirm,
-    participant_consent,
-    participant_withdraw,
-    participants_invite,
     scene_submit,
-    study_create,
-    study_go_live,
 )
+from studies.services import study_create, study_go_live
 from tests.reports.test_tables import amc_set  # noqa: F401
 
 pytestmark = pytest.mark.django_db

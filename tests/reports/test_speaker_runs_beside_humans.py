@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from modeling.models import Run
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 from reports.tables import build_report
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.test_speaker_guess_pipeline import gold_answers, responder_for

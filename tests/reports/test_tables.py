@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 
 from benchmarks.models import Benchmark, DynToMQuestion, QAItem, SpeakerAnnotation, Work
 from modeling.models import Prediction, Run
-from modeling.services import run_create, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.services import run_create
 from reports.selectors import long_format_columns, long_format_rows
 from reports.tables import build_report
 from tests.factories import (

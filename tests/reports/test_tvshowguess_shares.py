@@ -9,12 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from reports.metrics.tvshowguess import (
-    annotation_shares,
-    dependence_type,
-    evidence_types,
-    reasoning_type,
-)
+from metrics.tvshowguess import annotation_shares, dependence_type, evidence_types, reasoning_type
 from reports.tables import build_report, report_json
 
 EXPECTED = {
@@ -134,7 +129,7 @@ def test_tbbt_shaped_sheet_gives_the_shares_counted_by_hand(tmp_path) -> None:
 
 
 def test_evidence_labels_follow_the_authors_kind_sub_rule() -> None:
-    from reports.metrics.tvshowguess import evidence_label
+    from metrics.tvshowguess import evidence_label
 
     assert evidence_label("history event") == "memory"
     assert evidence_label("inside_scene(exclusive)") == "inside scene(exclusion)"

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import pytest
 from django.urls import reverse
 
-from config.request_params import BadNumber, number_list, optional_number, parse_number
+from common.request_params import BadNumber, number_list, optional_number, parse_number
 from studies import services
 from studies.models import Guess, StudyItem
 from tests.studies.conftest import friends, live_study  # noqa: F401 - fixtures

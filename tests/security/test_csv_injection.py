@@ -16,22 +16,20 @@ from django.core.management import call_command
 from django.urls import reverse
 from openpyxl import load_workbook
 
-from config.csv_safe import safe_cell
+from common.csv_safe import safe_cell
 from modeling.models import Prediction, Run
 from reports import exports
 from reports.report_types import Report, Table
-from studies.services import (
+from studies.participation.services import participant_consent, participants_invite
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
     participant_next_step,
-    participants_invite,
     scene_submit,
-    study_create,
-    study_go_live,
 )
+from studies.services import study_create, study_go_live
 from tests.factories import DynToMQuestionFactory
 from tests.studies.conftest import friends  # noqa: F401 - the real Friends work
 

@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 
-from config.log_redaction import RedactInviteTokens, redact_tokens
+from common.log_redaction import RedactInviteTokens, redact_tokens
 
 pytestmark = pytest.mark.django_db
 

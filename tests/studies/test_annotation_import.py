@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import SpeakerAnnotation, Work
-from studies.annotation_import import annotations_as_study
+from studies.errors import StudyError
 from studies.models import (
     Assignment,
     Familiarity,
@@ -19,7 +19,8 @@ from studies.models import (
     StudyItem,
     WorkSession,
 )
-from studies.services import StudyError, participant_score
+from studies.scene.annotation_import import annotations_as_study
+from studies.scene.services import participant_score
 
 pytestmark = pytest.mark.django_db
 

@@ -12,15 +12,15 @@ from collections import Counter
 
 import pytest
 
-from studies import choice_services as cs
+from studies.choice import services as cs
+from studies.errors import StudyError
 from studies.models import Assignment, ChoiceAnswer, Participant
-from studies.services import (
-    StudyError,
+from studies.participation.services import (
     participant_consent,
     participant_withdraw,
     participants_invite,
-    study_launch,
 )
+from studies.services import study_launch
 from tests.factories import DynToMQuestionFactory, DynToMStageFactory
 from tests.studies.test_choice_services import _books
 from tests.studies.test_concurrency import ON_POSTGRES, run_together

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from studies.choice_design import Slot, design_compute
+from studies.choice.design import Slot, design_compute
 
 BOOKS = ["Father Goriot", "Monte Cristo", "Jane Eyre", "Wuthering Heights", "Little Women"]
 # Sample declarations, as eight people might answer "which of these have you read?".

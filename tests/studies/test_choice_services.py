@@ -7,15 +7,15 @@ from collections import Counter
 import pytest
 
 from benchmarks.models import Benchmark, QAItem, Work
-from studies import choice_services as cs
+from studies.choice import services as cs
+from studies.errors import StudyError
 from studies.models import Assignment, ChoiceAnswer, Study
-from studies.services import (
-    StudyError,
+from studies.participation.services import (
     participant_consent,
     participant_withdraw,
     participants_invite,
-    study_launch,
 )
+from studies.services import study_launch
 from tests.factories import (
     DynToMQuestionFactory,
     DynToMScenarioFactory,

@@ -12,9 +12,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from benchmarks.models import QAItem
-from studies import choice_services as cs
+from studies.choice import services as cs
 from studies.models import Assignment, ChoiceAnswer, Participant, Study
-from studies.services import participants_invite, study_launch
+from studies.participation.services import participants_invite
+from studies.services import study_launch
 from tests.factories import (
     DynToMQuestionFactory,
     DynToMScenarioFactory,
@@ -160,7 +161,7 @@ def test_export_then_import_into_another_study_gives_the_same_rows(client, resea
     mine = sorted(
         (r["participant"], r["item"], r["round"], r["option"], r["correct"]) for r in exported
     )
-    from studies.choice_exchange import rows_export
+    from studies.choice.exchange import rows_export
 
     theirs = sorted(
         (r["participant"], r["item"], r["round"], r["option"], r["correct"])

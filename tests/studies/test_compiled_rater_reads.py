@@ -16,7 +16,7 @@ from django.db.transaction import TransactionManagementError
 from django.test import Client
 from django.utils import timezone
 
-from config.compiled_queries import CompiledQuery
+from common.compiled_queries import CompiledQuery
 from studies import services
 from studies.models import Assignment, StudyWork
 from tests.studies.test_rater_views import current, invite, to_scenes, url

@@ -20,20 +20,18 @@ from django.conf import settings
 from django.db import connections
 from django.db.models import Count, Q
 
+from studies.errors import StudyError
 from studies.models import Assignment, Familiarity, Guess, Participant, WorkSession
-from studies.services import (
-    StudyError,
+from studies.participation.services import participant_consent, participants_invite
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
     participant_next_step,
-    participants_invite,
     scene_submit,
-    study_create,
-    study_go_live,
 )
+from studies.services import study_create, study_go_live
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

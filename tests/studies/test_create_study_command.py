@@ -9,12 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from studies.models import Guess, Participant, Study
-from studies.services import (
-    familiarity_declare,
-    history_confirm,
-    participant_consent,
-    participant_next_step,
-)
+from studies.participation.services import participant_consent
+from studies.scene.services import familiarity_declare, history_confirm, participant_next_step
 
 pytestmark = pytest.mark.django_db
 

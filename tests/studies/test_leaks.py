@@ -11,7 +11,9 @@ import pytest
 
 from benchmarks.models import Character, Scene, SpeakerInstance, Work
 from benchmarks.services import character_aliases_set
-from studies.leaks import (
+from studies.errors import StudyError
+from studies.models import StudyItem
+from studies.scene.leaks import (
     HEADING_LINE,
     excerpt,
     flagged_scenes_hold,
@@ -21,8 +23,7 @@ from studies.leaks import (
     scan_scene,
     scene_hold,
 )
-from studies.models import StudyItem
-from studies.services import StudyError, study_create, study_go_live, study_pause
+from studies.services import study_create, study_go_live, study_pause
 
 pytestmark = pytest.mark.django_db
 
@@ -299,8 +300,8 @@ def test_leak_page_shows_each_scene_compactly_with_the_whole_scene_folded(
 
     from django.urls import reverse
 
-    from studies.researcher_views import LEAK_SNIPPETS
     from studies.services import study_create
+    from studies.views import LEAK_SNIPPETS
 
     client.force_login(researcher)
     study = study_create(name="Friends leaks", benchmark="tvshowguess", works=[friends])

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.models import Character
 from benchmarks.services import character_gender_set
-from studies.perturbation import (
+from studies.scene.perturbation import (
     ANDROGYNOUS,
     FEMALE,
     MALE,

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from studies import services
 from studies.models import Assignment, Guess
-from studies.scene_cache import scene_gold
+from studies.scene.cache import scene_gold
 from tests.studies.test_rater_views import (
     HTMX,
     current,
@@ -180,7 +180,7 @@ def test_the_cached_blank_form_is_the_form_the_template_renders(client, live_stu
     partial renders for them (and a resumed scene, with answers, is rendered afresh)."""
     from django.template.loader import render_to_string
 
-    from studies.rater_views import SPEAKERS_FORM, Speaker
+    from studies.scene.views import SPEAKERS_FORM, Speaker
 
     participant, assignment = _at_scene(client, live_study)
     save_url = url("scene-save", participant, assignment_id=assignment.pk)

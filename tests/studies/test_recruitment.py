@@ -16,9 +16,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 
-from studies import quality, recruitment, services
+from studies import quality, services
 from studies.errors import StudyError
 from studies.models import Assignment, Guess, Participant, Study, StudyItem
+from studies.participation import recruitment
 
 from .test_rater_views import current, instances, invite, keep_scenes, to_scenes, url
 

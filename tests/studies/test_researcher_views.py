@@ -10,22 +10,22 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Character
-from studies.leaks import leaks_check
 from studies.models import Assignment, Participant, Study, StudyItem
-from studies.services import (
+from studies.participation.services import (
+    participant_consent,
+    participant_withdraw,
+    participants_invite,
+)
+from studies.scene.leaks import leaks_check
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
     participant_next_step,
-    participant_withdraw,
-    participants_invite,
     scene_submit,
-    study_close,
-    study_create,
-    study_go_live,
 )
+from studies.services import study_close, study_create, study_go_live
 from tests.studies.leak_fixtures import BLOCKING, NightShift, night_shift_create
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from studies.sampling import ALL, BY_GENRE, BY_SPEAKERS, SceneRow, sample_scenes, strata
+from studies.scene.sampling import ALL, BY_GENRE, BY_SPEAKERS, SceneRow, sample_scenes, strata
 
 
 def _rows() -> list[SceneRow]:

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import pytest
 
+from studies.errors import StudyError
 from studies.models import Assignment, Guess
-from studies.services import (
-    StudyError,
+from studies.participation.services import (
+    participant_consent,
+    participant_withdraw,
+    participants_invite,
+)
+from studies.scene.services import (
     familiarity_declare,
     flag_record,
     guess_record,
     history_confirm,
-    participant_consent,
     participant_next_step,
     participant_score,
-    participant_withdraw,
-    participants_invite,
     scene_submit,
-    study_pause,
 )
+from studies.services import study_pause
 
 pytestmark = pytest.mark.django_db
 

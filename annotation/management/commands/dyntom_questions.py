@@ -10,8 +10,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.dyntom_questions.reproduction import summarise
-from annotation.dyntom_questions.stage_files import find_stages, write_stage_questions
+from annotation.dyntom.questions.reproduction import summarise
+from annotation.dyntom.questions.stage_files import find_stages, write_stage_questions
 from benchmarks.importers.base import ImportDataError
 
 

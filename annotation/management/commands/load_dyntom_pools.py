@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.pools import POOL_FILES, pools_load
+from annotation.dyntom.generation.pools import POOL_FILES, pools_load
 from benchmarks.importers.base import ImportDataError
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.models import Benchmark
-from modeling.prediction_import import ImportDataError, predictions_import
+from modeling.runs.prediction_import import ImportDataError, predictions_import
 
 
 class Command(BaseCommand):

@@ -12,16 +12,10 @@ from tqdm import tqdm
 
 from modeling.models import Backend, PromptTemplate, Run
 from modeling.pipelines import pipeline_benchmarks
-from modeling.services import (
-    RunInterrupt,
-    RunLeased,
-    RunProgress,
-    run_cancel,
-    run_create,
-    run_execute,
-    run_plan,
-    run_resume,
-)
+from modeling.runs.executor import RunInterrupt, run_execute
+from modeling.runs.leases import RunLeased
+from modeling.runs.recording import RunProgress
+from modeling.runs.services import run_cancel, run_create, run_plan, run_resume
 
 # How often --wait polls a held run and redraws its countdown.
 WAIT_POLL_S = 1.0

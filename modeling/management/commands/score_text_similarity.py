@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from modeling.text_similarity import (
+from modeling.pipelines.chartom_qa.text_similarity import (
     bertscore_model,
     predictions_text_similarity,
     text_similarity_enqueue,

@@ -15,7 +15,9 @@ from tqdm import tqdm
 from modeling.baselines.config import METHODS, BaselineConfig
 from modeling.baselines.services import baseline_run_create
 from modeling.models import Run
-from modeling.services import RunLeased, RunProgress, run_execute
+from modeling.runs.executor import run_execute
+from modeling.runs.leases import RunLeased
+from modeling.runs.recording import RunProgress
 
 from .run_model import Command as RunModelCommand
 

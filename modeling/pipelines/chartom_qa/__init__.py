@@ -6,13 +6,8 @@ functions, both scoring modes), ``imported`` scores predictions made elsewhere a
 """
 
 from .imported import ItemIndex, generative_details, multichoice_score
-from .pipeline import (
-    JUDGE_METHODS,
-    CharToMQAPipeline,
-    generative_predictions,
-    judgements_apply,
-    prediction_details_merge,
-)
+from .pipeline import JUDGE_METHODS, CharToMQAPipeline, judgements_apply
+from .predictions import generative_predictions, prediction_details_merge
 from .prompts import TEMPLATES
 from .reading import (
     CONTEXT_LABELS,

@@ -24,12 +24,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
-
 from benchmarks.models import Benchmark, QAItem
 from modeling.models import Prediction, Run, RunCall
 
 from ..base import CallUnit, ParsedItem, Pipeline
+from .predictions import generative_predictions, prediction_details_merge
 from .prompts import template_name
 from .reading import (
     CONTEXTS,
@@ -49,7 +48,6 @@ from .reading import (
 logger = logging.getLogger(__name__)
 
 JUDGE_METHODS = (JUDGE_BONUS, JUDGE_DEFECTS)
-MERGE_CHUNK = 500
 
 
 def context_of(selection: dict[str, Any]) -> int:
@@ -79,37 +77,6 @@ def _messages(template, fields: dict[str, Any]) -> list[dict[str, str]]:
         messages.append({"role": "system", "content": template.system.format(**fields)})
     messages.append({"role": "user", "content": template.user.format(**fields)})
     return messages
-
-
-def generative_predictions(run_ids: Sequence[int]):
-    """The generative CharToM-QA predictions of ``run_ids`` (by details or run method)."""
-    from django.db.models import Q
-
-    return Prediction.objects.filter(run_id__in=list(run_ids), qa_item__isnull=False).filter(
-        Q(details__task=GENERATIVE) | (~Q(details__has_key="task") & Q(run__method=GENERATIVE))
-    )
-
-
-@transaction.atomic
-def prediction_details_merge(values: dict[int, dict[str, Any]], *, drop: Sequence[str] = ()) -> int:
-    """Merge ``values[pk]`` into each prediction's ``details`` (rows locked, no key lost).
-
-    Keys in ``drop`` are removed first, so a verdict read again replaces the old one
-    whole (an unparseable reply leaves no stale ``bonus_points_included``).
-    """
-    merged = 0
-    ids = list(values)
-    for start in range(0, len(ids), MERGE_CHUNK):
-        chunk = ids[start : start + MERGE_CHUNK]
-        rows = list(
-            Prediction.objects.select_for_update().filter(pk__in=chunk).only("pk", "details")
-        )
-        for row in rows:
-            details = {k: v for k, v in (row.details or {}).items() if k not in drop}
-            row.details = {**details, **values[row.pk]}
-        Prediction.objects.bulk_update(rows, ["details"], batch_size=MERGE_CHUNK)
-        merged += len(rows)
-    return merged
 
 
 class CharToMQAPipeline(Pipeline):
@@ -249,7 +216,7 @@ class CharToMQAPipeline(Pipeline):
 
     def _score_text_similarity(self, run: Run) -> None:
         # Imported here: text_similarity imports this package's reading functions.
-        from modeling.text_similarity import (
+        from modeling.pipelines.chartom_qa.text_similarity import (
             bertscore_model,
             predictions_text_similarity,
             text_similarity_enqueue,

@@ -85,7 +85,7 @@ class SpeakerGuessPipeline(Pipeline):
     # -- options -----------------------------------------------------------------------
 
     def clean_options(self, *, method: str, options: dict[str, Any]) -> dict[str, Any]:
-        from modeling.services import active_template
+        from modeling.runs.prompt_templates import active_template
 
         allowed = {"perturb_names", "perturb_seed"}
         if method == ICL:

@@ -11,9 +11,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.models import Benchmark, Work
-from studies.annotation_import import annotations_as_study, imported_label
+from studies.errors import StudyError
 from studies.models import Assignment, Guess, Study
-from studies.services import StudyError, participants_invite, study_create, study_launch
+from studies.participation.services import participants_invite
+from studies.scene.annotation_import import annotations_as_study, imported_label
+from studies.services import study_create, study_launch
 
 # Where studies/rater_urls.py is mounted (config/urls.py: path("s/", ...)).
 INVITE_PATH = "/s/{token}/"

@@ -13,6 +13,7 @@ from annotation.chartom.llm_steps import (
     construction_claim,
     construction_step_run,
 )
+from annotation.chartom.models import LLM_STAGES, Stage
 from annotation.chartom.prompts import chartom_template, chartom_templates_ensure_defaults
 from annotation.chartom.publish import construction_publish
 from annotation.chartom.replies import (
@@ -24,6 +25,7 @@ from annotation.chartom.replies import (
     question_reply,
     verification_reply,
 )
+from annotation.chartom.tasks import chartom_step_task
 from annotation.chartom.workflow import (
     STAGE_ORDER,
     STEP_TASK_NAME,
@@ -32,9 +34,7 @@ from annotation.chartom.workflow import (
     construction_retry,
     field_set,
 )
-from annotation.chartom_models import LLM_STAGES, Stage
 from annotation.models import AnnotationTask, Construction, FieldChange, NoteBatch
-from annotation.tasks import chartom_step_task
 from benchmarks.models import QAItem
 from modeling.models import RunCall
 
@@ -603,7 +603,7 @@ def test_a_batch_without_backend_needs_retry(make_construction) -> None:
 
 
 def test_an_edited_template_is_used_and_named_in_provenance(at, script) -> None:
-    from modeling.services import prompt_template_revise
+    from modeling.runs.prompt_templates import prompt_template_revise
 
     template = chartom_template("chartom-filter")
     prompt_template_revise(template=template, user=template.user + "\nBe brief.")

@@ -1,0 +1,254 @@
+"""Reads of DynToM validation: the stage as the scoring screen shows it, queues, overviews.
+
+Imported and generated stages are shown through one shape (:func:`stage_content`), so
+the scoring template does not care where a stage came from.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, F, Prefetch, Q, QuerySet
+
+from benchmarks.importers.dyntom import parse_dialogue, parse_profiles, scenario_number
+
+from ...models import (
+    AcceptedSet,
+    GeneratedStage,
+    ValidationAssignment,
+    ValidationBatch,
+    ValidationObject,
+    ValidationScore,
+    ValidationStage,
+)
+from .rubrics import scale_choices
+
+STATES = ("belief", "emotion", "intention", "action")
+
+
+def _trajectory_rows(trajectory: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for key, states in trajectory.items():
+        if not isinstance(states, dict):
+            continue
+        rows.append(
+            {
+                "number": scenario_number(key) or len(rows) + 1,
+                "states": [(s, states.get(s, "")) for s in STATES],
+            }
+        )
+    return sorted(rows, key=lambda r: r["number"])
+
+
+def stage_content(vstage: ValidationStage) -> dict[str, Any]:
+    """Profiles, relationship, trajectory, scenarios (with dialogue turns) and questions.
+
+    ``{"profiles": [{"name", "description"}], "relationship": str, "location": str,
+    "trajectory": [{"number", "states": [(state, text)]}], "scenarios": [{"number",
+    "background", "turns": [{"speaker", "text"}]}], "questions": {key: {"text",
+    "options"}}}``.
+    """
+    if vstage.stage_id is not None:
+        stage = vstage.stage
+        return {
+            "profiles": stage.profiles,
+            "relationship": " ".join(str(v) for v in (stage.relationships or {}).values()),
+            "location": stage.location,
+            "trajectory": _trajectory_rows(stage.trajectory or {}),
+            "scenarios": [
+                {"number": s.number, "background": s.background, "turns": s.dialogue}
+                for s in stage.scenarios.order_by("number")
+            ],
+            "questions": {
+                q.key: {"text": q.text, "options": q.options}
+                for q in stage.questions.order_by("position")
+            },
+        }
+    gen = vstage.generated
+    scenarios = []
+    for key, value in (gen.scenarios or {}).items():
+        try:
+            turns = parse_dialogue(value.get("dialogue", []))[0]
+        except ValueError:
+            turns = []  # generation validated the shape; show what can be read
+        scenarios.append(
+            {
+                "number": scenario_number(key) or len(scenarios) + 1,
+                "background": value.get("background", ""),
+                "turns": turns,
+            }
+        )
+    trajectory = (gen.trajectory or {}).get("mental states analysis in every scenario", {})
+    return {
+        "profiles": parse_profiles(gen.characters_information),
+        "relationship": gen.relationship,
+        "location": gen.location,
+        "trajectory": _trajectory_rows(trajectory),
+        "scenarios": sorted(scenarios, key=lambda s: s["number"]),
+        "questions": {
+            key: {"text": q.get("question", ""), "options": q.get("options", [])}
+            for key, q in (gen.questions or {}).items()
+        },
+    }
+
+
+def vstage_for_scoring(vstage_id: int) -> ValidationStage:
+    return ValidationStage.objects.select_related("stage", "generated", "batch").get(pk=vstage_id)
+
+
+def annotator_assignments(
+    *, annotator: AbstractBaseUser, vstage: ValidationStage
+) -> list[ValidationAssignment]:
+    """The annotator's slots on a stage in screen order, with rubric and own scores."""
+    return list(
+        ValidationAssignment.objects.filter(annotator=annotator, vstage=vstage)
+        .select_related("object", "rubric")
+        .prefetch_related(Prefetch("scores", queryset=ValidationScore.objects.order_by()))
+        .order_by("object__position")
+    )
+
+
+def criteria_rows(assignment: ValidationAssignment) -> list[dict[str, Any]]:
+    """The rubric's criteria with the annotator's own current value (never others')."""
+    mine = {s.criterion: s.value for s in assignment.scores.all()}
+    return [
+        {**c, "choices": scale_choices(c), "value": mine.get(c["key"])}
+        for c in assignment.rubric.criteria
+    ]
+
+
+def annotator_queue(*, annotator: AbstractBaseUser) -> list[dict[str, Any]]:
+    """Per stage the annotator holds slots on: objects done / total, newest batch first."""
+    rows = (
+        ValidationAssignment.objects.filter(annotator=annotator)
+        .values("vstage", "vstage__label", "vstage__batch__name", "vstage__batch")
+        .annotate(total=Count("pk"), done=Count("pk", filter=Q(submitted_at__isnull=False)))
+        .order_by("-vstage__batch", "vstage__position")
+    )
+    return [
+        {
+            "vstage_id": r["vstage"],
+            "label": r["vstage__label"],
+            "batch": r["vstage__batch__name"],
+            "batch_id": r["vstage__batch"],
+            "total": r["total"],
+            "done": r["done"],
+            "finished": r["done"] == r["total"],
+        }
+        for r in rows
+    ]
+
+
+def open_batches() -> QuerySet[ValidationBatch]:
+    return ValidationBatch.objects.order_by("-created_at", "-pk")
+
+
+def batch_objects(batch: ValidationBatch) -> list[ValidationObject]:
+    """Every object of a batch with its decision and submitted scores (researchers)."""
+    objects = list(
+        ValidationObject.objects.filter(batch=batch)
+        .select_related("vstage", "decision", "decision__rule", "decision__overridden_by")
+        .order_by("vstage__position", "position")
+    )
+    by_object: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for a in (
+        ValidationAssignment.objects.filter(object__batch=batch)
+        .select_related("annotator")
+        .prefetch_related("scores")
+        .order_by("pk")
+    ):
+        by_object[a.object_id].append(
+            {
+                "annotator": a.annotator.get_username(),
+                "submitted": a.submitted_at is not None,
+                "scores": {s.criterion: s.value for s in a.scores.all()},
+                "comment": a.comment,
+            }
+        )
+    for obj in objects:
+        obj.slots = by_object.get(obj.pk, [])
+    return objects
+
+
+def batch_progress(batch: ValidationBatch) -> dict[str, int]:
+    """Per annotator: objects submitted / assigned."""
+    return {
+        r["annotator__username"]: (r["done"], r["total"])
+        for r in ValidationAssignment.objects.filter(object__batch=batch)
+        .values("annotator__username")
+        .annotate(total=Count("pk"), done=Count("pk", filter=Q(submitted_at__isnull=False)))
+        .order_by("annotator__username")
+    }
+
+
+def accepted_sets(batch: ValidationBatch) -> QuerySet[AcceptedSet]:
+    return AcceptedSet.objects.filter(batch=batch).order_by("-version")
+
+
+def annotator_assignment(
+    *, annotator: AbstractBaseUser, assignment_id: int
+) -> ValidationAssignment | None:
+    """The annotator's own slot, or ``None`` (another annotator's id is not found)."""
+    return ValidationAssignment.objects.filter(pk=assignment_id, annotator=annotator).first()
+
+
+def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Plain rows for the validation report (``reports.tables.validation``).
+
+    ``objects``: id, batch, kind, effective outcome ("" before any decision);
+    ``ratings``: every submitted score (object, kind, criterion, annotator, value);
+    ``accepted_sets``: the newest version of each batch's accepted set.
+    """
+    objects = ValidationObject.objects.all()
+    ratings = ValidationScore.objects.filter(assignment__submitted_at__isnull=False)
+    sets = AcceptedSet.objects.all()
+    if batch_ids is not None:
+        objects = objects.filter(batch_id__in=batch_ids)
+        ratings = ratings.filter(assignment__object__batch_id__in=batch_ids)
+        sets = sets.filter(batch_id__in=batch_ids)
+    latest: dict[int, dict[str, Any]] = {}
+    for s in sets.select_related("batch").order_by("batch_id", "-version"):
+        latest.setdefault(
+            s.batch_id,
+            {
+                "batch": s.batch.name,
+                "batch_id": s.batch_id,
+                "version": s.version,
+                "objects": len(s.object_ids),
+                "stages": len(s.stage_ids),
+                "rule_versions": s.rule_versions,
+                "created_at": s.created_at,
+            },
+        )
+    return {
+        "objects": [
+            {
+                "id": r["pk"],
+                "batch": r["batch_id"],
+                "kind": r["kind"],
+                "outcome": r["decision__override_outcome"] or r["decision__outcome"] or "",
+            }
+            for r in objects.order_by("pk").values(
+                "pk", "batch_id", "kind", "decision__outcome", "decision__override_outcome"
+            )
+        ],
+        "ratings": list(
+            ratings.order_by("assignment__object_id", "assignment_id").values(
+                "criterion",
+                "value",
+                object_id=F("assignment__object_id"),
+                kind=F("assignment__object__kind"),
+                annotator_id=F("assignment__annotator_id"),
+            )
+        ),
+        "accepted_sets": list(latest.values()),
+    }
+
+
+def waiting_generated_stages() -> QuerySet[GeneratedStage]:
+    """Generated stages awaiting validation that no batch holds yet."""
+    return GeneratedStage.objects.filter(status=GeneratedStage.Status.AWAITING_VALIDATION).exclude(
+        pk__in=ValidationStage.objects.filter(generated__isnull=False).values("generated")
+    )

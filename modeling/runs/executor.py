@@ -1,0 +1,551 @@
+"""Executing a run: request threads keep ``Backend.max_concurrency`` calls in flight and
+never touch the database; this thread is the writer (see ``recording``). A run killed
+at any point resumes by executing again: done calls are skipped, received ones are
+recorded from their row, paid responses come from the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.conf import settings
+
+from ..backends import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
+from ..models import CachedResponse, Run, RunCall
+from ..pipelines import get_pipeline
+from .direct import RunBudgetExceeded, run_direct_call
+from .leases import LeaseHolder, _claim, _Lease, _release
+from .recording import (
+    ProgressHook,
+    RunProgress,
+    _Budget,
+    _cost,
+    _ensure_calls,
+    _estimate,
+    _Outcome,
+    _Recorder,
+    _request_for,
+)
+
+# Predictions written per transaction at most, so a reply that arrives meanwhile
+# waits for at most one such write before it is made durable.
+RECORD_CHUNK_PREDICTIONS = 2000
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunInterrupt:
+    """Set from a signal handler (or any thread) to stop a run this process executes.
+
+    ``requested`` stops sending new calls; the calls in flight are waited for, at most
+    ``MODELING_STOP_GRACE_S`` seconds, unless ``abandon`` is set too (a second Ctrl-C).
+    Replies already received are written either way; the run ends ``stopped``.
+    """
+
+    requested: threading.Event = field(default_factory=threading.Event)
+    abandon: threading.Event = field(default_factory=threading.Event)
+    reason: str = "interrupted"
+
+    def request(self, reason: str) -> None:
+        if self.requested.is_set():
+            self.abandon.set()
+        else:
+            self.reason = reason
+            self.requested.set()
+
+
+def _stop_grace_seconds() -> float:
+    return float(getattr(settings, "MODELING_STOP_GRACE_S", 30))
+
+
+# --- execution ---------------------------------------------------------------------------
+
+
+def run_execute(
+    *,
+    run_id: int,
+    on_progress: ProgressHook | None = None,
+    interrupt: RunInterrupt | None = None,
+) -> str:
+    """Execute (or resume) a run. Returns the final status, or "skipped".
+
+    ``on_progress`` gets a :class:`RunProgress` a few times a second (the CLI draws its
+    bar from it). ``interrupt`` stops the run cleanly (status ``stopped``, lease
+    released). Raises :class:`RunLeased` when another live process holds the run.
+    """
+    run = _claim(run_id)
+    if run is None:
+        return "skipped"
+    holder = LeaseHolder.current()
+    try:
+        if run.kind == Run.Kind.TRAINED:
+            return _execute_trained(run, on_progress, interrupt or RunInterrupt())
+        return _execute(run, on_progress, interrupt or RunInterrupt())
+    except Exception as exc:
+        logger.exception("run %s crashed", run.pk)
+        _release(
+            run.pk,
+            holder,
+            status=Run.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+        return Run.Status.FAILED
+    except BaseException:
+        # KeyboardInterrupt or SystemExit with no RunInterrupt wired up: whatever was
+        # received is durable already; leave the run stopped and free, not leased.
+        _release(run.pk, holder, status=Run.Status.STOPPED, error="interrupted; resume to finish")
+        raise
+
+
+def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
+    pipeline = get_pipeline(run.benchmark)
+    steps = _PrepareCaller(run, on_progress, interrupt)
+    try:
+        pipeline.prepare(run=run, steps=steps)
+    except RunBudgetExceeded:
+        return _finish(run.pk, Run.Status.BUDGET_EXHAUSTED, interrupt)
+    except _PrepareStopped as stop:
+        return _finish(run.pk, stop.status, interrupt)
+    units = pipeline.units_for_run(run=run)
+    order = {u.key: i for i, u in enumerate(units)}
+    by_key = {u.key: u for u in units}
+    calls = _ensure_calls(run, units)
+    pending = [
+        c for c in calls.values() if c.status != RunCall.Status.DONE and c.unit_key in by_key
+    ]
+    pending.sort(key=lambda c: (order[c.unit_key], c.sample_index))
+    requests = {c.pk: _request_for(run, by_key[c.unit_key], c.sample_index) for c in pending}
+    recorder = _Recorder(
+        run=run, pipeline=pipeline, units=by_key, requests=requests, on_progress=on_progress
+    )
+    recorder.total = len(calls)
+    recorder.done = len(calls) - len(pending)
+
+    # Replies that arrived before a crash but were not recorded: paid, never asked again.
+    received = [c for c in pending if c.status == RunCall.Status.RECEIVED]
+    _record_in_chunks(
+        recorder,
+        [
+            _Outcome(
+                call=c,
+                result=ChatResult(
+                    text=c.raw_output,
+                    prompt_tokens=c.prompt_tokens,
+                    completion_tokens=c.completion_tokens,
+                    latency_ms=c.latency_ms,
+                    finish_reason=c.finish_reason,
+                ),
+                from_cache=c.from_cache,
+                cost=c.cost,
+            )
+            for c in received
+        ],
+    )
+    rest = [c for c in pending if c.status != RunCall.Status.RECEIVED]
+    if retried := [c.pk for c in rest if c.status != RunCall.Status.PENDING]:
+        RunCall.objects.filter(pk__in=retried).update(status=RunCall.Status.PENDING, error="")
+
+    # Responses already paid for by any earlier run.
+    keys = {c.pk: recorder.cache_keys[c.pk] for c in rest}
+    cached = {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+    hits: list[_Outcome] = []
+    to_call: list[RunCall] = []
+    for call in rest:
+        hit = cached.get(keys[call.pk])
+        if hit is None:
+            to_call.append(call)
+            continue
+        result = ChatResult(
+            text=hit.text,
+            prompt_tokens=hit.prompt_tokens,
+            completion_tokens=hit.completion_tokens,
+            latency_ms=hit.latency_ms,
+            finish_reason=hit.finish_reason,
+        )
+        hits.append(_Outcome(call=call, result=result, from_cache=True))
+    recorder.store_received(hits)
+    _record_in_chunks(recorder, hits)
+
+    stop_status = ""
+    if to_call and not interrupt.requested.is_set():
+        backend = get_backend(run.backend)
+        lease = _Lease(run.pk)
+        try:
+            if type(backend).complete_many is not ChatBackend.complete_many:
+                stop_status = _call_in_batches(
+                    run, backend, to_call, requests, lease, recorder, interrupt
+                )
+            else:
+                stop_status = _call_sliding(
+                    run, backend, to_call, requests, lease, recorder, interrupt
+                )
+        finally:
+            backend.close()
+    elif to_call:
+        stop_status = Run.Status.STOPPED
+    # Whatever was recorded, also on a stop: the hook is idempotent (see Pipeline.finish).
+    pipeline.finish(run=run)
+    recorder.progress(force=True)
+    return _finish(run.pk, stop_status, interrupt)
+
+
+def _execute_trained(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
+    """Train and evaluate a baseline (modeling.baselines) under this run's lease.
+
+    Progress counts training mini-batches and evaluated instances (``total_calls`` /
+    ``done_calls``). A stop request or a lost lease (cancelled) checkpoints and stops at
+    the next mini-batch; a resume continues from that checkpoint.
+    """
+    from ..baselines.training import Hooks, baseline_train
+
+    lease = _Lease(run.pk)
+    holder = LeaseHolder.current()
+
+    def keep_going() -> bool:
+        lease.renew_if_due()
+        return not lease.lost and not interrupt.requested.is_set()
+
+    def progress(done: int, total: int) -> None:
+        lease.renew_if_due()
+        Run.objects.filter(pk=run.pk).update(total_calls=total, done_calls=done)
+        if on_progress is not None:
+            on_progress(RunProgress(run.pk, total, done, 0))
+
+    outcome = baseline_train(run=run, hooks=Hooks(keep_going=keep_going, progress=progress))
+    if lease.lost:
+        return Run.objects.get(pk=run.pk).status  # cancelled meanwhile
+    if outcome.stopped:
+        reason = interrupt.reason or "request"
+        status, message = Run.Status.STOPPED, f"{outcome.message} by {reason}; resume to continue"
+    else:
+        status, message = Run.Status.SUCCEEDED, outcome.message
+    if not _release(run.pk, holder, status=status, error=message):
+        return Run.objects.get(pk=run.pk).status
+    return status
+
+
+def _record_in_chunks(recorder: _Recorder, outcomes: list[_Outcome]) -> None:
+    for start in range(0, len(outcomes), 25):
+        recorder.record(outcomes[start : start + 25])
+
+
+class _Window:
+    """Keeps ``limit`` calls in flight from request threads that never touch the database.
+
+    Each thread takes the next call, checks the budget (in memory, under a lock) and
+    asks the backend; the reply goes on :attr:`replies` for the writer. A thread
+    refills its slot the moment its reply is handed over, whatever recording costs,
+    so the window stays full (a sliding window: one slow reply holds back no other).
+    """
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        backend: ChatBackend,
+        calls: list[RunCall],
+        requests: dict[int, ChatRequest],
+    ) -> None:
+        self.run = run
+        self.backend = backend
+        self.requests = requests
+        self.replies: queue_module.Queue[_Outcome] = queue_module.Queue()
+        self.stop_status = ""
+        self._queue = list(reversed(calls))
+        self._budget = _Budget(run)
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"run{run.pk}-call{i}", daemon=True)
+            for i in range(min(max(1, run.backend.max_concurrency), len(calls)))
+        ]
+        self._running = len(self._threads)
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, status: str) -> None:
+        """Send nothing more; calls in flight still come back on :attr:`replies`."""
+        with self._lock:
+            self.stop_status = self.stop_status or status
+            self._queue.clear()
+
+    @property
+    def finished(self) -> bool:
+        """Every request thread has handed over its last reply and ended."""
+        with self._lock:
+            return self._running == 0
+
+    def _next(self) -> tuple[RunCall, int, Decimal] | None:
+        with self._lock:
+            if not self._queue:
+                return None
+            call = self._queue[-1]
+            tokens, cost = _estimate(self.run, self.requests[call.pk])
+            if self._budget.would_exceed(tokens, cost):
+                self.stop_status = self.stop_status or Run.Status.BUDGET_EXHAUSTED
+                self._queue.clear()
+                return None
+            self._queue.pop()
+            self._budget.reserved_tokens += tokens
+            self._budget.reserved_cost += cost
+            return call, tokens, cost
+
+    def _work(self) -> None:
+        try:
+            while (taken := self._next()) is not None:
+                call, tokens, reserved_cost = taken
+                result = _complete(self.backend, self.requests[call.pk])
+                cost = Decimal(0)
+                if isinstance(result, ChatResult):
+                    cost = _cost(self.run.backend, result.prompt_tokens, result.completion_tokens)
+                with self._lock:
+                    self._budget.reserved_tokens -= tokens
+                    self._budget.reserved_cost -= reserved_cost
+                    if isinstance(result, ChatResult):
+                        self._budget.used_tokens += result.prompt_tokens + result.completion_tokens
+                        self._budget.used_cost += cost
+                self.replies.put(_Outcome(call=call, result=result, cost=cost))
+        finally:
+            with self._lock:
+                self._running -= 1
+            # Wake the writer so it notices the window has emptied.
+            self.replies.put(None)  # type: ignore[arg-type]
+
+
+def _call_sliding(
+    run: Run,
+    backend: ChatBackend,
+    to_call: list[RunCall],
+    requests: dict[int, ChatRequest],
+    lease: _Lease,
+    recorder: _Recorder,
+    interrupt: RunInterrupt,
+) -> str:
+    """Drive a :class:`_Window` and write what comes back; returns a stop status or "".
+
+    This thread is the writer: it makes each batch of arrived replies durable first
+    (one short transaction), then records a bounded chunk of the backlog, renews the
+    lease and reports progress, and again.
+    """
+    window = _Window(run=run, backend=backend, calls=to_call, requests=requests)
+    window.start()
+    backlog: list[_Outcome] = []
+    deadline: float | None = None
+    while True:
+        arrived = _drain(window.replies, timeout=0 if backlog else min(lease.interval, 0.5))
+        if arrived:
+            recorder.store_received(arrived)
+            backlog.extend(arrived)
+        if backlog:
+            chunk, size = 0, 0
+            while chunk < len(backlog) and size < RECORD_CHUNK_PREDICTIONS:
+                size += len(recorder.units[backlog[chunk].call.unit_key].item_ids) or 1
+                chunk += 1
+            recorder.record(backlog[:chunk])
+            del backlog[:chunk]
+        lease.renew_if_due()
+        if lease.lost:
+            window.stop(Run.Status.CANCELLED)
+        if interrupt.requested.is_set() and deadline is None:
+            window.stop(Run.Status.STOPPED)
+            deadline = time.monotonic() + _stop_grace_seconds()
+        # Read before looking at the queue: a thread puts its last reply, then ends.
+        finished = window.finished
+        if backlog or not window.replies.empty():
+            continue
+        if finished:
+            break
+        if deadline is not None and (interrupt.abandon.is_set() or time.monotonic() > deadline):
+            # Calls still in flight are abandoned: nothing arrived for them, so a
+            # resume asks again; their threads die with the process.
+            logger.warning("run %s: abandoned the calls in flight", run.pk)
+            break
+    return window.stop_status
+
+
+def _drain(replies: queue_module.Queue, *, timeout: float) -> list[_Outcome]:
+    """Every reply waiting now; waits up to ``timeout`` for the first when there is none."""
+    arrived = []
+    try:
+        item = replies.get(timeout=timeout) if timeout > 0 else replies.get_nowait()
+        while True:
+            if item is not None:
+                arrived.append(item)
+            item = replies.get_nowait()
+    except queue_module.Empty:
+        pass
+    return arrived
+
+
+def _complete(backend: ChatBackend, request: ChatRequest) -> ChatResult | BackendError:
+    try:
+        return backend.complete(request)
+    except BackendError as exc:
+        return exc
+    except Exception as exc:  # a backend bug must fail this call, not the whole run
+        logger.exception("backend %s crashed", backend.name)
+        return BackendError(f"{type(exc).__name__}: {exc}")
+
+
+def _call_in_batches(
+    run: Run,
+    backend: ChatBackend,
+    to_call: list[RunCall],
+    requests: dict[int, ChatRequest],
+    lease: _Lease,
+    recorder: _Recorder,
+    interrupt: RunInterrupt,
+) -> str:
+    """For backends that batch themselves (local transformers): a batch at a time.
+
+    Generation runs in a helper thread so this one can keep renewing the lease while a
+    long batch is on the GPU; each result is made durable as it comes.
+    """
+    chunk = max(1, run.backend.max_concurrency)
+    budget = _Budget(run)
+    for start in range(0, len(to_call), chunk):
+        batch = to_call[start : start + chunk]
+        if lease.lost:
+            return Run.Status.CANCELLED
+        if interrupt.requested.is_set():
+            return Run.Status.STOPPED
+        estimates = [_estimate(run, requests[c.pk]) for c in batch]
+        if budget.would_exceed(
+            sum(t for t, _ in estimates), sum((c for _, c in estimates), Decimal(0))
+        ):
+            return Run.Status.BUDGET_EXHAUSTED
+        by_request = {requests[c.pk]: c for c in batch}
+        outcomes: queue_module.Queue = queue_module.Queue()
+        worker = threading.Thread(
+            target=_generate_into,
+            args=(backend, list(by_request), outcomes),
+            name=f"run{run.pk}-batch",
+            daemon=True,
+        )
+        worker.start()
+        received = 0
+        recorded: set[int] = set()
+        while received < len(by_request):
+            try:
+                request, result = outcomes.get(timeout=lease.interval)
+            except queue_module.Empty:
+                lease.renew_if_due()
+                if not worker.is_alive() and outcomes.empty():
+                    # The backend yielded fewer results than requests: fail the rest.
+                    missing = [
+                        _Outcome(call=c, result=BackendError("the backend returned no result"))
+                        for c in by_request.values()
+                        if c.pk not in recorded
+                    ]
+                    recorder.record(missing)
+                    break
+                continue
+            received += 1
+            call = by_request[request]
+            recorded.add(call.pk)
+            cost = Decimal(0)
+            if isinstance(result, ChatResult):
+                cost = _cost(run.backend, result.prompt_tokens, result.completion_tokens)
+                budget.used_tokens += result.prompt_tokens + result.completion_tokens
+                budget.used_cost += cost
+            outcome = _Outcome(call=call, result=result, cost=cost)
+            recorder.store_received([outcome])
+            recorder.record([outcome])
+            lease.renew_if_due()
+        worker.join()
+    return ""
+
+
+def _generate_into(
+    backend: ChatBackend, requests: list[ChatRequest], out: queue_module.Queue
+) -> None:
+    """Put (request, result or error) for each request on ``out``; never raises."""
+    try:
+        for item in backend.complete_many(requests):
+            out.put(item)
+    except Exception as exc:  # a backend bug fails the batch's calls, not the run
+        logger.exception("backend %s crashed", backend.name)
+        for request in requests:
+            out.put((request, BackendError(f"{type(exc).__name__}: {exc}")))
+
+
+def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
+    holder = LeaseHolder.current()
+    run = Run.objects.get(pk=run_id)
+    if run.status != Run.Status.RUNNING or run.lease_holder_pid != holder.pid:
+        return run.status  # cancelled, or taken over: no longer ours to finish
+    calls = RunCall.objects.filter(run_id=run_id)
+    errors = calls.filter(status=RunCall.Status.ERROR).count()
+    if stop_status == Run.Status.STOPPED:
+        done = calls.filter(status=RunCall.Status.DONE).count()
+        message = f"stopped by {interrupt.reason} after {done} of {run.total_calls} calls"
+    elif stop_status == Run.Status.BUDGET_EXHAUSTED:
+        message = "stopped: the budget would be exceeded"
+    elif stop_status:
+        message = ""
+    elif errors:
+        stop_status = Run.Status.FAILED
+        message = f"{errors} call(s) failed; resume the run to retry them"
+    else:
+        stop_status = Run.Status.SUCCEEDED
+        message = ""
+    if not _release(run_id, holder, status=stop_status, error=message):
+        return Run.objects.get(pk=run_id).status
+    return stop_status
+
+
+# --- preparing calls: a pipeline's chained prompts before its units ----------------------
+
+
+class _PrepareStopped(Exception):
+    """The run must stop while a pipeline prepares (interrupt or lost lease)."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _PrepareCaller:
+    """The engine side of :class:`~modeling.pipelines.base.PrepareSteps`.
+
+    Each call goes through :func:`run_direct_call` (cache, budget, counters; a call
+    done before is returned as it is, so a resumed run repeats nothing), one at a
+    time because each prompt may depend on the previous reply. Between calls it
+    renews the run's lease, honours an interrupt and reports progress.
+    """
+
+    def __init__(self, run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> None:
+        self.run = run
+        self.on_progress = on_progress
+        self.interrupt = interrupt
+        self._lease: _Lease | None = None
+
+    def call(
+        self, *, key: str, messages: list[dict[str, str]], temperature: float | None = None
+    ) -> str:
+        if self._lease is None:
+            self._lease = _Lease(self.run.pk)
+        self._lease.renew_if_due()
+        if self._lease.lost:
+            raise _PrepareStopped(Run.Status.CANCELLED)
+        if self.interrupt.requested.is_set():
+            raise _PrepareStopped(Run.Status.STOPPED)
+        overrides = {} if temperature is None else {"temperature": temperature}
+        call = run_direct_call(run=self.run, unit_key=key, messages=messages, params=overrides)
+        if self.on_progress is not None:
+            counts = Run.objects.values("total_calls", "done_calls", "error_calls").get(
+                pk=self.run.pk
+            )
+            self.on_progress(
+                RunProgress(
+                    self.run.pk, counts["total_calls"], counts["done_calls"], counts["error_calls"]
+                )
+            )
+        return call.raw_output

@@ -1,0 +1,276 @@
+"""Forms for the run pages: a new run (preview or start) and a template revision."""
+
+from __future__ import annotations
+
+import re
+import string
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from benchmarks.models import Split, Work
+
+from ..models import Backend, PromptTemplate
+from ..pipelines import get_pipeline, pipeline_benchmarks
+
+# Sampling parameters the form offers; a blank field means "the pipeline's default".
+PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples", "seed")
+
+
+class RunForm(forms.Form):
+    """What a run answers and how; ``service_kwargs()`` feeds ``run_plan``/``run_create``."""
+
+    name = forms.CharField(
+        max_length=200, required=False, help_text="Default: benchmark, method and model."
+    )
+    benchmark = forms.ChoiceField(choices=())
+    method = forms.ChoiceField(choices=())
+    backend = forms.ModelChoiceField(queryset=Backend.objects.order_by("name"))
+    model = forms.CharField(
+        max_length=255, required=False, help_text="Default: the backend's default model."
+    )
+    template = forms.ModelChoiceField(
+        queryset=PromptTemplate.objects.order_by("name", "-version"),
+        required=False,
+        empty_label="the method's active template",
+    )
+    works = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Work keys (e.g. trial50), separated by commas or spaces. Blank: all works.",
+    )
+    split = forms.ChoiceField(
+        choices=[("", "any"), *[(s.value, s.label) for s in Split if s.value]], required=False
+    )
+    limit = forms.IntegerField(min_value=1, required=False, help_text="At most this many works.")
+    context = forms.TypedChoiceField(
+        choices=[("", "0 (default)"), ("1000", "1k"), ("2000", "2k")],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="Context (CharToM-QA)",
+        help_text="The plot window shown, in tokens.",
+    )
+    responses_of = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Responses of run (CharToM-QA judge)",
+        help_text="For judge-bonus / judge-defects: the id of the generative run to judge.",
+    )
+    scene_limit = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Scenes per work (speaker guessing)",
+        help_text="At most this many scenes guessed per work.",
+    )
+    options = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Method options, one KEY=VALUE per line (e.g. shots=20, perturb_names=true).",
+    )
+    temperature = forms.FloatField(min_value=0, max_value=2, required=False)
+    top_p = forms.FloatField(min_value=0, max_value=1, required=False, label="Top-p")
+    max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
+    samples = forms.IntegerField(
+        min_value=1, max_value=50, required=False, help_text="Samples per prompt, averaged."
+    )
+    seed = forms.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="Sampling seed, for servers that honour it; sample i uses seed + i.",
+    )
+    budget_tokens = forms.IntegerField(
+        min_value=1, required=False, label="Budget (tokens)", help_text="Stop before exceeding."
+    )
+    budget_cost = forms.DecimalField(
+        min_value=Decimal(0),
+        max_digits=12,
+        decimal_places=6,
+        required=False,
+        label="Budget (cost)",
+        help_text="In the backend's price unit.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        benchmarks = pipeline_benchmarks()
+        pipelines = {b: get_pipeline(b) for b in benchmarks}
+        self.fields["benchmark"].choices = [(b, b) for b in benchmarks]
+        methods = dict.fromkeys(m for p in pipelines.values() for m in p.methods)
+        self.fields["method"].choices = [(m, m) for m in methods]
+        self.pipelines = pipelines
+
+    @classmethod
+    def initial_for(cls, benchmark: str | None = None) -> dict[str, Any]:
+        """Initial values: the pipeline's default sampling parameters and one sample."""
+        benchmark = benchmark if benchmark in pipeline_benchmarks() else pipeline_benchmarks()[0]
+        pipeline = get_pipeline(benchmark)
+        defaults = {"samples": 1, **pipeline.default_params}
+        return {
+            "benchmark": benchmark,
+            "method": pipeline.methods[0] if pipeline.methods else "",
+            **{k: defaults[k] for k in PARAM_FIELDS if k in defaults},
+        }
+
+    def clean_options(self) -> dict[str, str]:
+        options = {}
+        for line in self.cleaned_data["options"].splitlines():
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise forms.ValidationError(f"{line.strip()!r}: expected KEY=VALUE")
+            options[key.strip()] = value.strip()
+        return options
+
+    def clean_works(self) -> list[str]:
+        return [key for key in re.split(r"[\s,]+", self.cleaned_data["works"]) if key]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        benchmark = data.get("benchmark")
+        if not benchmark:
+            return data
+        pipeline = self.pipelines[benchmark]
+        method = data.get("method")
+        if method and method not in pipeline.methods:
+            self.add_error(
+                "method",
+                f"{method!r} is not a method for {benchmark}; choose {', '.join(pipeline.methods)}",
+            )
+        template = data.get("template")
+        if template and template.benchmark != benchmark:
+            self.add_error("template", f"{template} is a {template.benchmark} template")
+        if works := data.get("works"):
+            # Work keys are natural keys of the pipeline's benchmark in the item bank.
+            known = set(
+                Work.objects.filter(benchmark=benchmark, key__in=works).values_list(
+                    "key", flat=True
+                )
+            )
+            if unknown := [k for k in works if k not in known]:
+                self.add_error("works", f"unknown {benchmark} work key(s): {', '.join(unknown)}")
+        return data
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments shared by ``run_plan`` and ``run_create``."""
+        data = self.cleaned_data
+        selection = {
+            k: v
+            for k, v in {
+                "works": data["works"],
+                "split": data["split"],
+                "limit": data["limit"],
+                "context": data["context"],
+                "run": data["responses_of"],
+                "scene_limit": data["scene_limit"],
+            }.items()
+            if v
+        }
+        params = {k: data[k] for k in ("model", *PARAM_FIELDS) if data[k] not in (None, "")}
+        if data["options"]:
+            params["options"] = data["options"]
+        return {
+            "benchmark": data["benchmark"],
+            "method": data["method"],
+            "backend": data["backend"],
+            "selection": selection,
+            "params": params,
+            "template": data["template"],
+        }
+
+
+class TemplateReviseForm(forms.Form):
+    """A new version of a template: its texts must use only the template's named fields."""
+
+    system = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
+    user = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}))
+    notes = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What changed and why.",
+    )
+
+    def __init__(self, *args: Any, template: PromptTemplate, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.template = template
+
+    def _check_fields(self, name: str) -> str:
+        text = self.cleaned_data[name]
+        allowed = set(self.template.fields)
+        try:
+            used = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+        except ValueError as exc:
+            raise forms.ValidationError(f"{exc} (write literal braces as {{{{ and }}}})") from None
+        # "{questions[0]}" or "{x.y}" would index into a field: only plain names are allowed.
+        if unknown := sorted(u for u in used if u not in allowed):
+            raise forms.ValidationError(
+                f"unknown field(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                f"available: {', '.join('{' + f + '}' for f in self.template.fields) or 'none'}"
+            )
+        return text
+
+    def clean_system(self) -> str:
+        return self._check_fields("system")
+
+    def clean_user(self) -> str:
+        return self._check_fields("user")
+
+
+class BaselineRunForm(forms.Form):
+    """A trained-baseline run (``modeling.baselines``); blank numbers keep the paper's values."""
+
+    method = forms.ChoiceField(
+        choices=[
+            ("random", "Random"),
+            ("majority", "Majority"),
+            ("protonet", "ProtoNet"),
+            ("mtl", "MTL"),
+            ("leopard", "LEOPARD"),
+        ]
+    )
+    benchmark = forms.ChoiceField(
+        choices=[("tom-in-amc", "ToM-in-AMC"), ("tvshowguess", "TVShowGuess")]
+    )
+    train_split = forms.ChoiceField(choices=(), initial="train", required=False)
+    eval_split = forms.ChoiceField(choices=(), initial="dev", required=False)
+    select_split = forms.ChoiceField(
+        choices=(),
+        initial="dev",
+        required=False,
+        help_text="Its movies' mean accuracy picks the epoch kept.",
+    )
+    encoder = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="Local model directory on the GPU worker. Blank: TOMLAB_BASELINE_ENCODER.",
+    )
+    init_from = forms.IntegerField(
+        min_value=1, required=False, label="Start from run", help_text="LEOPARD: a ProtoNet run."
+    )
+    epochs = forms.IntegerField(min_value=1, required=False, help_text="Blank: 20 (LEOPARD 10).")
+    seed = forms.IntegerField(min_value=0, required=False)
+    device = forms.ChoiceField(choices=[("cuda", "cuda"), ("cpu", "cpu")], initial="cuda")
+    name = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        splits = [(s.value, s.label) for s in Split]
+        for name in ("train_split", "eval_split", "select_split"):
+            self.fields[name].choices = splits
+
+    def service_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        params = {k: data[k] for k in ("epochs", "seed", "device") if data[k] not in (None, "")}
+        return {
+            "method": data["method"],
+            "benchmark": data["benchmark"],
+            "train_split": data["train_split"],
+            "eval_split": data["eval_split"],
+            "select_split": data["select_split"],
+            "encoder": data["encoder"],
+            "init_from": data["init_from"],
+            "params": params,
+            "name": data["name"],
+        }

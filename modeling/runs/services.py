@@ -1,0 +1,258 @@
+"""The run engine: create runs, execute them resumably, stop, cancel and resume them.
+
+Execution is driven by :class:`RunCall` rows (one per prompt x sample). Request
+threads keep ``Backend.max_concurrency`` calls in flight and never touch the
+database; this thread is the writer. The moment a reply arrives it is made durable
+as one row (its call turns ``received``, holding the raw reply, tokens and cost);
+parsing, predictions (in bulk, several calls per transaction), the cache row and the
+"done" mark come after. A run killed at any point therefore resumes by executing
+again: done calls are skipped, received ones are recorded from their row, paid
+responses come from the cache, and unique constraints stop duplicate predictions.
+
+A run is held under a lease that names its holder (host, PID, process start time),
+so a resume on the same host takes over at once from a holder that is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.tasks import task_send_on_commit
+
+from ..backends import ChatRequest
+from ..backends.token_count import prompt_token_counter
+from ..models import Backend, PromptTemplate, Run
+from ..pipelines import get_pipeline
+from .leases import _RELEASED, RunLeased, _holder_gone
+from .prompt_templates import active_template
+
+logger = logging.getLogger(__name__)
+
+# Run.params key marking a run whose calls its caller makes one by one with
+# run_direct_call (a DynToM generation job: each prompt depends on the last reply), so
+# the engine never executes, requeues or resumes it.
+DIRECT_CALLS = "direct_calls"
+
+RUN_TASK_NAME = "modeling.run_model"
+# CELERY_TASK_ROUTES sends "modeling.tasks.train_*" to the "gpu" queue.
+TRAIN_TASK_NAME = "modeling.tasks.train_baseline"
+
+
+def _resolve(
+    *,
+    benchmark: str,
+    method: str,
+    backend: Backend,
+    params: dict[str, Any] | None,
+    template: PromptTemplate | None,
+) -> tuple[Any, PromptTemplate, dict[str, Any], str]:
+    pipeline = get_pipeline(benchmark)
+    if method not in pipeline.methods:
+        raise ValueError(
+            f"method {method!r} is not one of {', '.join(pipeline.methods)} for {benchmark}"
+        )
+    template = template or active_template(pipeline.default_template_name(method))
+    merged = {**pipeline.default_params, "samples": 1, **(params or {})}
+    # Run options (k shots, name perturbation, ablations) are the pipeline's to check.
+    options = pipeline.clean_options(method=method, options=dict(merged.pop("options", None) or {}))
+    if options:
+        merged["options"] = options
+    samples = int(merged["samples"])
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    model = merged.pop("model", None) or backend.default_model or backend.model_path
+    if not model:
+        raise ValueError(f"backend {backend.name} has no default model; pass a model")
+    return pipeline, template, merged, model
+
+
+@transaction.atomic
+def run_create(
+    *,
+    benchmark: str,
+    method: str,
+    backend: Backend,
+    selection: dict[str, Any],
+    params: dict[str, Any] | None = None,
+    template: PromptTemplate | None = None,
+    name: str = "",
+    budget_tokens: int | None = None,
+    budget_cost: Decimal | None = None,
+    created_by=None,
+    enqueue: bool = True,
+) -> Run:
+    """Record a run and, once committed, queue it for a worker."""
+    _, template, merged, model = _resolve(
+        benchmark=benchmark, method=method, backend=backend, params=params, template=template
+    )
+    run = Run.objects.create(
+        name=name or f"{benchmark} {method} {model}",
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        template=template,
+        model=model,
+        params=merged,
+        selection=selection,
+        budget_tokens=budget_tokens,
+        budget_cost=budget_cost,
+        created_by=created_by,
+    )
+    if enqueue:
+        _enqueue(run)
+    return run
+
+
+def run_queue(run: Run) -> str:
+    """The Celery queue a run goes to: local models and training need a GPU worker
+    (SPEC: scale-out)."""
+    if run.kind == Run.Kind.TRAINED:
+        return "gpu"
+    if run.backend is not None and run.backend.kind == Backend.Kind.TRANSFORMERS:
+        return "gpu"
+    return "default"
+
+
+def run_enqueue(run: Run) -> None:
+    """Send ``run`` to its queue (see :func:`run_queue`) once the transaction commits."""
+    _enqueue(run)
+
+
+def _enqueue(run: Run) -> None:
+    name = TRAIN_TASK_NAME if run.kind == Run.Kind.TRAINED else RUN_TASK_NAME
+    task_send_on_commit(name, (run.pk,), queue=run_queue(run))
+
+
+@dataclass
+class RunPlan:
+    calls: int
+    units: int
+    samples: int
+    estimated_prompt_tokens: int
+    max_completion_tokens: int
+    first_messages: list[dict[str, str]]
+    token_method: str  # how the prompt tokens were estimated (tokenizer or heuristic)
+    template: PromptTemplate
+    model: str
+
+
+def run_plan(
+    *,
+    benchmark: str,
+    method: str,
+    backend: Backend,
+    selection: dict[str, Any],
+    params: dict[str, Any] | None = None,
+    template: PromptTemplate | None = None,
+) -> RunPlan:
+    """What a run would do, without calling anything (``run_model --dry-run``)."""
+    pipeline, template, merged, model = _resolve(
+        benchmark=benchmark, method=method, backend=backend, params=params, template=template
+    )
+    # An unsaved run: a pipeline that prepares (ToMPro) shows its prompts as they
+    # would look before any of the run's own replies exist.
+    draft = Run(
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        template=template,
+        model=model,
+        params=merged,
+        selection=selection,
+    )
+    units = pipeline.units_for_run(run=draft)
+    samples = int(merged["samples"])
+    counter = prompt_token_counter(backend=backend)
+    tokens = counter.count([ChatRequest.build(u.messages, model=model, params={}) for u in units])
+    return RunPlan(
+        calls=len(units) * samples,
+        units=len(units),
+        samples=samples,
+        estimated_prompt_tokens=tokens * samples,
+        max_completion_tokens=int(merged.get("max_tokens") or 0) * len(units) * samples,
+        first_messages=units[0].messages if units else [],
+        token_method=counter.method,
+        template=template,
+        model=model,
+    )
+
+
+def run_cancel(*, run_id: int) -> Run:
+    """Stop a run after the calls in flight; finished runs are left as they are."""
+    Run.objects.filter(pk=run_id).exclude(status__in=Run.FINISHED).update(
+        status=Run.Status.CANCELLED, finished_at=timezone.now()
+    )
+    return Run.objects.get(pk=run_id)
+
+
+def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
+    """Make a stopped, failed or orphaned run runnable again; done calls are not repeated.
+
+    A run still marked running is taken over at once when its holder is gone (the
+    lease was released, has expired, or names a process on this host that no longer
+    runs). While the holder may be alive this raises :class:`RunLeased`, whose message
+    says who holds the run and when to retry. ``enqueue=False`` leaves the run queued
+    for the caller to execute in this process (``run_model --resume``).
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.imported:
+            raise ValueError("imported runs have nothing to resume")
+        if run.params.get(DIRECT_CALLS):
+            raise ValueError(
+                f"run {run.pk} records the calls of a job that makes them itself "
+                "(e.g. a DynToM generation job); resume that job instead"
+            )
+        if run.status == Run.Status.SUCCEEDED:
+            return run
+        if run.status == Run.Status.RUNNING and not _holder_gone(run):
+            raise RunLeased(run)
+        if run.status != Run.Status.QUEUED:
+            run.status = Run.Status.QUEUED
+            run.error = ""
+            run.finished_at = None
+            for name, value in _RELEASED.items():
+                setattr(run, name, value)
+            run.save(
+                update_fields=[
+                    "status",
+                    "error",
+                    "finished_at",
+                    "lease_expires_at",
+                    "lease_holder_host",
+                    "lease_holder_pid",
+                    "lease_holder_started_at",
+                ]
+            )
+        if enqueue:
+            _enqueue(run)
+    return run
+
+
+def runs_requeue_orphaned() -> list[int]:
+    """Queue every run a dead worker left behind; called when a worker starts.
+
+    A worker killed mid-run loses its task message with brokers that do not redeliver
+    (kombu's filesystem transport deletes a message when it is fetched; Redis waits
+    for its visibility timeout). Queued runs and runs still marked running are sent
+    again: a live holder's lease makes the duplicate wait, then skip.
+    """
+    runs = [
+        run
+        for run in Run.objects.filter(
+            imported=False, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        )
+        .select_related("backend")
+        .order_by("pk")
+        # Direct-call runs have no units for the engine to execute (see run_direct_call).
+        if not run.params.get(DIRECT_CALLS)
+    ]
+    for run in runs:
+        _enqueue(run)
+    return [run.pk for run in runs]

@@ -1,0 +1,214 @@
+"""Run pages for researchers: list, new run (preview or start), detail with live progress,
+cancel/resume, and prompt templates with their versions.
+
+Every view checks the researcher role itself; raters and annotators get 403 on every
+page, whatever the templates show. The detail page's progress region polls itself
+with htmx and gets 286 (stop polling) once the run is finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from accounts.decorators import researcher_required as researcher_only
+
+from ..baselines.services import baseline_run_create
+from ..models import PromptTemplate, Run
+from . import selectors, services
+from .forms import BaselineRunForm, RunForm, TemplateReviseForm
+
+RUNS_PER_PAGE = 50
+CALLS_PER_PAGE = 50
+PROGRESS_PARTIAL = "modeling/run_detail.html#run-progress"
+researcher_required = researcher_only("Model runs are for researchers only.")
+
+
+@require_GET
+@researcher_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(selectors.run_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "modeling/run_list.html", {"page": page})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def run_new(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST "preview": the dry-run plan, nothing saved. POST "start": the run."""
+    if request.method == "GET":
+        form = RunForm(initial=RunForm.initial_for(request.GET.get("benchmark")))
+        return render(request, "modeling/run_new.html", {"form": form})
+    form = RunForm(request.POST)
+    plan = None
+    if form.is_valid():
+        try:
+            if request.POST.get("action") == "start":
+                run = services.run_create(
+                    **form.service_kwargs(),
+                    name=form.cleaned_data["name"],
+                    budget_tokens=form.cleaned_data["budget_tokens"],
+                    budget_cost=form.cleaned_data["budget_cost"],
+                    created_by=request.user,
+                )
+                messages.success(request, f"Run {run.pk} queued.")
+                return redirect("modeling:run-detail", run_id=run.pk)
+            plan = services.run_plan(**form.service_kwargs())
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+    return render(request, "modeling/run_new.html", {"form": form, "plan": plan})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def baseline_run_new(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST: record a trained-baseline run and queue it on the gpu queue."""
+    if request.method == "GET":
+        return render(request, "modeling/baseline_run_new.html", {"form": BaselineRunForm()})
+    form = BaselineRunForm(request.POST)
+    if form.is_valid():
+        try:
+            run = baseline_run_create(**form.service_kwargs(), created_by=request.user)
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Run {run.pk} queued for a GPU worker.")
+            return redirect("modeling:run-detail", run_id=run.pk)
+    return render(request, "modeling/baseline_run_new.html", {"form": form})
+
+
+def _progress_context(run: Run) -> dict[str, Any]:
+    # The polled region shows the prediction summary too, so it is computed here for
+    # both the full page and the htmx partial.
+    percent = round(100 * run.done_calls / run.total_calls) if run.total_calls else 0
+    return {
+        "run": run,
+        "percent": percent,
+        "summary": selectors.run_prediction_summary(run=run),
+    }
+
+
+@require_GET
+@researcher_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("backend", "template"), pk=run_id)
+    if request.htmx:
+        # The polling region alone; 286 tells htmx to swap it in and stop polling.
+        response = render(request, PROGRESS_PARTIAL, _progress_context(run))
+        if run.is_finished:
+            return HttpResponseStopPolling(response.content)
+        return response
+    calls = Paginator(selectors.run_calls(run=run), CALLS_PER_PAGE).get_page(
+        request.GET.get("calls_page")
+    )
+    context = {
+        **_progress_context(run),
+        "calls": calls,
+        "has_mental_states": run.mental_states.exists(),
+    }
+    return render(request, "modeling/run_detail.html", context)
+
+
+MENTAL_STATES_PER_PAGE = 100
+
+
+@require_GET
+@researcher_required
+def run_mental_states(request: HttpRequest, run_id: int) -> HttpResponse:
+    """ToMPro's stage-1 records (and character-memory descriptions), one row per
+    character per scene, filterable by character."""
+    run = get_object_or_404(Run, pk=run_id)
+    characters = selectors.run_mental_state_characters(run=run)
+    chosen = request.GET.get("character")
+    character_id = int(chosen) if chosen and chosen.isdigit() else None
+    page = Paginator(
+        selectors.run_mental_states(run=run, character_id=character_id), MENTAL_STATES_PER_PAGE
+    ).get_page(request.GET.get("page"))
+    context = {
+        "run": run,
+        "characters": characters,
+        "character_id": character_id,
+        "page": page,
+    }
+    return render(request, "modeling/run_mental_states.html", context)
+
+
+def _after_action(request: HttpRequest, run: Run, *, error: str = "") -> HttpResponse:
+    """htmx gets the refreshed progress region (polling again if the run restarted),
+    with a refusal shown inside it; a plain form post is redirected with a message."""
+    if request.htmx:
+        return render(request, PROGRESS_PARTIAL, {**_progress_context(run), "action_error": error})
+    if error:
+        messages.error(request, error)
+    return redirect("modeling:run-detail", run_id=run.pk)
+
+
+@require_POST
+@researcher_required
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    run = services.run_cancel(run_id=run_id)
+    return _after_action(request, run)
+
+
+@require_POST
+@researcher_required
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Queue the run again; a run whose holder is gone is taken over at once, one held by
+    a live process is refused with a line saying who holds it and when to retry."""
+    get_object_or_404(Run, pk=run_id)
+    error = ""
+    try:
+        services.run_resume(run_id=run_id)
+    except ValueError as exc:  # RunLeased included
+        error = str(exc)
+    run = Run.objects.select_related("backend", "template").get(pk=run_id)
+    return _after_action(request, run, error=error)
+
+
+@require_GET
+@researcher_required
+def template_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "modeling/template_list.html", {"templates": selectors.prompt_template_list()}
+    )
+
+
+def _template_page(
+    request: HttpRequest, template: PromptTemplate, form: TemplateReviseForm
+) -> HttpResponse:
+    context = {
+        "template": template,
+        "versions": selectors.prompt_template_versions(template=template),
+        "form": form,
+    }
+    return render(request, "modeling/template_detail.html", context)
+
+
+@require_GET
+@researcher_required
+def template_detail(request: HttpRequest, template_id: int) -> HttpResponse:
+    template = get_object_or_404(PromptTemplate, pk=template_id)
+    form = TemplateReviseForm(
+        template=template,
+        initial={"system": template.system, "user": template.user},
+    )
+    return _template_page(request, template, form)
+
+
+@require_POST
+@researcher_required
+def template_revise(request: HttpRequest, template_id: int) -> HttpResponse:
+    """Save the edited texts as a new version; runs keep the version they used."""
+    template = get_object_or_404(PromptTemplate, pk=template_id)
+    form = TemplateReviseForm(request.POST, template=template)
+    if not form.is_valid():
+        return _template_page(request, template, form)
+    revised = services.prompt_template_revise(template=template, **form.cleaned_data)
+    messages.success(request, f"Saved {revised}.")
+    return redirect("modeling:template-detail", template_id=revised.pk)

@@ -1,0 +1,291 @@
+"""Multiple-choice study responses out and back in (CSV or JSON), one row per pick.
+
+A study run elsewhere (a crowd platform, a paper form) is brought in through the same
+rows and reported like one run here. Export never carries invite tokens. Import is all
+or nothing: the first bad row is named with its field and nothing is written; rows
+already stored are recognised (same participant label, item and round) and left as
+they are, so importing a file twice creates nothing the second time.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from common.csv_safe import FORMULA_STARTS
+
+from ..errors import StudyError
+from ..models import (
+    Assignment,
+    ChoiceAnswer,
+    Familiarity,
+    Participant,
+    Study,
+    StudyItem,
+    WorkSession,
+)
+from . import services as cs
+
+COLUMNS = [
+    "participant",
+    "item",
+    "work",
+    "read",
+    "round",
+    "option",
+    "shown",
+    "kept",
+    "correct",
+    "ms",
+    "shown_at",
+    "answered_at",
+    "question",
+    "dimension",
+    "question_type",
+    "mental_state",
+    "directness",
+]
+REQUIRED = ("participant", "item", "round", "option")
+
+
+class ExchangeError(StudyError):
+    """A row that cannot be imported: says which row and which field."""
+
+    def __init__(self, message: str, *, row: int, field: str) -> None:
+        super().__init__(f"row {row}, field {field!r}: {message}")
+        self.row, self.field = row, field
+
+
+def item_key(item: StudyItem, question=None) -> str:
+    """A stable name for a pick's item: the QA item's natural key, or stage/question."""
+    if item.qa_item_id:
+        return item.qa_item.natural_key
+    return f"{item.stage.work.key}/{question.key}"
+
+
+def rows_export(study: Study) -> Iterator[dict[str, Any]]:
+    """Every pick of the study, in participant and item order (streamable)."""
+    picks = (
+        ChoiceAnswer.objects.filter(assignment__participant__study=study)
+        .select_related(
+            "assignment__participant",
+            "assignment__study_item__qa_item",
+            "assignment__study_item__stage__work",
+            "assignment__session__study_work__work",
+            "question",
+        )
+        .order_by("assignment__participant_id", "assignment__position", "question_id", "round")
+    )
+    for c in picks.iterator(chunk_size=2000):
+        a = c.assignment
+        item = a.study_item
+        qa, q = item.qa_item, c.question
+        yield {
+            "participant": str(a.participant),
+            "item": item_key(item, q),
+            "work": a.session.study_work.work.key,
+            "read": a.seen if qa else "",
+            "round": c.round,
+            "option": c.option,
+            "shown": c.shown,
+            "kept": "" if c.kept is None else c.kept,
+            "correct": "" if c.correct is None else c.correct,
+            "ms": c.ms,
+            "shown_at": c.shown_at.isoformat(),
+            "answered_at": c.answered_at.isoformat(),
+            "question": qa.question if qa else q.text,
+            "dimension": qa.dimension if qa else "",
+            "question_type": "" if qa else q.question_type,
+            "mental_state": "" if qa else q.mental_state,
+            "directness": (qa.directness or "") if qa else "",
+        }
+
+
+def rows_parse(data: bytes, *, filename: str) -> list[dict[str, Any]]:
+    """Rows from an uploaded CSV or JSON file (a list of objects, or JSON lines)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ExchangeError("the file is not UTF-8 text", row=0, field="file") from None
+    if filename.lower().endswith((".json", ".jsonl")):
+        stripped = text.strip()
+        try:
+            if stripped.startswith("["):
+                rows = json.loads(stripped)
+            else:
+                rows = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise ExchangeError(f"not JSON ({exc.msg})", row=0, field="file") from None
+        if not all(isinstance(r, dict) for r in rows):
+            raise ExchangeError("each row must be a JSON object", row=0, field="file")
+        return rows
+    reader = csv.DictReader(io.StringIO(text))
+    if missing := [c for c in REQUIRED if c not in (reader.fieldnames or [])]:
+        raise ExchangeError(f"missing column(s) {', '.join(missing)}", row=0, field="header")
+    return list(reader)
+
+
+def _bool(value: Any, *, row: int, field: str) -> bool | None:
+    if value in ("", None):
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lstrip("'").lower()
+    if text in ("true", "1", "yes", "read"):
+        return True
+    if text in ("false", "0", "no", "not read"):
+        return False
+    raise ExchangeError(f"{value!r} is not yes/no", row=row, field=field)
+
+
+def _int(value: Any, *, row: int, field: str, required: bool = True) -> int | None:
+    if value in ("", None):
+        if required:
+            raise ExchangeError("missing", row=row, field=field)
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ExchangeError(f"{value!r} is not a whole number", row=row, field=field) from None
+    if number < 0:
+        raise ExchangeError("must not be negative", row=row, field=field)
+    return number
+
+
+def _when(value: Any, *, row: int, field: str) -> datetime | None:
+    if value in ("", None):
+        return None
+    parsed = parse_datetime(str(value).strip())
+    if parsed is None:
+        raise ExchangeError(f"{value!r} is not an ISO date and time", row=row, field=field)
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    created: int
+    unchanged: int
+    participants_created: int
+
+
+@transaction.atomic
+def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult:
+    """Store picks made elsewhere as this study's responses (all rows or none)."""
+    if not cs.study_is_choice(study):
+        raise StudyError("responses can be imported into multiple-choice studies only")
+    items: dict[str, tuple[StudyItem, Any]] = {}
+    for item in StudyItem.objects.filter(study=study).select_related(
+        "qa_item", "stage__work", "study_work__work"
+    ):
+        if item.qa_item_id:
+            items[item.qa_item.natural_key] = (item, None)
+        else:
+            for q in cs.dyntom_questions(item):
+                items[item_key(item, q)] = (item, q)
+    people = {str(p): p for p in Participant.objects.filter(study=study)}
+    created = unchanged = new_people = 0
+    now = timezone.now()
+    for n, raw in enumerate(rows, start=1):
+        for field in REQUIRED:
+            if raw.get(field) in ("", None):
+                raise ExchangeError("missing", row=n, field=field)
+        key = str(raw["item"]).strip()
+        if key not in items:
+            raise ExchangeError(f"{key!r} is not an item of this study", row=n, field="item")
+        item, question = items[key]
+        round_ = _int(raw["round"], row=n, field="round")
+        if round_ not in (1, 2) or (round_ == 2 and question is not None):
+            raise ExchangeError("must be 1, or 2 for a CharToM-QA revision", row=n, field="round")
+        n_options = (
+            len(cs.chartom_options(item.qa_item)) if question is None else len(question.options)
+        )
+        option = _int(raw["option"], row=n, field="option")
+        if option >= n_options:
+            raise ExchangeError(
+                f"the item has {n_options} options (0-{n_options - 1})", row=n, field="option"
+            )
+        read = _bool(raw.get("read"), row=n, field="read")
+        if item.qa_item_id and read is None:
+            raise ExchangeError(
+                "say whether the participant had read the book", row=n, field="read"
+            )
+        label = str(raw["participant"]).strip()
+        if label[:1] == "'" and label[1:2] in FORMULA_STARTS:  # our CSV writer's guard
+            label = label[1:]
+        participant = people.get(label)
+        if participant is None:
+            participant = Participant.objects.create(
+                study=study, label=label, token=secrets.token_urlsafe(32), consented_at=now
+            )
+            people[label] = participant
+            new_people += 1
+        session, _ = WorkSession.objects.get_or_create(
+            participant=participant,
+            study_work=item.study_work,
+            defaults={"seen": bool(read), "seed": 0, "history_confirmed_at": now},
+        )
+        if item.qa_item_id and session.seen != read:
+            raise ExchangeError(
+                f"{label} was recorded as {'having' if session.seen else 'not having'} read "
+                f"{item.study_work.work.key}",
+                row=n,
+                field="read",
+            )
+        Familiarity.objects.get_or_create(
+            participant=participant, work=item.study_work.work, defaults={"seen": bool(read)}
+        )
+        assignment, _ = Assignment.objects.get_or_create(
+            participant=participant,
+            study_item=item,
+            defaults={
+                "session": session,
+                "position": participant.assignments.count(),
+                "seen": bool(read),
+                "status": Assignment.Status.SUBMITTED,
+                "submitted_at": now,
+                "version": {"imported": True},
+            },
+        )
+        lookup = {"assignment": assignment, "round": round_}
+        lookup |= {"qa_item_id": item.qa_item_id} if question is None else {"question": question}
+        existing = ChoiceAnswer.objects.filter(**lookup).first()
+        if existing is not None:
+            if existing.option != option:
+                raise ExchangeError(
+                    f"{label} already has option {existing.option} stored for this item and round",
+                    row=n,
+                    field="option",
+                )
+            unchanged += 1
+            continue
+        if round_ == 2 and not ChoiceAnswer.objects.filter(assignment=assignment, round=1).exists():
+            raise ExchangeError(
+                "a revision needs the first answer (round 1) before it", row=n, field="round"
+            )
+        answered = _when(raw.get("answered_at"), row=n, field="answered_at") or now
+        ms = _int(raw.get("ms"), row=n, field="ms", required=False) or 0
+        shown_at = _when(raw.get("shown_at"), row=n, field="shown_at") or answered
+        first = ChoiceAnswer.objects.filter(assignment=assignment, round=1).first()
+        gold = 0 if question is None else cs.dyntom_gold_index(question)
+        ChoiceAnswer.objects.create(
+            **lookup,
+            option=option,
+            shown=_int(raw.get("shown"), row=n, field="shown", required=False) or option,
+            kept=(first.option == option) if (round_ == 2 and first) else None,
+            shown_at=shown_at,
+            answered_at=answered,
+            ms=ms,
+            correct=option == gold,
+        )
+        created += 1
+    return ImportResult(created, unchanged, new_people)

@@ -1,0 +1,279 @@
+"""Researcher pages of multiple-choice studies: set-up, design, direct/indirect labels,
+responses with both picks and their times, and the CSV/JSON exchange.
+
+The study list, go-live/pause/close, invites and withdrawals are the pages every study
+shares (``researcher_views``); its detail and responses pages hand a multiple-choice
+study to :func:`detail` and :func:`responses` here.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.decorators import researcher_required as researcher_only
+from common.csv_safe import csv_stream
+from common.request_params import BadNumber, optional_number
+
+from .. import selectors
+from ..errors import StudyError
+from ..forms import InviteForm, StudyTextsForm
+from ..models import Assignment, ChoiceAnswer, Study, StudyItem
+from ..participation.forms import CsvInviteForm, RunningForm
+from . import exchange as choice_exchange
+from . import services as cs
+from .forms import ChoiceStudyForm
+
+PER_PAGE = 100
+researcher_required = researcher_only("Studies are for researchers only.")
+
+
+def _choice_study(study_id: int) -> Study:
+    return get_object_or_404(Study.objects.filter(benchmark__in=cs.CHOICE_BENCHMARKS), pk=study_id)
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_new(request: HttpRequest) -> HttpResponse:
+    form = ChoiceStudyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        benchmark = data["benchmark"]
+        try:
+            created = cs.choice_study_create(
+                name=data["name"],
+                benchmark=benchmark,
+                works=list(data["works"]),
+                questions=data.get("questions") if benchmark == cs.CHARTOM else None,
+                stage_fraction=(
+                    (data.get("stage_percent") or 30) / 100 if benchmark == cs.DYNTOM else None
+                ),
+                question_types=data.get("question_types") or None,
+                seed=data.get("seed") or 0,
+                created_by=request.user,
+                reveal=data["reveal"],
+                instructions=data.get("instructions") or "",
+                consent=data.get("consent") or "",
+                **({"overlap": data.get("overlap") or 1} if benchmark == cs.DYNTOM else {}),
+            )
+        except StudyError as exc:
+            form.add_error(None, str(exc))
+        else:
+            skipped = "; ".join(f"{n} {why}" for why, n in created.skipped.items())
+            messages.success(
+                request,
+                f"Study created with {created.items} items."
+                + (f" Left out: {skipped}." if skipped else ""),
+            )
+            return redirect("studies:detail", study_id=created.study.pk)
+    status = 422 if form.is_bound and form.errors else 200
+    return render(request, "studies/choice_study_new.html", {"form": form}, status=status)
+
+
+def detail(request: HttpRequest, study: Study) -> HttpResponse:
+    """The study page of a multiple-choice study (``researcher_views.study_detail``)."""
+    participants = selectors.study_participants(study)
+    picks = ChoiceAnswer.objects.filter(assignment__participant__study=study)
+    items = StudyItem.objects.filter(study=study)
+    context = {
+        "study": study,
+        "raters": participants,
+        "invites": [
+            {
+                "participant": p,
+                "url": request.build_absolute_uri(reverse("rater:start", args=[p.token])),
+            }
+            for p in participants
+        ],
+        "n_items": items.count(),
+        "n_labelled": items.filter(qa_item__directness__isnull=False).count(),
+        "n_picks": picks.count(),
+        "n_final": Assignment.objects.filter(
+            study_item__study=study, status=Assignment.Status.SUBMITTED
+        ).count(),
+        "n_needed": items.count() * (2 if study.benchmark == cs.CHARTOM else study.overlap),
+        "texts_form": StudyTextsForm(
+            initial={"instructions": study.instructions, "consent": study.consent}
+        ),
+        "invite_form": InviteForm(),
+        "csv_form": CsvInviteForm(),
+        "running_form": RunningForm.for_study(study),
+        "public_url": (
+            request.build_absolute_uri(reverse("rater:public", args=[study.public_token]))
+            if study.public_cap and study.public_token
+            else ""
+        ),
+        "editable": study.status in (Study.Status.DRAFT,),
+    }
+    return render(request, "studies/choice_study_detail.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def design(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The read/not-read design: preview from the declarations, then apply."""
+    study = _choice_study(study_id)
+    if study.benchmark != cs.CHARTOM:
+        return redirect("studies:detail", study_id=study.pk)
+    if request.method == "POST":
+        try:
+            view = cs.design_apply(study=study)
+        except StudyError as exc:
+            messages.error(request, str(exc))
+        else:
+            n = len(view.design.slots)
+            messages.success(
+                request,
+                f"Design applied: {n} question slot{'s' if n != 1 else ''} handed out"
+                + (
+                    f"; {len(view.design.uncovered)} not covered (listed below)."
+                    if view.design.uncovered
+                    else "."
+                ),
+            )
+        return redirect("studies:choice-design", study_id=study.pk)
+    view = cs.design_preview(study=study)
+    context = {"study": study, "view": view, "rows": view.rows(), "uncovered": view.uncovered()}
+    return render(request, "studies/choice_design.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def directness(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Quick review: label each question direct or indirect (paper 6.4)."""
+    study = _choice_study(study_id)
+    if request.method == "POST":
+        try:
+            item_id = optional_number(request.POST.get("item"), name="item")
+            label = request.POST.get("directness", "")
+            qa = cs.qa_directness_label(study=study, item_id=item_id or 0, directness=label)
+        except (BadNumber, StudyError, ValueError) as exc:
+            return HttpResponse(str(exc), status=422, content_type="text/plain; charset=utf-8")
+        item = get_object_or_404(StudyItem, pk=item_id, study=study)
+        item.qa_item = qa
+        if request.htmx:
+            return render(
+                request, "studies/choice_directness.html#label-row", {"study": study, "item": item}
+            )
+        return redirect(reverse("studies:choice-directness", args=[study.pk]) + f"#item-{item.pk}")
+    items = list(
+        StudyItem.objects.filter(study=study, qa_item__isnull=False)
+        .select_related("qa_item", "study_work__work")
+        .order_by("position")
+    )
+    counts = {
+        "direct": sum(1 for i in items if i.qa_item.directness == "direct"),
+        "indirect": sum(1 for i in items if i.qa_item.directness == "indirect"),
+    }
+    counts["open"] = len(items) - counts["direct"] - counts["indirect"]
+    return render(
+        request,
+        "studies/choice_directness.html",
+        {"study": study, "items": items, "counts": counts},
+    )
+
+
+def responses(request: HttpRequest, study: Study) -> HttpResponse:
+    """Every pick with its time (``researcher_views.study_responses``)."""
+    try:
+        number = optional_number(request.GET.get("page"), name="page")
+    except BadNumber as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    assignments = (
+        Assignment.objects.filter(study_item__study=study, choices__isnull=False)
+        .distinct()
+        .select_related("participant", "study_item__qa_item", "study_item__stage__work")
+        .prefetch_related("choices__question")
+        .order_by("participant_id", "position")
+    )
+    page = Paginator(assignments, PER_PAGE).get_page(number)
+    rows = []
+    for a in page:
+        picks = sorted(
+            a.choices.all(), key=lambda c: (c.question.position if c.question else 0, c.round)
+        )
+        if a.study_item.qa_item_id:
+            options = cs.chartom_options(a.study_item.qa_item)
+            first = next((c for c in picks if c.round == 1), None)
+            second = next((c for c in picks if c.round == 2), None)
+            rows.append(
+                {
+                    "assignment": a,
+                    "question": a.study_item.qa_item.question,
+                    "first": first,
+                    "first_text": options[first.option] if first else "",
+                    "second": second,
+                    "second_text": options[second.option] if second else "",
+                }
+            )
+        else:
+            for c in picks:
+                rows.append(
+                    {
+                        "assignment": a,
+                        "question": c.question.text,
+                        "first": c,
+                        "first_text": c.question.options[c.option],
+                        "second": None,
+                        "second_text": "",
+                    }
+                )
+    return render(
+        request,
+        "studies/choice_responses.html",
+        {"study": study, "page": page, "rows": rows},
+    )
+
+
+@require_GET
+@researcher_required
+def export(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
+    """All picks as CSV or JSON, streamed (the file ``import_`` reads back)."""
+    study = _choice_study(study_id)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    name = f"study-{study.pk}-choices-{stamp}.{fmt}"
+    rows = choice_exchange.rows_export(study)
+    if fmt == "json":
+
+        def chunks():
+            yield "["
+            for i, row in enumerate(rows):
+                yield ("," if i else "") + "\n" + json.dumps(row, ensure_ascii=False)
+            yield "\n]\n"
+
+        response = StreamingHttpResponse(chunks(), content_type="application/json")
+    else:
+        response = StreamingHttpResponse(
+            csv_stream(rows, choice_exchange.COLUMNS), content_type="text/csv; charset=utf-8"
+        )
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@require_POST
+@researcher_required
+def import_(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _choice_study(study_id)
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a CSV or JSON file of responses to import.")
+        return redirect("studies:detail", study_id=study.pk)
+    try:
+        rows = choice_exchange.rows_parse(upload.read(), filename=upload.name)
+        result = choice_exchange.rows_import(study=study, rows=rows)
+    except StudyError as exc:
+        messages.error(request, f"{upload.name}: {exc}. Nothing was imported.")
+    else:
+        messages.success(
+            request,
+            f"{upload.name}: {result.created} picks created, {result.unchanged} unchanged, "
+            f"{result.participants_created} new participants.",
+        )
+    return redirect("studies:detail", study_id=study.pk)

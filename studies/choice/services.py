@@ -1,0 +1,654 @@
+"""Multiple-choice studies on the one study mechanism: CharToM-QA and the DynToM baseline.
+
+Both reuse what scene studies use: participants and invite tokens, consent, the
+``Familiarity``/``WorkSession``/``Assignment`` rows, assignment under row locks
+(``studies.assignment``), the server clock on the assignment, version stamps, pause and
+withdraw. What differs is the item and the answer:
+
+- CharToM-QA (paper 6.3): the item is one question (``StudyItem.qa_item``). People say
+  which books they have read; the researcher applies the read/not-read design
+  (``studies.choice_design``), after which late joiners and withdrawals rebalance it.
+  A participant first picks with the short plot window (c = 0), then sees the long one
+  (c = 2k) and keeps or changes the pick: two ``ChoiceAnswer`` rows.
+- DynToM (paper 4.1): the item is a whole stage (``StudyItem.stage``), handed out with
+  the study's overlap quota; its questions (or the researcher's subset) are answered
+  one at a time with the story in view.
+
+Gold is read only here, when an assignment becomes final.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from benchmarks.models import DynToMQuestion, DynToMStage, QAItem, Work
+
+from ..assignment import items_assign_with_room
+from ..errors import StudyError
+from ..models import (
+    Assignment,
+    ChoiceAnswer,
+    Familiarity,
+    Participant,
+    Study,
+    StudyItem,
+    StudyWork,
+    WorkSession,
+)
+from ..participation.services import check_active
+from .design import Design, Slot, design_compute
+
+CHARTOM = "chartom-qa"
+DYNTOM = "dyntom"
+CHOICE_BENCHMARKS = (CHARTOM, DYNTOM)
+# The paper's human study (6.3): 150 questions from 5 books.
+DEFAULT_QUESTIONS = 150
+# DynToM's human baseline (4.1) answered a random 30% of the stages.
+DEFAULT_STAGE_FRACTION = 0.3
+
+
+class ChoiceReplay(StudyError):
+    """The answer was already given: a replay (double click, second tab, back button)."""
+
+
+def study_is_choice(study: Study) -> bool:
+    return study.benchmark in CHOICE_BENCHMARKS
+
+
+# -- set-up -----------------------------------------------------------------------------
+
+
+def chartom_options(item: QAItem) -> list[str]:
+    """The item's options in its own order: the reference answer, then the misleading ones."""
+    return [item.answer, *item.misleading_choices]
+
+
+def option_order(seed: int, n: int) -> list[int]:
+    """The order a participant sees ``n`` options in, fixed by the assignment's seed."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def dyntom_gold_index(question: DynToMQuestion) -> int:
+    return ord(question.gold_letter.strip().lower()[:1] or "?") - ord("a")
+
+
+@dataclass(frozen=True)
+class ChoiceStudyCreated:
+    study: Study
+    items: int
+    skipped: dict[str, int]  # reason -> how many items of the chosen works were left out
+
+
+@transaction.atomic
+def choice_study_create(
+    *,
+    name: str,
+    benchmark: str,
+    works: list[Work],
+    questions: int | None = None,
+    stage_fraction: float | None = None,
+    question_types: list[str] | None = None,
+    seed: int = 0,
+    created_by=None,
+    **settings_: Any,
+) -> ChoiceStudyCreated:
+    """A draft multiple-choice study over ``works`` (books, or DynToM stages).
+
+    CharToM-QA: ``questions`` questions (default 150) sampled with ``seed``, spread as
+    evenly as the books allow; only items with three misleading choices and both plot
+    windows (c = 0 and c = 2k) can be asked in the paper's two rounds. DynToM: a seeded
+    ``stage_fraction`` of the stages (default 30%), each with all its questions or those
+    of ``question_types``. ``settings_`` are Study fields (overlap, reveal, texts…).
+    """
+    if benchmark not in CHOICE_BENCHMARKS:
+        raise StudyError(f"not a multiple-choice benchmark: {benchmark}")
+    if not works:
+        raise StudyError("choose at least one work")
+    if wrong := [w.key for w in works if w.benchmark != benchmark]:
+        raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    if Study.objects.filter(name=name).exists():
+        raise StudyError(f"a study named {name!r} exists already: choose another name")
+    rng = random.Random(seed)
+    skipped: dict[str, int] = defaultdict(int)
+    if benchmark == CHARTOM:
+        settings_ = {"overlap": 2, "min_seen": 1, "min_unseen": 1, **settings_}
+        chosen = _chartom_sample(works, questions or DEFAULT_QUESTIONS, rng, skipped)
+    else:
+        settings_ = {"overlap": 1, **settings_}
+        chosen = _dyntom_sample(works, stage_fraction, question_types, rng, skipped)
+    if not chosen:
+        raise StudyError(
+            "the chosen works have no items this study can ask"
+            + (f" ({_skip_text(skipped)})" if skipped else "")
+        )
+    study = Study.objects.create(
+        name=name,
+        benchmark=benchmark,
+        seed=seed,
+        created_by=created_by,
+        sampling={
+            "questions": questions,
+            "stage_fraction": stage_fraction,
+            "question_types": question_types or [],
+            "skipped": dict(skipped),
+        },
+        **settings_,
+    )
+    study_works = {
+        work.pk: StudyWork.objects.create(study=study, work=work, position=position)
+        for position, work in enumerate(works)
+    }
+    StudyItem.objects.bulk_create(
+        StudyItem(study=study, study_work=study_works[work_id], position=position, **fields)
+        for position, (work_id, fields) in enumerate(chosen)
+    )
+    return ChoiceStudyCreated(study=study, items=len(chosen), skipped=dict(skipped))
+
+
+def _skip_text(skipped: dict[str, int]) -> str:
+    return "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+
+
+def _chartom_sample(works, n, rng, skipped) -> list[tuple[int, dict]]:
+    by_work: dict[int, list[QAItem]] = defaultdict(list)
+    for item in QAItem.objects.filter(work__in=works).order_by("work_id", "position"):
+        if len(item.misleading_choices or []) != 3:
+            skipped["without three misleading choices"] += 1
+        elif not (item.context_0 or "").strip() or not (item.context_2000 or "").strip():
+            skipped["without both plot windows (c = 0 and c = 2k)"] += 1
+        else:
+            by_work[item.work_id].append(item)
+    for items in by_work.values():
+        rng.shuffle(items)
+    # Round-robin over the books, so 150 from 5 books is 30 each where they have them.
+    picked: list[QAItem] = []
+    queues = [by_work[w.pk] for w in works if by_work[w.pk]]
+    while len(picked) < n and queues:
+        for queue in list(queues):
+            if len(picked) == n:
+                break
+            picked.append(queue.pop())
+            if not queue:
+                queues.remove(queue)
+    picked.sort(key=lambda i: (i.work_id, i.position))
+    return [(item.work_id, {"qa_item": item}) for item in picked]
+
+
+def _dyntom_sample(works, fraction, question_types, rng, skipped) -> list[tuple[int, dict]]:
+    fraction = DEFAULT_STAGE_FRACTION if fraction is None else fraction
+    if not 0 < fraction <= 1:
+        raise StudyError("the share of stages must be between 0 and 1 (e.g. 0.3)")
+    stages = list(DynToMStage.objects.filter(work__in=works).order_by("work__key"))
+    k = max(1, round(len(stages) * fraction)) if stages else 0
+    picked = sorted(rng.sample(stages, k), key=lambda s: s.work.key)
+    out = []
+    for stage in picked:
+        ids: list[int] = []
+        if question_types:
+            ids = list(
+                DynToMQuestion.objects.filter(stage=stage, question_type__in=question_types)
+                .order_by("position")
+                .values_list("pk", flat=True)
+            )
+            if not ids:
+                skipped["stages without questions of the chosen types"] += 1
+                continue
+        out.append((stage.work_id, {"stage": stage, "question_ids": ids}))
+    return out
+
+
+# -- CharToM-QA: which books, and the design ----------------------------------------------
+
+
+def books_declare(*, participant: Participant, read_work_ids: set[int]) -> list[WorkSession]:
+    """Record which of the study's books the participant has read (all at once).
+
+    The first declaration stands (a replay or a second tab changes nothing). When the
+    design is already applied, this is a late joiner: the design is rebalanced at once.
+    """
+    check_active(participant)
+    study = participant.study
+    study_works = list(StudyWork.objects.filter(study=study).select_related("work"))
+    if unknown := set(read_work_ids) - {sw.work_id for sw in study_works}:
+        raise StudyError(f"not books of this study: {sorted(unknown)}")
+    with transaction.atomic():
+        if WorkSession.objects.filter(participant=participant).exists():
+            return list(participant.work_sessions.all())
+        sessions = []
+        for sw in study_works:
+            read = sw.work_id in read_work_ids
+            sessions.append(
+                WorkSession.objects.create(
+                    participant=participant,
+                    study_work=sw,
+                    seen=read,
+                    seed=secrets.randbelow(2**31),
+                    # Nothing to read first: the plot windows come with each question.
+                    history_confirmed_at=timezone.now(),
+                )
+            )
+            Familiarity.objects.update_or_create(
+                participant=participant, work=sw.work, defaults={"seen": read}
+            )
+        if study.design_applied_at is not None:
+            design_apply(study=study)
+    return sessions
+
+
+@dataclass(frozen=True)
+class DesignView:
+    """The design as the researcher sees it before (and after) applying it."""
+
+    design: Design
+    fixed: list[Slot]
+    participants: dict[int, Participant]
+    books: dict[int, Work]
+    declared: dict[int, set[int]]  # participant id -> ids of the books read
+    waiting: list[Participant]  # consented or invited, no declaration yet
+    items: dict[int, StudyItem]  # qa_item id -> study item
+
+    def rows(self) -> list[dict[str, Any]]:
+        counts = self.design.counts(self.fixed)
+        return [
+            {
+                "participant": p,
+                "read_books": [self.books[w] for w in sorted(self.declared[pid])],
+                "read": counts.get(pid, (0, 0))[0],
+                "not_read": counts.get(pid, (0, 0))[1],
+                "excluded": self.design.excluded.get(pid, "")
+                or (
+                    "no question left that keeps the design balanced (more readers of "
+                    "their books than questions)"
+                    if counts.get(pid, (0, 0)) == (0, 0) and self.design.slots
+                    else ""
+                ),
+            }
+            for pid, p in self.participants.items()
+        ]
+
+    def uncovered(self) -> list[dict[str, Any]]:
+        return [{"item": self.items[q], "reason": reason} for q, reason in self.design.uncovered]
+
+
+def design_preview(*, study: Study) -> DesignView:
+    """What ``design_apply`` would do now, computed from the declarations so far."""
+    return _design(study)
+
+
+def _design(study: Study) -> DesignView:
+    active = Participant.objects.filter(study=study, withdrawn_at__isnull=True)
+    declared: dict[int, set[int]] = defaultdict(set)
+    participants: dict[int, Participant] = {}
+    for session in (
+        WorkSession.objects.filter(participant__in=active)
+        .select_related("participant", "study_work")
+        .order_by("participant_id", "study_work__position")
+    ):
+        participants[session.participant_id] = session.participant
+        declared[session.participant_id]
+        if session.seen:
+            declared[session.participant_id].add(session.study_work.work_id)
+    items = {
+        i.qa_item_id: i
+        for i in StudyItem.objects.filter(study=study, held_back=False).select_related(
+            "qa_item", "study_work__work"
+        )
+    }
+    questions: dict[int, list[int]] = defaultdict(list)
+    for qa_id, item in sorted(items.items(), key=lambda kv: kv[1].position):
+        questions[item.study_work.work_id].append(qa_id)
+    books = {
+        sw.work_id: sw.work for sw in StudyWork.objects.filter(study=study).select_related("work")
+    }
+    fixed = [
+        Slot(a.study_item.qa_item_id, a.participant_id, a.seen)
+        for a in Assignment.objects.filter(participant__in=active, study_item__study=study)
+        .filter(_started())
+        .select_related("study_item")
+    ]
+    design = design_compute(
+        questions={w: questions.get(w, []) for w in books},
+        readers={pid: declared[pid] for pid in participants},
+        fixed=fixed,
+        seed=study.seed,
+    )
+    waiting = list(active.exclude(pk__in=list(participants)).order_by("created_at"))
+    return DesignView(design, fixed, participants, books, dict(declared), waiting, items)
+
+
+def _started() -> Q:
+    """Assignments someone has seen or answered: a rebalance never takes them away."""
+    return (
+        Q(first_shown_at__isnull=False)
+        | Q(status=Assignment.Status.SUBMITTED)
+        | Q(choices__isnull=False)
+    )
+
+
+@transaction.atomic
+def design_apply(*, study: Study) -> DesignView:
+    """Hand out the design: assignments for every slot, keeping those already started.
+
+    The study row is locked, so declarations, withdrawals and the researcher's button
+    rebalance one at a time; the study's assignment rows are locked too, so a question
+    being opened right now is either kept (started) or gone before it is shown.
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.benchmark != CHARTOM:
+        raise StudyError("only CharToM-QA studies have a read/not-read design")
+    if study.status == Study.Status.CLOSED:
+        raise StudyError("the study is closed")
+    list(
+        Assignment.objects.select_for_update(of=("self",))
+        .filter(study_item__study=study)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    # Unstarted slots go back to the pool (a withdrawn participant's too), then the
+    # design is recomputed around what was started.
+    stale = Assignment.objects.filter(study_item__study=study).exclude(
+        pk__in=Assignment.objects.filter(study_item__study=study).filter(_started()).values("pk")
+    )
+    stale.delete()
+    view = _design(study)
+    sessions = {
+        (s.participant_id, s.study_work.work_id): s
+        for s in WorkSession.objects.filter(participant__study=study).select_related("study_work")
+    }
+    next_position = {
+        row["participant_id"]: (row["top"] or 0) + 1
+        for row in Assignment.objects.filter(study_item__study=study)
+        .values("participant_id")
+        .annotate(top=Max("position"))
+    }
+    by_person: dict[int, list[Slot]] = defaultdict(list)
+    for slot in view.design.slots:
+        by_person[slot.participant].append(slot)
+    rows = []
+    for pid, slots in by_person.items():
+        rng = random.Random(f"{study.seed}:{pid}")
+        rng.shuffle(slots)  # read and not-read questions interleaved, book by book mixed
+        for offset, slot in enumerate(slots):
+            item = view.items[slot.question]
+            rows.append(
+                Assignment(
+                    participant_id=pid,
+                    session=sessions[(pid, item.study_work.work_id)],
+                    study_item=item,
+                    position=next_position.get(pid, 0) + offset,
+                    seen=slot.read,
+                    option_seed=rng.randrange(2**31),
+                )
+            )
+    Assignment.objects.bulk_create(rows)
+    if study.design_applied_at is None:
+        study.design_applied_at = timezone.now()
+        study.save(update_fields=["design_applied_at", "updated_at"])
+    return view
+
+
+def design_rebalance_if_applied(*, study: Study) -> None:
+    """After a withdrawal: the withdrawn participant's unstarted questions go to others."""
+    if study.benchmark == CHARTOM and study.design_applied_at is not None:
+        design_apply(study=study)
+
+
+def qa_directness_label(*, study: Study, item_id: int, directness: str) -> QAItem:
+    """A researcher's direct/indirect label (paper 6.4) on one of the study's questions.
+
+    The label belongs to the item bank's question, so model runs on the same item are
+    reported by it too.
+    """
+    from benchmarks.services import qa_item_directness_set
+
+    item = StudyItem.objects.filter(study=study, pk=item_id, qa_item__isnull=False).first()
+    if item is None:
+        raise StudyError("no such question in this study")
+    return qa_item_directness_set(item=item.qa_item, directness=directness)
+
+
+# -- DynToM: taking a stage -----------------------------------------------------------------
+
+
+def _stage_has_room(study: Study, counts) -> bool:
+    return sum(counts.values()) < study.overlap
+
+
+def dyntom_stage_open(participant: Participant) -> StudyWork | None:
+    """The next stage with room that the participant has not taken (a cheap pre-check,
+    one query whatever the number of stages)."""
+    live = Count(
+        "items__assignments",
+        filter=Q(items__assignments__participant__withdrawn_at__isnull=True),
+        distinct=True,
+    )
+    return (
+        StudyWork.objects.filter(study=participant.study, items__held_back=False)
+        .exclude(pk__in=participant.work_sessions.values("study_work"))
+        .annotate(live=live)
+        .filter(live__lt=participant.study.overlap)
+        .order_by("position")
+        .first()
+    )
+
+
+def dyntom_stage_take(*, participant: Participant, study_work_id: int) -> Assignment | None:
+    """Give the participant this stage if it still has room (row-locked quota)."""
+    check_active(participant)
+    study = participant.study
+    study_work = StudyWork.objects.filter(study=study, pk=study_work_id).first()
+    if study_work is None:
+        raise StudyError("that stage is not part of your study")
+    with transaction.atomic():
+        session, created = WorkSession.objects.get_or_create(
+            participant=participant,
+            study_work=study_work,
+            defaults={
+                "seen": False,
+                "seed": secrets.randbelow(2**31),
+                "history_confirmed_at": timezone.now(),
+            },
+        )
+        if not created:
+            return session.assignments.first()
+        top = participant.assignments.aggregate(top=Max("position"))["top"]
+        given = items_assign_with_room(
+            items=StudyItem.objects.filter(study_work=study_work, held_back=False),
+            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
+            item_field="study_item",
+            has_room=lambda item, counts: _stage_has_room(study, counts),
+            build=lambda items: (
+                Assignment(
+                    participant=participant,
+                    session=session,
+                    study_item=item,
+                    position=(top or 0) + 1,
+                    seen=False,
+                )
+                for item in items
+            ),
+        )
+        if not given:
+            WorkSession.objects.filter(pk=session.pk).update(finished_at=timezone.now())
+            return None
+    return session.assignments.first()
+
+
+def dyntom_questions(item: StudyItem) -> list[DynToMQuestion]:
+    """The stage's questions this study asks, in the data's order."""
+    qs = DynToMQuestion.objects.filter(stage_id=item.stage_id).order_by("position")
+    if item.question_ids:
+        qs = qs.filter(pk__in=item.question_ids)
+    return list(qs)
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def _locked(participant: Participant, assignment_id: int) -> Assignment:
+    try:
+        return (
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("study_item", "session")
+            .get(pk=assignment_id, participant=participant)
+        )
+    except Assignment.DoesNotExist:
+        raise StudyError("no such question in your assignments") from None
+
+
+def _ms(since, now) -> int:
+    return max(0, int((now - since).total_seconds() * 1000))
+
+
+def choice_record(
+    *,
+    participant: Participant,
+    assignment_id: int,
+    action: str,
+    shown: int | None = None,
+    question_id: int | None = None,
+) -> ChoiceAnswer:
+    """Save one pick at once; the assignment becomes final with its last pick.
+
+    CharToM-QA: ``action`` "submit" is the first pick (c = 0); then "keep" or "change"
+    (with a different ``shown``) after the long window. DynToM: "submit" with the
+    ``question_id``. ``shown`` is the position on the participant's screen. Replays
+    raise :class:`ChoiceReplay`; anything else that cannot be stored, ``StudyError``.
+    Nothing is written unless the whole pick is valid.
+    """
+    check_active(participant)
+    if action not in ("submit", "keep", "change"):
+        raise StudyError("unknown action: use Submit answer, Keep answer or Change answer")
+    with transaction.atomic():
+        assignment = _locked(participant, assignment_id)
+        if assignment.study_item.qa_item_id:
+            answer = _chartom_record(participant, assignment, action, shown)
+        elif assignment.study_item.stage_id:
+            answer = _dyntom_record(participant, assignment, action, shown, question_id)
+        else:
+            raise StudyError("this is not a multiple-choice question")
+    return answer
+
+
+def _chartom_record(participant, assignment, action, shown) -> ChoiceAnswer:
+    item = QAItem.objects.get(pk=assignment.study_item.qa_item_id)
+    order = option_order(assignment.option_seed or 0, len(chartom_options(item)))
+    picks = {c.round: c for c in assignment.choices.all()}
+    now = timezone.now()
+    first = picks.get(ChoiceAnswer.Round.FIRST)
+    if first is None:
+        if action != "submit":
+            raise StudyError("give your first answer (with the short passage) before revising it")
+        if shown is None or not 0 <= shown < len(order):
+            raise StudyError(f"choose one of the {len(order)} options")
+        shown_at = assignment.first_shown_at or now
+        return ChoiceAnswer.objects.create(
+            assignment=assignment,
+            qa_item_id=item.pk,
+            round=ChoiceAnswer.Round.FIRST,
+            option=order[shown],
+            shown=shown,
+            shown_at=shown_at,
+            answered_at=now,
+            ms=_ms(shown_at, now),
+        )
+    if ChoiceAnswer.Round.REVISION in picks or action == "submit":
+        raise ChoiceReplay("you have already answered this; your answer stands")
+    if action == "keep":
+        option, shown, kept = first.option, first.shown, True
+    else:
+        if shown is None or not 0 <= shown < len(order):
+            raise StudyError(f"choose one of the {len(order)} options")
+        if order[shown] == first.option:
+            raise StudyError("that is your first answer: choose another option, or keep it")
+        option, kept = order[shown], False
+    revision = ChoiceAnswer.objects.create(
+        assignment=assignment,
+        qa_item_id=item.pk,
+        round=ChoiceAnswer.Round.REVISION,
+        option=option,
+        shown=shown,
+        kept=kept,
+        # The long window is shown the moment the first answer is taken.
+        shown_at=first.answered_at,
+        answered_at=now,
+        ms=_ms(first.answered_at, now),
+    )
+    # Final: score both picks (0 is the reference answer in the item's own order).
+    ChoiceAnswer.objects.filter(assignment=assignment, option=0).update(correct=True)
+    ChoiceAnswer.objects.filter(assignment=assignment).exclude(option=0).update(correct=False)
+    _finalise(participant, assignment, now)
+    revision.refresh_from_db()
+    return revision
+
+
+def _dyntom_record(participant, assignment, action, shown, question_id) -> ChoiceAnswer:
+    if action != "submit":
+        raise StudyError("DynToM questions are answered once: use Submit answer")
+    questions = {q.pk: q for q in dyntom_questions(assignment.study_item)}
+    question = questions.get(question_id) if question_id is not None else None
+    if question is None:
+        raise StudyError("that question is not part of this stage")
+    answered = {c.question_id: c for c in assignment.choices.all()}
+    if question.pk in answered:
+        raise ChoiceReplay("you have already answered this question; your answer stands")
+    if shown is None or not 0 <= shown < len(question.options):
+        raise StudyError(f"choose one of the {len(question.options)} options")
+    now = timezone.now()
+    last = max((c.answered_at for c in answered.values()), default=None)
+    shown_at = last or assignment.first_shown_at or now
+    answer = ChoiceAnswer.objects.create(
+        assignment=assignment,
+        question=question,
+        round=ChoiceAnswer.Round.FIRST,
+        option=shown,  # options are shown as in the data, in its order
+        shown=shown,
+        shown_at=shown_at,
+        answered_at=now,
+        ms=_ms(shown_at, now),
+    )
+    if len(answered) + 1 == len(questions):
+        for c in [*answered.values(), answer]:
+            c.correct = c.option == dyntom_gold_index(questions[c.question_id])
+        ChoiceAnswer.objects.bulk_update([*answered.values(), answer], ["correct"])
+        _finalise(participant, assignment, now)
+    return answer
+
+
+def _finalise(participant: Participant, assignment: Assignment, now) -> None:
+    study = participant.study
+    assignment.status = Assignment.Status.SUBMITTED
+    assignment.submitted_at = now
+    assignment.last_event_at = now
+    assignment.total_ms = _ms(assignment.first_shown_at or now, now)
+    assignment.active_ms = assignment.total_ms
+    assignment.version = {
+        "item_set_hash": study.item_set_hash,
+        "instructions_version": study.instructions_version,
+        "assignment_seed": assignment.session.seed,
+        "option_seed": assignment.option_seed,
+        "app_version": getattr(settings, "TOMLAB_VERSION", ""),
+    }
+    assignment.save(
+        update_fields=[
+            "status",
+            "submitted_at",
+            "last_event_at",
+            "total_ms",
+            "active_ms",
+            "version",
+        ]
+    )
+    if not assignment.session.assignments.filter(status=Assignment.Status.ASSIGNED).exists():
+        WorkSession.objects.filter(pk=assignment.session_id).update(finished_at=now)

@@ -1,0 +1,307 @@
+"""Participant pages of the multiple-choice studies (CharToM-QA, DynToM), under /s/<token>/.
+
+``rater_views.start`` hands a multiple-choice study's participant to :func:`step`
+after the checks every study shares (unknown token, withdrawn, draft, paused). Every
+other view here is a POST that calls one service and redirects back to ``start``, so a
+reload resumes where the participant is. Refused input answers 422 with the reason,
+a replay 409, and stores nothing. Gold is only shown from submitted assignments, and
+only when the study's reveal setting allows it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from benchmarks.models import DynToMScenario, QAItem
+from common.request_params import BadNumber, optional_number
+
+from .. import services
+from ..errors import StudyError
+from ..models import Assignment, ChoiceAnswer, Participant, Study, StudyWork
+from ..participation import views as participant_views
+from ..scene.services import NextStep
+from . import services as cs
+
+QUESTION_PAGE = "studies/choice_question.html"
+STAGE_PAGE = "studies/choice_stage.html"
+
+
+def _participant(token: str) -> Participant:
+    """The token's participant, or the same plain 404 as every rater page."""
+    try:
+        return Participant.objects.select_related("study").get(token=token)
+    except Participant.DoesNotExist:
+        raise Http404("no such page") from None
+
+
+def _message(request, title: str, text: str, *, status: int = 200, participant=None):
+    context = {"title": title, "text": text, "participant": participant}
+    return render(request, "studies/rater_message.html", context, status=status)
+
+
+def _next_open(participant: Participant) -> Assignment | None:
+    return (
+        Assignment.objects.filter(participant=participant, status=Assignment.Status.ASSIGNED)
+        .select_related("study_item__qa_item", "study_item__stage__work", "session")
+        .order_by("position", "pk")
+        .first()
+    )
+
+
+def finished(participant: Participant) -> bool:
+    """Whether the participant has nothing left to answer (the study's "at the end")."""
+    if participant.study.benchmark == cs.CHARTOM:
+        return (
+            participant.study.design_applied_at is not None
+            and participant.work_sessions.exists()
+            and _next_open(participant) is None
+        )
+    return _next_open(participant) is None and cs.dyntom_stage_open(participant) is None
+
+
+def _reveal(participant: Participant) -> bool:
+    if participant.study.reveal == Study.Reveal.AFTER_SCENE:
+        return True
+    return finished(participant)
+
+
+def step(request: HttpRequest, participant: Participant) -> HttpResponse:
+    """Render the step the participant is at (called by ``rater_views.start``)."""
+    study = participant.study
+    context: dict[str, Any] = {"participant": participant, "study": study}
+    if participant.consented_at is None:
+        return render(request, "studies/rater_consent.html", context)
+    assignment = _next_open(participant)
+    if study.benchmark == cs.CHARTOM:
+        if not participant.work_sessions.exists():
+            if study.status != Study.Status.LIVE:
+                return _done(request, participant)
+            works = StudyWork.objects.filter(study=study).select_related("work")
+            return render(request, "studies/choice_books.html", context | {"works": works})
+        if assignment is None and study.design_applied_at is None:
+            return _message(
+                request,
+                "Thank you: you are registered",
+                "The questions are shared out once everyone has said which books they have "
+                "read. Open this same link again later to start.",
+                participant=participant,
+            )
+    if assignment is not None:
+        services.scene_shown(participant=participant, assignment=assignment)
+        if assignment.study_item.qa_item_id:
+            return _question(request, participant, assignment)
+        return _stage(request, participant, assignment)
+    if study.benchmark == cs.DYNTOM and study.status == Study.Status.LIVE:
+        study_work = cs.dyntom_stage_open(participant)
+        if study_work is not None:
+            done = participant.assignments.filter(status=Assignment.Status.SUBMITTED).count()
+            n = len(cs.dyntom_questions(study_work.items.first()))
+            return render(
+                request,
+                "studies/choice_stage_offer.html",
+                context | {"study_work": study_work, "questions": n, "done": done},
+            )
+    return _done(request, participant)
+
+
+def _progress(participant: Participant) -> tuple[int, int]:
+    mine = participant.assignments.all()
+    return mine.filter(status=Assignment.Status.SUBMITTED).count() + 1, mine.count()
+
+
+def paragraphs(text: str | None) -> list[str]:
+    """A passage as paragraphs: blank lines split them, the book's hard wraps do not."""
+    blocks = re.split(r"\n\s*\n", (text or "").replace("\r\n", "\n").strip())
+    return [" ".join(line.strip() for line in b.splitlines()) for b in blocks if b.strip()]
+
+
+def _question(request, participant: Participant, assignment: Assignment, **extra) -> HttpResponse:
+    item: QAItem = assignment.study_item.qa_item
+    options = cs.chartom_options(item)
+    order = cs.option_order(assignment.option_seed or 0, len(options))
+    first = assignment.choices.filter(round=ChoiceAnswer.Round.FIRST).first()
+    number, total = _progress(participant)
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "assignment": assignment,
+        "item": item,
+        "passage": paragraphs(item.context_2000 if first is not None else item.context_0),
+        "book": assignment.session.study_work.work,
+        "options": [(shown, options[index]) for shown, index in enumerate(order)],
+        "first": first,
+        "revising": first is not None,
+        "number": number,
+        "total": total,
+        **extra,
+    }
+    return render(request, QUESTION_PAGE, context, status=extra.get("status", 200))
+
+
+def _stage(request, participant: Participant, assignment: Assignment, **extra) -> HttpResponse:
+    item = assignment.study_item
+    stage = item.stage
+    questions = cs.dyntom_questions(item)
+    answered = {c.question_id for c in assignment.choices.all()}
+    current = next((q for q in questions if q.pk not in answered), None)
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "assignment": assignment,
+        "stage": stage,
+        "scenarios": [
+            {"number": s.number, "background": s.background, "turns": s.dialogue}
+            for s in DynToMScenario.objects.filter(stage=stage).order_by("number")
+        ],
+        "question": current,
+        "number": len(answered) + 1,
+        "total": len(questions),
+        **extra,
+    }
+    return render(request, STAGE_PAGE, context, status=extra.get("status", 200))
+
+
+def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
+    # The exit questionnaire, when the study has one, comes before the last page.
+    screen = participant_views.interstitial(request, participant, NextStep("done"))
+    if screen is not None:
+        return screen
+    revealed = _reveal(participant)
+    rows = []
+    if revealed:
+        rows = _results(participant)
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "revealed": revealed,
+        "rows": rows,
+        "correct": sum(1 for r in rows if r["correct"]),
+        "finished": finished(participant),
+    }
+    return render(request, "studies/choice_done.html", context)
+
+
+def _results(
+    participant: Participant, *, assignment: Assignment | None = None
+) -> list[dict[str, Any]]:
+    """The participant's own final picks, with the gold: only from submitted assignments."""
+    picks = ChoiceAnswer.objects.filter(
+        assignment__participant=participant, assignment__status=Assignment.Status.SUBMITTED
+    )
+    if assignment is not None:
+        picks = picks.filter(assignment=assignment)
+    out = []
+    for c in picks.select_related("qa_item", "question").order_by(
+        "assignment__position", "question__position", "round"
+    ):
+        if c.qa_item_id:
+            if c.round != ChoiceAnswer.Round.REVISION:
+                continue
+            options = cs.chartom_options(c.qa_item)
+            text, picked, gold = c.qa_item.question, options[c.option], options[0]
+        else:
+            text = c.question.text
+            picked = c.question.options[c.option]
+            gold = c.question.options[cs.dyntom_gold_index(c.question)]
+        out.append({"question": text, "picked": picked, "gold": gold, "correct": c.correct})
+    return out
+
+
+# -- POSTs --------------------------------------------------------------------------------
+
+
+def _refused(request, participant, exc: StudyError) -> HttpResponse:
+    if isinstance(exc, cs.ChoiceReplay):
+        return _message(request, "Already answered", str(exc), status=409, participant=participant)
+    return _message(request, "Not saved", str(exc), status=422, participant=participant)
+
+
+@require_POST
+def books(request: HttpRequest, token: str) -> HttpResponse:
+    participant = _participant(token)
+    if participant.study.benchmark != cs.CHARTOM or participant.consented_at is None:
+        return redirect("rater:start", token=participant.token)
+    try:
+        read = {int(v) for v in request.POST.getlist("read")}
+    except ValueError:
+        return _message(request, "Not saved", "Unknown book.", status=422, participant=participant)
+    return _after(
+        request, participant, lambda: cs.books_declare(participant=participant, read_work_ids=read)
+    )
+
+
+@require_POST
+def stage_take(request: HttpRequest, token: str, study_work_id: int) -> HttpResponse:
+    participant = _participant(token)
+    return _after(
+        request,
+        participant,
+        lambda: cs.dyntom_stage_take(participant=participant, study_work_id=study_work_id),
+    )
+
+
+def _after(request, participant: Participant, call) -> HttpResponse:
+    """Run one service; back to the participant's step, or the refusal with its reason."""
+    try:
+        call()
+    except StudyError as exc:
+        return _refused(request, participant, exc)
+    return redirect("rater:start", token=participant.token)
+
+
+@require_POST
+def answer(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """One pick: the first answer, a keep/change revision, or a DynToM question's answer."""
+    participant = _participant(token)
+    try:
+        shown = optional_number(request.POST.get("option"), name="option")
+        question_id = optional_number(request.POST.get("question"), name="question")
+    except BadNumber as exc:
+        return _message(request, "Not saved", str(exc), status=422, participant=participant)
+    action = request.POST.get("action", "submit")
+    try:
+        saved = cs.choice_record(
+            participant=participant,
+            assignment_id=assignment_id,
+            action=action,
+            shown=shown,
+            question_id=question_id,
+        )
+    except StudyError as exc:
+        return _refused(request, participant, exc)
+    assignment = saved.assignment
+    if (
+        assignment.status == Assignment.Status.SUBMITTED
+        and participant.study.reveal == Study.Reveal.AFTER_SCENE
+    ):
+        return redirect("rater:choice-result", token=participant.token, assignment_id=assignment.pk)
+    return redirect("rater:start", token=participant.token)
+
+
+@require_GET
+def result(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """The gold of one submitted assignment, when the study reveals after each item."""
+    participant = _participant(token)
+    assignment = participant.assignments.filter(
+        pk=assignment_id, status=Assignment.Status.SUBMITTED
+    ).first()
+    if assignment is None or not _reveal(participant):
+        return _message(
+            request,
+            "Not available",
+            "There is no answered question with that number in your study, or its answer "
+            "is not shown yet.",
+            status=404,
+            participant=participant,
+        )
+    rows = _results(participant, assignment=assignment)
+    return render(
+        request,
+        "studies/choice_result.html",
+        {"participant": participant, "study": participant.study, "rows": rows},
+    )

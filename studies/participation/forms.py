@@ -1,0 +1,168 @@
+"""Forms for running a study with recruited participants (``studies.running_views``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from ..errors import StudyError
+from ..forms import NumberField
+from ..models import Study, StudyItem
+from .recruitment import exit_questions_parse, exit_questions_text
+
+PARAM_HELP = "query parameter of the platform's link; blank: not read"
+
+
+class RunningForm(forms.Form):
+    """Recruitment, consent texts around the answers, pacing and quality options."""
+
+    param_participant = forms.CharField(
+        label="Participant id parameter", max_length=40, required=False, help_text=PARAM_HELP
+    )
+    param_study = forms.CharField(
+        label="Study id parameter", max_length=40, required=False, help_text=PARAM_HELP
+    )
+    param_session = forms.CharField(
+        label="Session id parameter", max_length=40, required=False, help_text=PARAM_HELP
+    )
+    completion_code = forms.CharField(max_length=100, required=False)
+    completion_url = forms.URLField(
+        label="Completion URL", max_length=500, required=False, assume_scheme="https"
+    )
+    public_cap = NumberField(
+        label="Places on the public link",
+        min_value=0,
+        max_value=100000,
+        initial=0,
+        help_text="0: no public link",
+    )
+    minutes_estimate = NumberField(
+        label="Time estimate (minutes)",
+        min_value=1,
+        max_value=600,
+        required=False,
+        help_text="blank: estimated from the scenes",
+    )
+    session_cap = NumberField(
+        label="Scenes per sitting",
+        min_value=0,
+        max_value=1000,
+        initial=0,
+        help_text="a break screen after this many; 0: no break",
+    )
+    idle_timeout_minutes = NumberField(
+        label="Idle timeout (minutes)",
+        min_value=0,
+        max_value=10080,
+        initial=0,
+        help_text="open scenes of a participant idle this long go to others; 0: never",
+    )
+    allow_cant_tell = forms.BooleanField(label="Offer can't tell", required=False)
+    ask_confidence = forms.BooleanField(label="Ask a confidence rating per scene", required=False)
+    attention_max_failures = NumberField(
+        label="Exclude raters failing more than … attention checks",
+        min_value=0,
+        max_value=100,
+        initial=0,
+    )
+    debrief = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="shown on the final page",
+    )
+    exit_questions = forms.CharField(
+        label="Exit questionnaire",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="one question a line, e.g. 'Age band: 18-24 | 25-34 | 35+'; no colon: free text",
+    )
+
+    FIELDS = (
+        "param_participant",
+        "param_study",
+        "param_session",
+        "completion_code",
+        "completion_url",
+        "minutes_estimate",
+        "session_cap",
+        "idle_timeout_minutes",
+        "allow_cant_tell",
+        "ask_confidence",
+        "attention_max_failures",
+        "debrief",
+    )
+
+    @classmethod
+    def for_study(cls, study: Study) -> RunningForm:
+        initial = {name: getattr(study, name) for name in cls.FIELDS}
+        initial["public_cap"] = study.public_cap
+        initial["exit_questions"] = exit_questions_text(study.exit_questions)
+        return cls(initial=initial)
+
+    def clean_exit_questions(self) -> list[dict[str, Any]]:
+        try:
+            return exit_questions_parse(self.cleaned_data["exit_questions"])
+        except StudyError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def study_fields(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        fields = {name: d[name] for name in self.FIELDS}
+        fields["exit_questions"] = d["exit_questions"]
+        for name in ("session_cap", "idle_timeout_minutes", "attention_max_failures"):
+            fields[name] = fields[name] or 0
+        return fields
+
+
+class CsvInviteForm(forms.Form):
+    file = forms.FileField(label="CSV file", help_text="a 'label' column, one row per invite")
+
+
+class ItemRolesForm(forms.Form):
+    """Which of the study's scenes is the practice scene and which are attention checks.
+
+    Choices come from one query of the study's items (the study page renders it).
+    """
+
+    practice = forms.TypedChoiceField(label="Practice scene", required=False, coerce=int)
+    attention = forms.TypedMultipleChoiceField(
+        label="Attention-check scenes",
+        required=False,
+        coerce=int,
+        help_text="scenes whose answer is given away (the leak check lists them)",
+        widget=forms.SelectMultiple(attrs={"size": 5}),
+    )
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.items = {
+            item.pk: item
+            for item in StudyItem.objects.filter(study=study)
+            .select_related("scene", "study_work__work")
+            .order_by("study_work__position", "position")
+        }
+        choices = [(pk, _item_label(item)) for pk, item in self.items.items()]
+        self.fields["practice"].choices = [("", "none"), *choices]
+        self.fields["attention"].choices = choices
+        if not self.is_bound:
+            roles = [i for i in self.items.values() if i.role != StudyItem.Role.TEST]
+            practice = [i.pk for i in roles if i.role == StudyItem.Role.PRACTICE]
+            self.initial = {
+                "practice": practice[0] if practice else "",
+                "attention": [i.pk for i in roles if i.role == StudyItem.Role.ATTENTION],
+            }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        practice = self.items.get(data.get("practice")) if data.get("practice") else None
+        attention = [self.items[pk] for pk in data.get("attention") or []]
+        if practice is not None and practice in attention:
+            raise forms.ValidationError("a scene cannot be both the practice and a check")
+        data["practice"], data["attention"] = practice, attention
+        return data
+
+
+def _item_label(item: StudyItem) -> str:
+    held = " (held back: names leak)" if item.held_back else ""
+    return f"{item.study_work.work.title} · {item.scene.source_id if item.scene else item.pk}{held}"

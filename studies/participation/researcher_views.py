@@ -1,0 +1,176 @@
+"""Researcher pages for running a study with recruited participants: recruitment and
+pacing settings, the public link, CSV invites, practice and attention-check scenes,
+per-rater quality (page section and CSV), and a preview as a participant that stores
+nothing. Each view checks the researcher role itself, like ``researcher_views``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.decorators import researcher_required
+from common.csv_safe import csv_writer
+from common.request_params import BadNumber, optional_number
+
+from .. import quality
+from ..errors import StudyError
+from ..models import Assignment, Participant, Study, StudyItem, WorkSession
+from . import recruitment
+from .forms import CsvInviteForm, ItemRolesForm, RunningForm
+
+researcher_only = researcher_required("Studies are for researchers only.")
+
+
+def _study(study_id: int) -> Study:
+    return get_object_or_404(Study, pk=study_id)
+
+
+def _back(study: Study, anchor: str) -> HttpResponse:
+    return redirect(reverse("studies:detail", args=[study.pk]) + anchor)
+
+
+@require_POST
+@researcher_only
+def study_running(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _study(study_id)
+    form = RunningForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(
+            f"{form.fields[k].label or k}: {' '.join(v)}" for k, v in form.errors.items()
+        )
+        messages.error(request, f"Not saved: {errors}")
+        return _back(study, "#running")
+    recruitment.study_running_update(study=study, **form.study_fields())
+    recruitment.public_link_set(study=study, cap=form.cleaned_data["public_cap"])
+    messages.success(request, "Recruitment and pacing settings saved.")
+    return _back(study, "#running")
+
+
+@require_POST
+@researcher_only
+def study_invite_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _study(study_id)
+    form = CsvInviteForm(request.POST, request.FILES)
+    if study.status == Study.Status.CLOSED:
+        messages.error(request, "The study is closed: it takes no new invites.")
+    elif not form.is_valid():
+        messages.error(request, "Choose a CSV file.")
+    else:
+        upload = form.cleaned_data["file"]
+        try:
+            created = recruitment.invites_from_csv(study=study, data=upload.read(5_000_001))
+        except StudyError as exc:
+            messages.error(request, f"{upload.name}: {exc}.")
+        else:
+            messages.success(request, f"{len(created)} invite links created from {upload.name}.")
+    return _back(study, "#invites")
+
+
+@require_POST
+@researcher_only
+def study_item_roles(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _study(study_id)
+    form = ItemRolesForm(request.POST, study=study)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
+        return _back(study, "#running")
+    try:
+        recruitment.item_roles_set(
+            study=study,
+            practice=form.cleaned_data["practice"],
+            attention=list(form.cleaned_data["attention"]),
+        )
+    except StudyError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Practice scene and attention checks saved.")
+    return _back(study, "#running")
+
+
+@require_GET
+@researcher_only
+def study_quality_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Per-rater quality as CSV (the study page's table, with platform ids)."""
+    study = _study(study_id)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-raters-{stamp}.csv"'
+    writer = csv_writer(response)
+    writer.writerow(quality.QUALITY_COLUMNS)
+    for row in quality.study_quality(study):
+        values = row.row()
+        writer.writerow([values[c] for c in quality.QUALITY_COLUMNS])
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_only
+def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
+    """What a participant sees, from the consent page on, with nothing stored.
+
+    Nothing is created (no participant, assignment or answer): the pages are rendered
+    from unsaved rows. The consent page's buttons are plain links here ("I agree" to the
+    first scene, "I do not agree" to the refusal page); the scene page's answer fields
+    do not save (htmx is off inside it) and "Submit" only moves to the next scene.
+    Without ``n`` the preview starts where a participant starts: at the consent page.
+    """
+    from ..scene.views import MESSAGE_PAGE, SCENE_PAGE, _scene_context
+
+    study = _study(study_id)
+    here = reverse("studies:preview", args=[study.pk])
+    fake = Participant(pk=0, study=study, token="preview", label="preview")
+    if request.GET.get("step") == "refused":
+        context = {
+            "study": study,
+            "preview": True,
+            "title": "Thank you",
+            "text": "You chose not to take part, and nothing else about you has been "
+            "recorded. You can close this page.",
+            "preview_restart": here,
+        }
+        return render(request, MESSAGE_PAGE, context)
+    if "n" not in request.GET:
+        context = {
+            "participant": fake,
+            "study": study,
+            "estimate": recruitment.study_estimate(study=study),
+            "preview": True,
+            "preview_agree": f"{here}?n=0",
+            "preview_refuse": f"{here}?step=refused",
+        }
+        return render(request, "studies/rater_consent.html", context)
+    items = list(
+        StudyItem.objects.filter(study=study, held_back=False, scene__isnull=False)
+        .select_related("scene", "study_work__work")
+        .order_by("study_work__position", "-role", "position")
+    )
+    if not items:
+        messages.error(request, "No scene to preview: every scene is held back.")
+        return _back(study, "")
+    try:
+        n = optional_number(request.GET.get("n"), name="n") or 0
+    except BadNumber:
+        n = 0
+    n = min(n, len(items) - 1)
+    item = items[n]
+    session = WorkSession(pk=0, participant=fake, study_work=item.study_work, seen=False, seed=0)
+    assignment = Assignment(
+        pk=0, participant=fake, session=session, study_item=item, position=n, seen=False
+    )
+    context = _scene_context(fake, assignment)
+    context |= {
+        "preview": True,
+        "practice": item.role == StudyItem.Role.PRACTICE,
+        "number": n + 1,
+        "total": len(items),
+        "has_history": recruitment.study_work_has_history(item.study_work_id),
+        "missing": [],
+        "preview_next": f"{here}?n={(n + 1) % len(items)}",
+        "confidence_levels": [(v, str(v)) for v in range(1, 6)],
+    }
+    return render(request, SCENE_PAGE, context)

@@ -1,0 +1,87 @@
+"""Writes of taking part, for every study kind: invitations, joining by a public link,
+consent, withdrawal, and the check that a participant is still active.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.roles import RATER, has_role
+from studies.errors import (
+    StudyError,  # views, commands and tests import it from here
+)
+from studies.models import (
+    Participant,
+    Study,
+)
+from studies.participation.signals import participant_withdrawn
+
+
+def participants_invite(*, study: Study, labels: list[str]) -> list[Participant]:
+    """One participant per label, each with its own unguessable token."""
+    return Participant.objects.bulk_create(
+        Participant(study=study, label=label.strip(), token=secrets.token_urlsafe(32))
+        for label in labels
+    )
+
+
+class JoinRefused(StudyError):
+    """This account may not join this study (the message says why)."""
+
+
+def participant_for_user(*, study: Study, user) -> Participant:
+    """The logged-in rater's participation (created on first visit).
+
+    Who may join: anyone holding an invite link (that is ``participants_invite``, not
+    this); an account joins only if it has the rater role and the study is open to
+    joining (``Study.open_join``), live or paused, and not imported annotations.
+    An account that already takes part always gets its participation back.
+    """
+    existing = Participant.objects.filter(study=study, user=user).first()
+    if existing is not None:
+        return existing
+    if not has_role(user, RATER):
+        raise JoinRefused("only rater accounts can join studies; ask the researcher for a link")
+    if not study.open_join or study.imported:
+        raise JoinRefused("this study is by invitation only: use the link you were sent")
+    if study.status not in (Study.Status.LIVE, Study.Status.PAUSED):
+        raise JoinRefused(f"this study is {study.get_status_display()}: it takes no new raters")
+    try:
+        with transaction.atomic():
+            participant, _ = Participant.objects.get_or_create(
+                study=study,
+                user=user,
+                defaults={"token": secrets.token_urlsafe(32), "label": user.get_username()},
+            )
+    except IntegrityError:  # two tabs joined at once
+        participant = Participant.objects.get(study=study, user=user)
+    return participant
+
+
+def participant_withdraw(*, participant: Participant) -> Participant:
+    """Stop a rater: responses stay, but quotas and reports leave them out."""
+    Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(
+        withdrawn_at=timezone.now()
+    )
+    participant.refresh_from_db()
+    participant_withdrawn.send(sender=Participant, participant=participant)
+    return participant
+
+
+def check_active(participant: Participant) -> None:
+    if participant.withdrawn_at is not None:
+        raise StudyError("you have been withdrawn from this study; thank you for your time")
+    if participant.study.status != Study.Status.LIVE:
+        raise StudyError(f"this study is {participant.study.get_status_display()} at the moment")
+
+
+def participant_consent(*, participant: Participant) -> Participant:
+    check_active(participant)
+    Participant.objects.filter(pk=participant.pk).update(
+        consented_at=timezone.now(), consented_version=participant.study.instructions_version
+    )
+    participant.refresh_from_db()
+    return participant
