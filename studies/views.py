@@ -26,6 +26,8 @@ from benchmarks.models import Character, Scene
 from benchmarks.services import character_aliases_set, character_gender_set
 from common.csv_safe import csv_writer
 from common.request_params import BadNumber, optional_number
+from studies import errors
+from studies.participation import services as participation_services
 
 from . import quality, selectors, services
 from .choice import researcher_views as choice_researcher_views
@@ -108,7 +110,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     **form.study_settings(),
                 )
                 report = leaks_check(study=study)
-        except services.StudyError as exc:
+        except errors.StudyError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(
@@ -208,7 +210,7 @@ def study_go_live(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     try:
         launched = services.study_launch(study=study)
-    except services.StudyError as exc:
+    except errors.StudyError as exc:
         messages.error(request, str(exc))
     else:
         messages.info(request, launched.summary())
@@ -220,7 +222,7 @@ def _transition(request: HttpRequest, study_id: int, service, done: str) -> Http
     study = _study(study_id)
     try:
         service(study=study)
-    except services.StudyError as exc:
+    except errors.StudyError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, done)
@@ -283,7 +285,7 @@ def study_invite(request: HttpRequest, study_id: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
         return _back(study)
-    created = services.participants_invite(
+    created = participation_services.participants_invite(
         study=study, labels=form.labels_for(study.participants.count())
     )
     messages.success(
@@ -297,7 +299,7 @@ def study_invite(request: HttpRequest, study_id: int) -> HttpResponse:
 def participant_withdraw(request: HttpRequest, study_id: int, participant_id: int) -> HttpResponse:
     study = _study(study_id)
     participant = get_object_or_404(Participant, pk=participant_id, study=study)
-    services.participant_withdraw(participant=participant)
+    participation_services.participant_withdraw(participant=participant)
     messages.success(request, f"{participant} is withdrawn; their answers are kept but excluded.")
     return redirect(reverse("studies:detail", args=[study.pk]) + "#invites")
 
@@ -423,7 +425,7 @@ def study_leaks_check(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     try:
         report = leaks_check(study=study)
-    except services.StudyError as exc:
+    except errors.StudyError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Checked: {report.summary()}.")
@@ -444,7 +446,7 @@ def scene_hold_view(request: HttpRequest, study_id: int, scene_id: int) -> HttpR
         return _bad_request(exc)
     try:
         scene_hold(study_item=study_item, held_back=held)
-    except services.StudyError as exc:
+    except errors.StudyError as exc:
         messages.error(request, str(exc))
     else:
         verb = "held back" if held else "released"
@@ -460,7 +462,7 @@ def leaks_hold_all(request: HttpRequest, study_id: int) -> HttpResponse:
     held = request.POST.get("held_back") == "1"
     try:
         changed = flagged_scenes_hold(study=study, held_back=held)
-    except services.StudyError as exc:
+    except errors.StudyError as exc:
         messages.error(request, str(exc))
     else:
         verb = "held back" if held else "released"

@@ -22,12 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import ChatRequest
-
-if TYPE_CHECKING:
-    from modeling.models import Backend
+from .base import BackendConfig, ChatRequest
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +92,7 @@ def _count_messages(tokenizer: Any, requests: Sequence[ChatRequest]) -> list[int
     ]
 
 
-def prompt_token_counter(*, backend: Backend) -> PromptTokenCounter:
+def prompt_token_counter(*, backend: BackendConfig) -> PromptTokenCounter:
     """The best prompt-token counter this backend row allows (see the module docstring)."""
     kind = backend.kind
     if kind == "transformers":

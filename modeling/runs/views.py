@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import researcher_required as researcher_only
+from modeling.runs import prompt_templates
 
 from ..baselines.services import baseline_run_create
 from ..models import PromptTemplate, Run
@@ -209,6 +210,6 @@ def template_revise(request: HttpRequest, template_id: int) -> HttpResponse:
     form = TemplateReviseForm(request.POST, template=template)
     if not form.is_valid():
         return _template_page(request, template, form)
-    revised = services.prompt_template_revise(template=template, **form.cleaned_data)
+    revised = prompt_templates.prompt_template_revise(template=template, **form.cleaned_data)
     messages.success(request, f"Saved {revised}.")
     return redirect("modeling:template-detail", template_id=revised.pk)

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.models import DynToMScenario, QAItem
 from common.request_params import BadNumber, optional_number
+from studies.scene import services as scene_services
 
-from .. import services
 from ..errors import StudyError
 from ..models import Assignment, ChoiceAnswer, Participant, Study, StudyWork
 from ..participation import views as participant_views
@@ -92,7 +92,7 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
                 participant=participant,
             )
     if assignment is not None:
-        services.scene_shown(participant=participant, assignment=assignment)
+        scene_services.scene_shown(participant=participant, assignment=assignment)
         if assignment.study_item.qa_item_id:
             return _question(request, participant, assignment)
         return _stage(request, participant, assignment)

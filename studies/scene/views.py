@@ -2,12 +2,12 @@
 
 The invite token in the URL is the rater's only credential: an unknown token is a
 plain 404 that says nothing about why. ``start`` is the one address a rater needs —
-it asks ``services.participant_next_step`` where they are and renders that step, so
+it asks ``scene_services.participant_next_step`` where they are and renders that step, so
 closing the tab and opening the link again resumes exactly there. Every other view is
 a POST that calls one service and redirects back to ``start`` (or, for the answer
 fields, returns a small "saved" partial to htmx).
 
-Gold answers are only read by ``services.scene_submit`` and by the result/report pages,
+Gold answers are only read by ``scene_services.scene_submit`` and by the result/report pages,
 which are served only after the scene is submitted and the study's reveal setting
 allows it. Nothing here selects ``gold_character`` for a scene that is still open.
 """
@@ -31,8 +31,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.models import Scene
 from common.request_params import BadNumber, optional_number, parse_number
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 
-from .. import services
 from ..errors import StudyError, SubmitIncomplete
 from ..models import Assignment, Guess, Participant, Study, StudyWork, WorkSession
 from ..participation import recruitment
@@ -185,7 +186,7 @@ def _speakers(
 ) -> list[Speaker]:
     # The scene's speakers (without the gold) come from the cache; only the rater's
     # own guesses are read, and not on the scene's first showing: every way a guess is
-    # written starts the scene's clock first (services.answers_record, scene_submit).
+    # written starts the scene's clock first (scene_services.answers_record, scene_submit).
     instances = scene_speakers(scene_id=assignment.study_item.scene_id, version=study.item_set_hash)
     guesses = (
         {}
@@ -312,7 +313,7 @@ def _render_scene(
     status: int = 200,
 ) -> HttpResponse:
     first_showing = assignment.first_shown_at is None
-    services.scene_shown(participant=participant, assignment=assignment)
+    scene_services.scene_shown(participant=participant, assignment=assignment)
     context = _scene_context(participant, assignment, error, first_showing=first_showing)
     context |= participant_views.scene_extras(request, assignment)
     if context["missing"]:  # the cached blank form cannot mark the unanswered speakers
@@ -375,7 +376,7 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
 def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse:
     # A closed study sends an unfinished rater here too; "at_end" still waits for the
     # rater's own end, so the score and the gold are shown only when that is reached.
-    revealed = services.participant_reveal_allowed(participant=participant)
+    revealed = scene_services.participant_reveal_allowed(participant=participant)
     submitted = []
     if revealed:
         submitted = list(
@@ -387,9 +388,9 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
         "participant": participant,
         "study": participant.study,
         "revealed": revealed,
-        "score": services.participant_score(participant=participant) if revealed else None,
+        "score": scene_services.participant_score(participant=participant) if revealed else None,
         "results": _results(participant, submitted),
-        "finished": services.participant_finished(participant=participant),
+        "finished": scene_services.participant_finished(participant=participant),
     }
     return render(request, "studies/rater_done.html", context)
 
@@ -402,13 +403,13 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
 def join(request: HttpRequest, study_id: int) -> HttpResponse:
     """A logged-in rater's entry: their participation, then their own invite URL.
 
-    Who may join is decided by ``services.participant_for_user``; anyone else gets a
+    Who may join is decided by ``participation_services.participant_for_user``; anyone else gets a
     403 that says why (a draft study is not found at all).
     """
     study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), pk=study_id)
     try:
-        participant = services.participant_for_user(study=study, user=request.user)
-    except services.JoinRefused as exc:
+        participant = participation_services.participant_for_user(study=study, user=request.user)
+    except participation_services.JoinRefused as exc:
         return _message(request, "You cannot join this study", f"Sorry: {exc}.", status=403)
     return redirect("rater:start", token=participant.token)
 
@@ -417,7 +418,7 @@ def join(request: HttpRequest, study_id: int) -> HttpResponse:
 def start(request: HttpRequest, token: str) -> HttpResponse:
     """Render whatever step the rater is at; the same URL always resumes there."""
     # The common case first, in one query: a rater answering scenes of a live study.
-    assignment = services.rater_open_assignment(token=token)
+    assignment = scene_services.rater_open_assignment(token=token)
     if assignment is not None:
         participant = assignment.participant
         if (
@@ -460,7 +461,7 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         from ..choice import views as choice_views
 
         return choice_views.step(request, participant)
-    step = services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant)
     if study.status == Study.Status.CLOSED and step.kind != "done":
         return _message(
             request, "Study closed", "This study is closed. Thank you for your interest."
@@ -483,7 +484,7 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         }
         return render(request, "studies/rater_familiarity.html", context)
     if step.kind == "history":
-        services.history_view_log(session=step.session, where="reader")
+        scene_services.history_view_log(session=step.session, where="reader")
         return render(request, HISTORY_PAGE, _history_context(participant, step.session))
     if step.kind == "scene":
         return _render_scene(request, participant, step.assignment)
@@ -515,7 +516,9 @@ def _after_post(request: HttpRequest, participant: Participant, call) -> HttpRes
 def consent(request: HttpRequest, token: str) -> HttpResponse:
     participant = _participant(token)
     return _after_post(
-        request, participant, lambda: services.participant_consent(participant=participant)
+        request,
+        participant,
+        lambda: participation_services.participant_consent(participant=participant),
     )
 
 
@@ -541,7 +544,7 @@ def familiarity(request: HttpRequest, token: str, study_work_id: int) -> HttpRes
     return _after_post(
         request,
         participant,
-        lambda: services.familiarity_declare(
+        lambda: scene_services.familiarity_declare(
             participant=participant, study_work=study_work, seen=seen == "yes"
         ),
     )
@@ -561,7 +564,7 @@ def history(request: HttpRequest, token: str, session_id: int) -> HttpResponse:
         assignment = Assignment.objects.filter(
             pk=assignment_id, participant=participant, session=session
         ).first()
-    services.history_view_log(session=session, where="panel", assignment=assignment)
+    scene_services.history_view_log(session=session, where="panel", assignment=assignment)
     context = _history_context(participant, session)
     context["panel"] = True
     context["back"] = reverse("rater:start", kwargs={"token": participant.token})
@@ -576,7 +579,7 @@ def history_confirm(request: HttpRequest, token: str, session_id: int) -> HttpRe
     return _after_post(
         request,
         participant,
-        lambda: services.history_confirm(participant=participant, session=session),
+        lambda: scene_services.history_confirm(participant=participant, session=session),
     )
 
 
@@ -618,7 +621,7 @@ def _answers(post: QueryDict) -> tuple[dict[int, dict[str, Any]], bool | None]:
         kind, instance_id = match[1], _instance_id(key, match[2])
         values = per_instance.setdefault(instance_id, {})
         if kind == "choice" and post.get(key) == "cant":
-            values["choice"] = services.CANT_TELL
+            values["choice"] = scene_services.CANT_TELL
         elif kind == "choice":
             try:
                 values["choice"] = parse_number(post.get(key), name=_field_name(key))
@@ -640,7 +643,7 @@ def _answers(post: QueryDict) -> tuple[dict[int, dict[str, Any]], bool | None]:
 def _save(participant: Participant, assignment_id: int, post: QueryDict) -> int:
     """Store every answer field in ``post`` at once: all of them or, on error, none."""
     per_instance, flag = _answers(post)
-    services.answers_record(
+    scene_services.answers_record(
         participant=participant,
         assignment_id=assignment_id,
         answers=per_instance,
@@ -660,7 +663,7 @@ def scene_save(request: HttpRequest, token: str, assignment_id: int) -> HttpResp
     """
     try:
         per_instance, flag = _answers(request.POST)
-        services.answers_record(
+        scene_services.answers_record(
             token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
         )
         saved = len(per_instance) + (flag is not None)
@@ -696,10 +699,10 @@ def scene_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
         # One call, one lock: a submit that raced another tab's finds the scene
         # submitted and lands where a replay lands, below.
         per_instance, flag = _answers(request.POST)
-        assignment = services.scene_submit(
+        assignment = scene_services.scene_submit(
             token=token, assignment_id=assignment_id, answers=per_instance, history_needed=flag
         )
-    except services.AssignmentNotFound:
+    except scene_services.AssignmentNotFound:
         return _not_yours(request, _participant(token))
     except StudyError as exc:
         participant = _participant(token)
@@ -734,7 +737,7 @@ def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
         return _not_yours(request, participant)
     practice = assignment.study_item.role == assignment.study_item.Role.PRACTICE
     if assignment.status != Assignment.Status.SUBMITTED or not (
-        practice or services.participant_reveal_allowed(participant=participant)
+        practice or scene_services.participant_reveal_allowed(participant=participant)
     ):
         raise Http404("no result to show yet")
     (result,) = _results(participant, [assignment])

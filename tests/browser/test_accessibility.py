@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from studies import services
 from studies.models import StudyItem
+from studies.participation import services as participation_services
 from tests.browser.axe import axe_violations, describe
 from tests.studies import conftest as study_fixtures
 
@@ -38,7 +38,7 @@ def test_rater_pages_have_no_serious_violations(live_server, page, live_study):
     live_study.save()
     keep = live_study.study_items.order_by("position").values_list("pk", flat=True)[:1]
     StudyItem.objects.filter(study=live_study).exclude(pk__in=list(keep)).update(held_back=True)
-    (participant,) = services.participants_invite(study=live_study, labels=["a11y"])
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["a11y"])
     page.goto(f"{live_server.url}/s/{participant.token}/")
     check(page, "consent")
     page.get_by_role("button", name="I agree, start").click()

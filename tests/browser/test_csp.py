@@ -14,8 +14,8 @@ from playwright.sync_api import expect
 
 from modeling.models import Run
 from modeling.runs import services as run_services
-from studies import services
 from studies.models import Study
+from studies.participation import services as participation_services
 from tests.factories import DynToMQuestionFactory
 from tests.modeling import conftest as run_fixtures
 from tests.studies import conftest as study_fixtures
@@ -64,7 +64,9 @@ def test_rater_pages_work_under_the_policy(
 
     add_history(friends)  # earlier scenes: the history step and panel are there
     live_study.study_items.exclude(position__in=(2, 3)).update(held_back=True)
-    (participant,) = services.participants_invite(study=live_study, labels=["CSP rater"])
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["CSP rater"]
+    )
 
     page.goto(f"{live_server.url}/s/{participant.token}/")
     page.get_by_role("button", name="I agree, start").click()

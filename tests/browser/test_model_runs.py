@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from modeling.models import Prediction, PromptTemplate, Run
-from modeling.runs import services
+from modeling.runs import executor, prompt_templates, services
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.conftest import gold_responder
 
@@ -65,7 +65,7 @@ def test_preview_start_and_watch_a_run(
 
     # No Celery worker here: execute the run in the test; the page polls every 2 s.
     page.evaluate("window.notReloaded = true")
-    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    assert executor.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
     expect(status).to_have_text(re.compile("succeeded", re.IGNORECASE), timeout=10_000)
     predictions = Prediction.objects.filter(run=run)
     percent = round(100 * predictions.filter(correct=True).count() / predictions.count())
@@ -106,7 +106,7 @@ def test_preview_start_and_watch_a_run(
 
 
 def test_revise_error_is_shown_next_to_the_field(live_server, page, screenshot, researcher):
-    services.prompt_templates_ensure_defaults()
+    prompt_templates.prompt_templates_ensure_defaults()
     template = PromptTemplate.objects.get(name="dyntom-vanilla", version=1)
     log_in(page, live_server)
     page.set_viewport_size({"width": 390, "height": 844})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from studies import services
+from studies.participation import services as participation_services
 from tests.browser.test_study_recruitment import both_widths
 from tests.studies import conftest as study_fixtures
 
@@ -45,7 +45,7 @@ def test_researcher_pages_at_desktop_and_phone_widths(
 def test_favicon_and_the_raters_logo(live_server, page, live_study):
     response = page.request.get(f"{live_server.url}/favicon.ico")
     assert response.ok and "svg" in response.headers["content-type"]
-    (participant,) = services.participants_invite(study=live_study, labels=["anon"])
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["anon"])
     page.goto(f"{live_server.url}/s/{participant.token}/")
     page.get_by_role("link", name="ToMLab").click()
     expect(page).to_have_url(f"{live_server.url}/s/{participant.token}/")

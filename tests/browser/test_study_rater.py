@@ -12,8 +12,9 @@ import pytest
 from playwright.sync_api import expect
 
 from benchmarks.models import SpeakerInstance
-from studies import services
 from studies.models import Assignment, Guess, HistoryView, Study
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 from tests.studies import conftest as study_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +41,7 @@ def digit_for(instance: SpeakerInstance, *, right: bool = True) -> str:
 
 def open_scene(participant) -> Assignment:
     participant.refresh_from_db()
-    step = services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant)
     assert step.kind == "scene"
     return step.assignment
 
@@ -79,7 +80,9 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     live_study.reveal = Study.Reveal.AFTER_SCENE
     live_study.save(update_fields=["reveal"])
     live_study.study_items.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
-    (participant,) = services.participants_invite(study=live_study, labels=["Invited rater"])
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["Invited rater"]
+    )
     link = f"{live_server.url}/s/{participant.token}/"
 
     page.goto(link)
@@ -226,9 +229,9 @@ def test_history_reader_and_side_panel_with_perturbed_names(
     study_work = live_study.study_works.get()
     study_work.name_map = {"rachel": "Karen", "ross": "Brian"}
     study_work.save(update_fields=["name_map"])
-    (participant,) = services.participants_invite(study=live_study, labels=["reader"])
-    services.participant_consent(participant=participant)
-    session = services.familiarity_declare(
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["reader"])
+    participation_services.participant_consent(participant=participant)
+    session = scene_services.familiarity_declare(
         participant=participant, study_work=study_work, seen=True
     )
 

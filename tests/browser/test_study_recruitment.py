@@ -15,9 +15,10 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from studies import services
 from studies.models import Assignment, Participant, StudyItem
 from studies.participation import recruitment
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 from tests.browser.test_study_rater import answer_with_keys, digit_for, log_in, speakers_of
 from tests.studies import conftest as study_fixtures
 
@@ -40,7 +41,7 @@ def keep(study, n: int) -> list[StudyItem]:
 
 def current(participant: Participant) -> Assignment:
     participant.refresh_from_db()
-    step = services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant)
     assert step.kind == "scene", step.kind
     return step.assignment
 
@@ -146,7 +147,9 @@ def test_recruited_participant_from_the_public_link_to_the_completion_url(
 
 
 def test_refusing_consent_ends_politely_and_records_it(live_server, page, screenshot, live_study):
-    (participant,) = services.participants_invite(study=live_study, labels=["no thanks"])
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["no thanks"]
+    )
     link = f"{live_server.url}/s/{participant.token}/"
     page.goto(link)
     page.get_by_role("button", name="I do not agree").click()
@@ -167,7 +170,9 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
     items = keep(live_study, 4)
     practice, check = items[0], items[3]
     recruitment.item_roles_set(study=live_study, practice=practice, attention=[check])
-    (participant,) = services.participants_invite(study=live_study, labels=["careless"])
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["careless"]
+    )
     start(page, participant, live_server)
 
     # The practice scene comes first, says so, and shows the right answers after.
@@ -209,7 +214,7 @@ def test_a_break_after_the_sitting_cap(live_server, page, screenshot, live_study
     keep(live_study, 2)
     live_study.session_cap = 1
     live_study.save(update_fields=["session_cap"])
-    (participant,) = services.participants_invite(study=live_study, labels=["steady"])
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["steady"])
     start(page, participant, live_server)
     expect(page.get_by_test_id("progress")).to_have_text("Scene 1 / 2")
     answer_scene(page, participant)
@@ -230,7 +235,9 @@ def test_an_abandoned_assignment_returns_to_the_pool(
     live_study.overlap, live_study.min_unseen = 1, 0
     live_study.idle_timeout_minutes = 30
     live_study.save(update_fields=["overlap", "min_unseen", "idle_timeout_minutes"])
-    first, second = services.participants_invite(study=live_study, labels=["gone", "next"])
+    first, second = participation_services.participants_invite(
+        study=live_study, labels=["gone", "next"]
+    )
 
     # The first rater takes both scenes, answers one and leaves.
     start(page, first, live_server)
@@ -269,7 +276,7 @@ def test_no_history_and_a_refused_submit_marks_the_unanswered_speaker(
         live_study.study_items.select_related("scene"), key=lambda i: i.scene.instances.count()
     )
     live_study.study_items.exclude(pk=six.pk).update(held_back=True)
-    (participant,) = services.participants_invite(study=live_study, labels=["phone"])
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["phone"])
     start(page, participant, live_server)
 
     # Straight from "seen it?" to the scene: Friends has no earlier scenes.

@@ -14,7 +14,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from modeling.models import Backend, Prediction, PromptTemplate, Run
-from modeling.runs import services
+from modeling.runs import executor, prompt_templates, services
 from tests.celery_worker import drain_queue, purge_queues
 from tests.factories import DynToMQuestionFactory, DynToMStageFactory
 from tests.modeling.conftest import answer_all
@@ -112,9 +112,9 @@ def test_backends_show_settings_and_has_key_but_never_the_key(api, backend):
 
 
 def test_prompt_templates_list_detail_and_filters(api, openai_backend):
-    services.prompt_templates_ensure_defaults()
+    prompt_templates.prompt_templates_ensure_defaults()
     vanilla = PromptTemplate.objects.get(name="dyntom-vanilla", version=1)
-    revised = services.prompt_template_revise(template=vanilla, notes="second try")
+    revised = prompt_templates.prompt_template_revise(template=vanilla, notes="second try")
     _run(openai_backend, template=revised)
     url = reverse("modeling-prompt-template-list")
 
@@ -356,7 +356,7 @@ def test_executed_run_lists_its_predictions_with_question_keys(
     run_id = created.json()["id"]
     assert created.json()["status"] == "queued"
 
-    assert services.run_execute(run_id=run_id) == Run.Status.SUCCEEDED
+    assert executor.run_execute(run_id=run_id) == Run.Status.SUCCEEDED
 
     url = reverse("modeling-run-predictions", args=[run_id])
     rows = _all_rows(api, url)

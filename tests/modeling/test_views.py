@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from modeling.models import PromptTemplate, Run
-from modeling.runs import services
+from modeling.runs import executor, prompt_templates, services
 from tests.modeling.conftest import gold_responder
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def client_researcher(client, researcher):
 @pytest.fixture
 def templates(db) -> PromptTemplate:
     """The default templates; returns dyntom-vanilla v1."""
-    services.prompt_templates_ensure_defaults()
+    prompt_templates.prompt_templates_ensure_defaults()
     return PromptTemplate.objects.get(name="dyntom-vanilla", version=1)
 
 
@@ -169,7 +169,7 @@ def test_detail_of_finished_run_stops_polling(
 ):
     llm_server.responder = gold_responder(dyntom_stages)
     run = make_run(openai_backend)
-    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    assert executor.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
     url = reverse("modeling:run-detail", args=[run.pk])
 
     full = client_researcher.get(url)
@@ -198,7 +198,7 @@ def test_run_accuracy_is_coloured_against_the_items_chance(
 
     llm_server.responder = gold_responder(dyntom_stages)
     run = make_run(openai_backend)
-    assert services.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    assert executor.run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
     predictions = Prediction.objects.filter(run=run).select_related("dyntom_question")
     options = [len(p.dyntom_question.options) for p in predictions]
     chance = sum(1 / k for k in options) / len(options)
@@ -342,7 +342,7 @@ def test_template_list_groups_versions_with_run_counts(
     client_researcher, openai_backend, templates
 ):
     make_run(openai_backend, template=templates)
-    services.prompt_template_revise(template=templates, notes="shorter")
+    prompt_templates.prompt_template_revise(template=templates, notes="shorter")
     response = client_researcher.get(reverse("modeling:template-list"))
     assert response.status_code == 200
     content = response.content.decode()

@@ -30,7 +30,8 @@ from django.urls.exceptions import Resolver404
 from django.urls.resolvers import RegexPattern, RoutePattern
 
 from modeling.models import PromptTemplate, Run
-from studies import services
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 from tests.studies.conftest import friends, live_study  # noqa: F401 - fixtures used below
 
 pytestmark = pytest.mark.django_db
@@ -146,13 +147,13 @@ def _valid_value(name: str, regex: str, ids: dict[str, str]) -> str:
 @pytest.fixture
 def world(live_study, researcher, rater):  # noqa: F811
     """Real rows for every kind of id in the paths: a rater midway through a scene."""
-    (participant,) = services.participants_invite(study=live_study, labels=["walker"])
-    participant = services.participant_consent(participant=participant)
+    (participant,) = participation_services.participants_invite(study=live_study, labels=["walker"])
+    participant = participation_services.participant_consent(participant=participant)
     study_work = live_study.study_works.get()
-    session = services.familiarity_declare(
+    session = scene_services.familiarity_declare(
         participant=participant, study_work=study_work, seen=False
     )
-    services.history_confirm(participant=participant, session=session)
+    scene_services.history_confirm(participant=participant, session=session)
     assignment = session.assignments.order_by("position").first()
     instance = assignment.study_item.scene.instances.order_by("code").first()
     run = Run.objects.create(name="walk", benchmark="dyntom", method="vanilla", model="m")

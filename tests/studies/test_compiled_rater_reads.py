@@ -17,8 +17,8 @@ from django.test import Client
 from django.utils import timezone
 
 from common.compiled_queries import CompiledQuery
-from studies import services
 from studies.models import Assignment, StudyWork
+from studies.scene import services as scene_services
 from tests.studies.test_rater_views import current, invite, to_scenes, url
 
 
@@ -44,9 +44,9 @@ def at_scene(live_study):
 @pytest.mark.django_db
 def test_open_assignment_is_what_the_queryset_gives(at_scene):
     participant, _ = at_scene
-    by_token = services.rater_open_assignment(token=participant.token)
-    by_participant = services.rater_open_assignment(participant=participant)
-    (expected,) = services._open_scene_assignments(participant__token=participant.token)
+    by_token = scene_services.rater_open_assignment(token=participant.token)
+    by_participant = scene_services.rater_open_assignment(participant=participant)
+    (expected,) = scene_services._open_scene_assignments(participant__token=participant.token)
 
     assert _graph(by_token) == _graph(expected)
     assert _graph(by_participant) == _graph(expected)
@@ -63,37 +63,37 @@ def test_other_values_other_rows(at_scene, live_study):
     participant, assignment = at_scene
     other = invite(live_study, "other rater")
     to_scenes(Client(), other)
-    mine = services.rater_open_assignment(token=participant.token)
-    theirs = services.rater_open_assignment(token=other.token)
+    mine = scene_services.rater_open_assignment(token=participant.token)
+    theirs = scene_services.rater_open_assignment(token=other.token)
     assert mine.pk == assignment.pk and mine.participant_id == participant.pk
     assert theirs.participant_id == other.pk and theirs.pk != mine.pk
-    assert services.rater_open_assignment(token="no-such-token") is None
+    assert scene_services.rater_open_assignment(token="no-such-token") is None
 
     Assignment.objects.filter(participant=participant).update(status="submitted")
-    assert services.rater_open_assignment(token=participant.token) is None
-    assert services.rater_open_assignment(token=other.token).pk == theirs.pk
+    assert scene_services.rater_open_assignment(token=participant.token) is None
+    assert scene_services.rater_open_assignment(token=other.token).pk == theirs.pk
 
 
 @pytest.mark.django_db(transaction=True)
 def test_rater_assignment_with_and_without_lock(at_scene, live_study):
     participant, assignment = at_scene
-    expected = services._rater_assignments(lock=False, pk=assignment.pk).get()
-    plain = services.rater_assignment(assignment_id=assignment.pk, token=participant.token)
+    expected = scene_services._rater_assignments(lock=False, pk=assignment.pk).get()
+    plain = scene_services.rater_assignment(assignment_id=assignment.pk, token=participant.token)
     assert _graph(plain) == _graph(expected)
     with transaction.atomic():
-        locked = services.rater_assignment(
+        locked = scene_services.rater_assignment(
             assignment_id=assignment.pk, participant=participant, lock=True
         )
     assert _graph(locked) == _graph(expected)
 
     stranger = invite(live_study, "stranger")
-    with pytest.raises(services.AssignmentNotFound):
-        services.rater_assignment(assignment_id=assignment.pk, token=stranger.token)
-    with pytest.raises(services.AssignmentNotFound):
-        services.rater_assignment(assignment_id=assignment.pk, participant=stranger)
+    with pytest.raises(scene_services.AssignmentNotFound):
+        scene_services.rater_assignment(assignment_id=assignment.pk, token=stranger.token)
+    with pytest.raises(scene_services.AssignmentNotFound):
+        scene_services.rater_assignment(assignment_id=assignment.pk, participant=stranger)
     if connection.features.has_select_for_update:
         with pytest.raises(TransactionManagementError):
-            services.rater_assignment(
+            scene_services.rater_assignment(
                 assignment_id=assignment.pk, participant=participant, lock=True
             )
 

@@ -15,8 +15,8 @@ import pytest
 from django.db import connections, transaction
 from django.test import Client
 
-from studies import services
 from studies.models import Assignment, Guess, Study
+from studies.scene import services as scene_services
 from tests.studies.test_concurrency import run_together
 from tests.studies.test_rater_views import current, full_form, instances, invite, to_scenes, url
 
@@ -91,7 +91,7 @@ def test_tabs_arriving_while_another_tab_submits_move_on(live_study):
                 Assignment.objects.select_for_update().get(pk=assignment.pk)
                 locked.set()
                 release.wait(timeout=30)
-                services.scene_submit(participant=participant, assignment_id=assignment.pk)
+                scene_services.scene_submit(participant=participant, assignment_id=assignment.pk)
         except BaseException as exc:
             failures.append(exc)
         finally:

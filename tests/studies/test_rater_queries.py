@@ -18,8 +18,9 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from studies import services
+from studies import errors
 from studies.models import Assignment, Guess
+from studies.scene import services as scene_services
 from studies.scene.cache import scene_gold
 from tests.studies.test_rater_views import (
     HTMX,
@@ -138,7 +139,7 @@ def test_an_autosave_racing_a_submit_never_changes_a_scored_answer(live_study):
     def submit_tab() -> None:
         try:
             with transaction.atomic():
-                services.scene_submit(
+                scene_services.scene_submit(
                     participant=participant,
                     assignment_id=assignment.pk,
                     answers={first.pk: {"choice": int(form[f"choice-{first.pk}"])}}
@@ -161,8 +162,8 @@ def test_an_autosave_racing_a_submit_never_changes_a_scored_answer(live_study):
     assert submitting.wait(timeout=30)
     threading.Timer(0.5, release.set).start()
     wrong = (int(form[f"choice-{first.pk}"]) + 1) % len(first.candidates)
-    with pytest.raises(services.StudyError, match="already submitted"):
-        services.answers_record(
+    with pytest.raises(errors.StudyError, match="already submitted"):
+        scene_services.answers_record(
             participant=participant,
             assignment_id=assignment.pk,
             answers={first.pk: {"choice": wrong}},

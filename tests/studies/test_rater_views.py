@@ -21,6 +21,8 @@ from studies.models import (
     Study,
     WorkSession,
 )
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +33,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 def invite(study: Study, label: str = "rater") -> Participant:
-    (participant,) = services.participants_invite(study=study, labels=[label])
+    (participant,) = participation_services.participants_invite(study=study, labels=[label])
     return participant
 
 
@@ -61,7 +63,7 @@ def to_scenes(client, participant: Participant, seen: str = "no") -> WorkSession
 
 def current(participant: Participant) -> Assignment:
     participant.refresh_from_db()
-    step = services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant)
     assert step.kind == "scene"
     return step.assignment
 
@@ -473,7 +475,7 @@ def test_withdrawn_rater_and_paused_study_get_a_clear_page(client, live_study):
     assert not Guess.objects.exists()
 
     services.study_go_live(study=live_study)
-    services.participant_withdraw(participant=participant)
+    participation_services.participant_withdraw(participant=participant)
     response = client.get(url("start", participant))
     assert response.status_code == 403
     assert b"You have been withdrawn" in response.content

@@ -20,6 +20,8 @@ from studies import quality, services
 from studies.errors import StudyError
 from studies.models import Assignment, Guess, Participant, Study, StudyItem
 from studies.participation import recruitment
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 
 from .test_rater_views import current, instances, invite, keep_scenes, to_scenes, url
 
@@ -147,17 +149,17 @@ def test_idle_assignments_return_to_the_pool(live_study):
     live_study.overlap, live_study.min_unseen, live_study.idle_timeout_minutes = 1, 0, 10
     live_study.save()
     keep_scenes(live_study, 2)
-    gone, fresh = services.participants_invite(study=live_study, labels=["g", "f"])
+    gone, fresh = participation_services.participants_invite(study=live_study, labels=["g", "f"])
     for p in (gone, fresh):
-        services.participant_consent(participant=p)
+        participation_services.participant_consent(participant=p)
     work = live_study.study_works.get()
-    services.familiarity_declare(participant=gone, study_work=work, seen=False)
+    scene_services.familiarity_declare(participant=gone, study_work=work, seen=False)
     assert gone.assignments.count() == 2
     # Not idle yet: nothing is freed.
     assert recruitment.assignments_release_idle(study=live_study) == 0
     old = timezone.now() - timedelta(minutes=11)
     Assignment.objects.filter(participant=gone).update(assigned_at=old, last_event_at=old)
-    session = services.familiarity_declare(participant=fresh, study_work=work, seen=False)
+    session = scene_services.familiarity_declare(participant=fresh, study_work=work, seen=False)
     assert session.assignments.count() == 2
     gone.refresh_from_db()
     assert gone.released_count == 2 and not gone.assignments.exists()
@@ -175,11 +177,11 @@ def test_practice_and_checks_are_outside_quotas_and_fixed_once_handed_out(live_s
     recruitment.item_roles_set(study=live_study, practice=items[0], attention=[items[4]])
     items[4].refresh_from_db()
     assert items[4].role == "attention" and not items[4].held_back  # a check gives it away
-    a, b = services.participants_invite(study=live_study, labels=["a", "b"])
+    a, b = participation_services.participants_invite(study=live_study, labels=["a", "b"])
     work = live_study.study_works.get()
     for p in (a, b):
-        services.participant_consent(participant=p)
-        services.familiarity_declare(participant=p, study_work=work, seen=False)
+        participation_services.participant_consent(participant=p)
+        scene_services.familiarity_declare(participant=p, study_work=work, seen=False)
     roles_a = list(a.assignments.order_by("position").values_list("study_item__role", flat=True))
     assert roles_a[0] == "practice" and roles_a.count("attention") == 1 and len(roles_a) == 5
     assert roles_a[1] == "test"
@@ -191,10 +193,10 @@ def test_practice_and_checks_are_outside_quotas_and_fixed_once_handed_out(live_s
 
 def test_quality_table_agreement_gold_speed_and_csv(res_client, live_study):
     keep_scenes(live_study, 2)
-    participants = services.participants_invite(study=live_study, labels=["x", "y"])
+    participants = participation_services.participants_invite(study=live_study, labels=["x", "y"])
     for p, right in zip(participants, (True, False), strict=True):
-        services.participant_consent(participant=p)
-        services.familiarity_declare(
+        participation_services.participant_consent(participant=p)
+        scene_services.familiarity_declare(
             participant=p, study_work=live_study.study_works.get(), seen=not right
         )
         for assignment in p.assignments.order_by("position"):
@@ -202,7 +204,7 @@ def test_quality_table_agreement_gold_speed_and_csv(res_client, live_study):
                 i.pk: {"choice": i.candidates.index(i.gold_character.name) if right else 0}
                 for i in instances(assignment)
             }
-            services.scene_submit(participant=p, assignment_id=assignment.pk, answers=answers)
+            scene_services.scene_submit(participant=p, assignment_id=assignment.pk, answers=answers)
     Assignment.objects.filter(participant=participants[0]).update(total_ms=60000)
     Assignment.objects.filter(participant=participants[1]).update(total_ms=1000)
     rows = {r.participant.label: r for r in quality.study_quality(live_study)}

@@ -12,6 +12,8 @@ from django.urls import reverse
 
 from studies import services
 from studies.models import Assignment, Participant, Study
+from studies.participation import services as participation_services
+from studies.scene import services as scene_services
 from tests.factories import CharacterFactory, SceneFactory, SpeakerInstanceFactory, WorkFactory
 
 pytestmark = pytest.mark.django_db
@@ -54,27 +56,29 @@ def two_works_study(researcher) -> Study:
 
 def _finish_next_work(participant: Participant) -> Assignment:
     """Declare, read and answer the rater's next work through the services."""
-    step = services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant)
     assert step.kind == "familiarity"
-    session = services.familiarity_declare(
+    session = scene_services.familiarity_declare(
         participant=participant, study_work=step.study_work, seen=False
     )
-    services.history_confirm(participant=participant, session=session)
+    scene_services.history_confirm(participant=participant, session=session)
     (assignment,) = session.assignments.all()
     for instance in assignment.study_item.scene.instances.all():
-        services.guess_record(
+        scene_services.guess_record(
             participant=participant,
             assignment_id=assignment.pk,
             instance_id=instance.pk,
             choice=0,
         )
-    services.flag_record(participant=participant, assignment_id=assignment.pk, history_needed=False)
-    return services.scene_submit(participant=participant, assignment_id=assignment.pk)
+    scene_services.flag_record(
+        participant=participant, assignment_id=assignment.pk, history_needed=False
+    )
+    return scene_services.scene_submit(participant=participant, assignment_id=assignment.pk)
 
 
 def test_at_end_result_stays_hidden_while_paused_and_after_resume(client, two_works_study):
-    (participant,) = services.participants_invite(study=two_works_study, labels=["r"])
-    participant = services.participant_consent(participant=participant)
+    (participant,) = participation_services.participants_invite(study=two_works_study, labels=["r"])
+    participant = participation_services.participant_consent(participant=participant)
     first = _finish_next_work(participant)
     result = reverse(
         "rater:scene-result", kwargs={"token": participant.token, "assignment_id": first.pk}
@@ -98,8 +102,8 @@ def test_at_end_result_stays_hidden_while_paused_and_after_resume(client, two_wo
 
 
 def test_at_end_result_shown_once_the_rater_has_answered_everything(client, two_works_study):
-    (participant,) = services.participants_invite(study=two_works_study, labels=["r"])
-    participant = services.participant_consent(participant=participant)
+    (participant,) = participation_services.participants_invite(study=two_works_study, labels=["r"])
+    participant = participation_services.participant_consent(participant=participant)
     first = _finish_next_work(participant)
     _finish_next_work(participant)
     result = reverse(
