@@ -17,8 +17,13 @@ from django.db import transaction
 
 def task_send(name: str, args: Sequence[Any], *, queue: str | None = None) -> None:
     """Send the task registered as ``name`` with ``args`` now."""
+    app = current_app
+    if name not in app.tasks:
+        # A web process has not imported the task modules yet: autodiscovery runs on
+        # this signal-driven import, as it does when a worker starts.
+        app.loader.import_default_modules()
     options = {"queue": queue} if queue else {}
-    current_app.tasks[name].apply_async(tuple(args), **options)
+    app.tasks[name].apply_async(tuple(args), **options)
 
 
 def task_send_on_commit(name: str, args: Sequence[Any], *, queue: str | None = None) -> None:

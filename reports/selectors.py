@@ -98,6 +98,34 @@ def _predictions(run_ids: Iterable[int]):
 PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_answer", "correct")
 
 
+def _prediction_values(
+    predictions: QuerySet, *fields: str, **related: F
+) -> Iterator[dict[str, Any]]:
+    """Stream ``predictions`` as dicts: ``PREDICTION_FIELDS``, the prompt's version and
+    model, then the benchmark's own ``fields`` and ``related`` values."""
+    return predictions.values(
+        *PREDICTION_FIELDS, *fields, "template_version", "model", **related
+    ).iterator(chunk_size=CHUNK)
+
+
+def _speaker_item_values(prefix: str) -> tuple[tuple[str, ...], dict[str, F]]:
+    """A masked speaker's attributes, under the same names in every row the speaker
+    tables read: the instance's own fields (``prefix`` "") or read through ``prefix``,
+    the path to a ``SpeakerInstance`` ("speaker_instance__", "instance__")."""
+    own = ("code", "candidates", "scene_id")
+    related = {
+        "gold": "gold_character__name",
+        "scene_key": "scene__source_id",
+        "work_id": "scene__work_id",
+        "work_key": "scene__work__key",
+        "genres": "scene__work__genres",
+    }
+    if not prefix:
+        return own, {name: F(path) for name, path in related.items()}
+    paths = {name: name for name in own} | related
+    return (), {name: F(prefix + path) for name, path in paths.items()}
+
+
 def dyntom_prediction_rows(
     run_ids: Iterable[int],
     *,
@@ -111,10 +139,8 @@ def dyntom_prediction_rows(
         predictions = predictions.filter(dyntom_question_id__in=list(question_ids))
     if sample_index is not None:
         predictions = predictions.filter(sample_index=sample_index)
-    return predictions.values(
-        *PREDICTION_FIELDS,
-        "template_version",
-        "model",
+    return _prediction_values(
+        predictions,
         question_id=F("dyntom_question_id"),
         question_key=F("dyntom_question__key"),
         question_type=F("dyntom_question__question_type"),
@@ -125,27 +151,20 @@ def dyntom_prediction_rows(
         stage_id=F("dyntom_question__stage_id"),
         scenario_count=F("dyntom_question__stage__scenario_count"),
         work_key=F("dyntom_question__stage__work__key"),
-    ).iterator(chunk_size=CHUNK)
+    )
 
 
 def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
     """CharToM-QA predictions with dimension, directness and the judge's details."""
-    return (
-        _predictions(run_ids)
-        .filter(qa_item__isnull=False)
-        .values(
-            *PREDICTION_FIELDS,
-            "details",
-            "template_version",
-            "model",
-            item_id=F("qa_item_id"),
-            item_key=F("qa_item__natural_key"),
-            dimension=F("qa_item__dimension"),
-            directness=F("qa_item__directness"),
-            work_key=F("qa_item__work__key"),
-            character=F("qa_item__character__name"),
-        )
-        .iterator(chunk_size=CHUNK)
+    return _prediction_values(
+        _predictions(run_ids).filter(qa_item__isnull=False),
+        "details",
+        item_id=F("qa_item_id"),
+        item_key=F("qa_item__natural_key"),
+        dimension=F("qa_item__dimension"),
+        directness=F("qa_item__directness"),
+        work_key=F("qa_item__work__key"),
+        character=F("qa_item__character__name"),
     )
 
 
@@ -162,26 +181,14 @@ def _scene_speaker_count(scene_ref: str) -> Subquery:
 
 def speaker_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
     """ToM-in-AMC / TVShowGuess predictions with scene, work, genres and scene size."""
-    return (
+    _, item = _speaker_item_values("speaker_instance__")
+    return _prediction_values(
         _predictions(run_ids)
         .filter(speaker_instance__isnull=False)
-        .annotate(speakers=_scene_speaker_count("speaker_instance__scene_id"))
-        .values(
-            *PREDICTION_FIELDS,
-            "template_version",
-            "model",
-            "speakers",
-            instance_id=F("speaker_instance_id"),
-            code=F("speaker_instance__code"),
-            candidates=F("speaker_instance__candidates"),
-            gold=F("speaker_instance__gold_character__name"),
-            scene_id=F("speaker_instance__scene_id"),
-            scene_key=F("speaker_instance__scene__source_id"),
-            work_id=F("speaker_instance__scene__work_id"),
-            work_key=F("speaker_instance__scene__work__key"),
-            genres=F("speaker_instance__scene__work__genres"),
-        )
-        .iterator(chunk_size=CHUNK)
+        .annotate(speakers=_scene_speaker_count("speaker_instance__scene_id")),
+        "speakers",
+        instance_id=F("speaker_instance_id"),
+        **item,
     )
 
 
@@ -201,22 +208,12 @@ def speaker_prediction_outcomes(
 
 def speaker_item_rows(benchmark: str) -> list[dict[str, Any]]:
     """Every masked speaker of the benchmark (the baselines are computed over all of them)."""
+    own, item = _speaker_item_values("")
     return list(
         SpeakerInstance.objects.filter(scene__work__benchmark=_benchmark(benchmark))
         .annotate(speakers=_scene_speaker_count("scene_id"))
         .order_by("scene__work_id", "scene__position", "code")
-        .values(
-            "id",
-            "code",
-            "candidates",
-            "speakers",
-            "scene_id",
-            gold=F("gold_character__name"),
-            scene_key=F("scene__source_id"),
-            work_id=F("scene__work_id"),
-            work_key=F("scene__work__key"),
-            genres=F("scene__work__genres"),
-        )
+        .values("id", "speakers", *own, **item)
     )
 
 
@@ -388,14 +385,7 @@ def human_guess_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
             active_ms=F("assignment__active_ms"),
             version=F("assignment__version"),
             submitted_at=F("assignment__submitted_at"),
-            code=F("instance__code"),
-            candidates=F("instance__candidates"),
-            gold=F("instance__gold_character__name"),
-            scene_id=F("instance__scene_id"),
-            scene_key=F("instance__scene__source_id"),
-            work_id=F("instance__scene__work_id"),
-            work_key=F("instance__scene__work__key"),
-            genres=F("instance__scene__work__genres"),
+            **_speaker_item_values("instance__")[1],
         )
         .iterator(chunk_size=CHUNK)
     )
