@@ -4,7 +4,7 @@ The pools (locations, names, occupations, …) are editable data loaded from the
 release with ``load_dyntom_pools``. A :class:`GenerationJob` generates stages step by
 step through the run engine (``modeling``); each :class:`GeneratedStage` holds what its
 steps produced and its lineage, and waits for validation. Only a kept stage becomes an
-item-bank work (see ``annotation.services.generated_stage_keep``).
+item-bank work (see ``annotation.dyntom.generation.services.generated_stage_keep``).
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ class GeneratedStage(models.Model):
     trajectory = models.JSONField(default=dict, blank=True)
     # Step 3: {"scenario 1": {"background": …, "dialogue": [{speaker: line}, …]}, …}
     scenarios = models.JSONField(default=dict, blank=True)
-    # Step 4: question_new.json content, from annotation.dyntom_questions.
+    # Step 4: question_new.json content, from annotation.dyntom.questions.
     questions = models.JSONField(default=dict, blank=True)
     # Lineage.
     model = models.CharField(max_length=255, blank=True, default="")
@@ -288,7 +288,7 @@ class GeneratedStage(models.Model):
 # --- DynToM validation scoring --------------------------------------------------------
 # Rubrics and decision rules are versioned records: a new version is a new row, and
 # every assignment keeps the rubric version it was scored on, every decision the rule
-# version it was computed with. See annotation/rubrics.py and annotation/rules.py.
+# version it was computed with. See rubrics.py and rules.py in annotation/dyntom/validation/.
 
 
 class ValidationKind(models.TextChoices):
@@ -330,7 +330,8 @@ class Rubric(KindVersioned):
 
 
 class DecisionRule(KindVersioned):
-    """The keep/discard rule set of one kind, in the JSON language of annotation.rules."""
+    """The keep/discard rule set of one kind, in the JSON language of
+    ``annotation.dyntom.validation.rules``."""
 
     spec = models.JSONField()
 

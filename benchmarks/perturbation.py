@@ -2,7 +2,7 @@
 
 Every main character of a work is shown under a gender-matched common first name,
 with one consistent mapping per work: a study stores it on its ``StudyWork``
-(``studies.perturbation``) so reports know exactly what each rater saw, and a model run
+(``studies.scene.perturbation``) so reports know exactly what each rater saw, and a model run
 builds the same map for its prompts (``modeling.pipelines.speaker_guess``). It lives
 here, beside the characters it reads, so both apps import it and neither imports the
 other. Names come from the paper's Table 7 first and then from a longer list of common

@@ -12,7 +12,7 @@ Packing happens when a run finishes or its predictions are imported (``reports.h
 and, for anything those missed, on first use: :func:`run_outcomes` compares each stored
 copy's fingerprint (count and highest id of the run's predictions) with the database
 and packs again where they differ. Predictions changed in place (a re-import with other
-answers) keep count and ids, so their writer sends ``modeling.signals.predictions_changed``
+answers) keep count and ids, so their writer sends ``modeling.runs.signals.predictions_changed``
 and :func:`dyntom_outcomes_invalidate` marks the copy stale first.
 """
 
@@ -183,7 +183,7 @@ def dyntom_outcomes_refresh(*, run_ids: Iterable[int]) -> None:
 class QuestionBank:
     """Every DynToM question's attributes as arrays, in question id order.
 
-    ``question_type`` indexes :data:`~reports.metrics.dyntom.QUESTION_TYPE_CODES` (-1 for
+    ``question_type`` indexes :data:`~metrics.dyntom.QUESTION_TYPE_CODES` (-1 for
     another type), ``mental_state`` indexes ``labels``; scenario numbers and counts are
     -1 where the question has none.
     """

@@ -1,4 +1,4 @@
-"""Reactions to the run engine (``modeling.signals``): keep DynToM runs' packed
+"""Reactions to the run engine (``modeling.runs.signals``): keep DynToM runs' packed
 outcomes current, so a report finds them ready instead of packing on first use."""
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class Study(models.Model):
     # CharToM-QA: when the researcher applied the read/not-read design (then late joiners
     # and withdrawals rebalance it automatically).
     design_applied_at = models.DateTimeField(null=True, blank=True)
-    # -- running it with recruited participants (studies.recruitment) ---------------------
+    # -- running it with recruited participants (studies.participation.recruitment) -----
     # Query parameters of the recruiting platform's link (Prolific's names by default).
     param_participant = models.CharField(max_length=40, default="PROLIFIC_PID", blank=True)
     param_study = models.CharField(max_length=40, default="STUDY_ID", blank=True)

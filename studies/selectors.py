@@ -51,7 +51,7 @@ def works_for_studies() -> QuerySet[Work]:
 
 
 def scene_rows(works: list[Work]) -> list[SceneRow]:
-    """The masked test scenes of ``works`` as rows for :mod:`studies.sampling`."""
+    """The masked test scenes of ``works`` as rows for :mod:`studies.scene.sampling`."""
     genres = {w.pk: tuple(w.genres or ()) for w in works}
     keys = {w.pk: w.key for w in works}
     rows = (

@@ -2,7 +2,7 @@
 
 The JSON holds each construction with its whole history. The CSVs are flat: one row per
 construction (list values as JSON text), and one row per field change. Every CSV cell
-goes through :mod:`config.csv_safe`, since notes are text written by the public.
+goes through :mod:`common.csv_safe`, since notes are text written by the public.
 """
 
 from __future__ import annotations

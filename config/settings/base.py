@@ -285,7 +285,8 @@ for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
 TOMLAB_IMPORT_MAX_FIELD_BYTES = env.int("TOMLAB_IMPORT_MAX_FIELD_BYTES", default=2 * _MB)
 
 # DynToM generation: replies per step (the first and its retries, each carrying the
-# validation error) before a stage is marked "needs attention" (annotation/services.py).
+# validation error) before a stage is marked "needs attention"
+# (annotation/dyntom/generation/services.py).
 TOMLAB_GENERATION_MAX_ATTEMPTS = env.int("TOMLAB_GENERATION_MAX_ATTEMPTS", default=3)
 # Annotators per object in the validation batch a generation job queues by itself.
 TOMLAB_VALIDATION_K = env.int("TOMLAB_VALIDATION_K", default=4)

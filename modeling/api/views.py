@@ -1,7 +1,7 @@
 """Model runs API for researchers (the global permission): backends, prompt templates,
 runs (list, detail, create, cancel, resume) and a run's predictions.
 
-Writes go through ``modeling.services``; a ``ValueError`` from a service is the
+Writes go through ``modeling.runs.services``; a ``ValueError`` from a service is the
 caller's mistake and becomes a 400 carrying its message. Every list selects what its
 serializer reads, so a page costs the same few queries whatever its size.
 """

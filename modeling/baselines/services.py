@@ -1,4 +1,4 @@
-"""Creating trained-baseline runs; the run engine (``modeling.services.run_execute``)
+"""Creating trained-baseline runs; the run engine (``modeling.runs.executor.run_execute``)
 executes, stops and resumes them like any other run."""
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def run_direct_call(
     response cache (a request paid for by any run is not paid again), the run's budget
     (checked before sending) and its counters. A call already done under ``unit_key``
     is returned as it is, so a job that runs again repeats nothing. Raises
-    :class:`RunBudgetExceeded`, or :class:`~modeling.llm.BackendError` after marking
+    :class:`RunBudgetExceeded`, or :class:`~modeling.backends.BackendError` after marking
     the call ``error``. ``params`` overrides the run's sampling parameters for this
     call (ToMPro's stage 1 samples at a temperature of its own).
     """

@@ -90,7 +90,7 @@ def _options_per_item(run: Run):
 
 def run_prediction_summary(*, run: Run) -> PredictionSummary:
     """Count a run's predictions by parse status and correctness, with the chance level
-    of its items (mean of 1/#options, as ``reports.metrics.chance_baseline``), in one
+    of its items (mean of 1/#options, as ``metrics.chance_baseline``), in one
     aggregate query."""
     counts = Prediction.objects.filter(run=run).aggregate(
         total=Count("pk"),

@@ -19,7 +19,7 @@ def run_model_task(self, run_id: int) -> str:
         raise self.retry(countdown=exc.seconds + 0.5) from None
 
 
-# Routed to the "gpu" queue by CELERY_TASK_ROUTES ("modeling.tasks.train_*"): only GPU
+# Routed to the "gpu" queue by CELERY_TASK_ROUTES ("modeling.tasks.train_*", by task name): only GPU
 # workers (celery -A config worker -Q gpu) train the baselines.
 @shared_task(bind=True, name=TRAIN_TASK_NAME, max_retries=None, acks_late=True)
 def train_baseline_task(self, run_id: int) -> str:

@@ -1,7 +1,7 @@
 """Report builders: the papers' tables and the charts that draw them, per benchmark.
 
 ``build_report(benchmark, run_ids=..., study_ids=..., seed=...)`` reads plain rows through
-``reports.selectors``, computes every number with ``reports.metrics`` and returns a
+``reports.selectors``, computes every number with ``metrics`` and returns a
 :class:`~reports.report_types.Report`. Pages, exports, the API and the ``report``
 command only render it, so all of them show the same numbers.
 

@@ -20,7 +20,7 @@ Added to the CharToM-QA report by ``reports/tables/chartom_qa.py``:
   per judged answer with that answer's BPC (included / total bonus points), RougeL
   and BERTScore, and the paper's 0.92 / 0.72 / 0.81 as a reference row.
 
-Pearson, kappa, agreement and the intervals all come from ``reports.metrics``.
+Pearson, kappa, agreement and the intervals all come from ``metrics``.
 """
 
 from __future__ import annotations

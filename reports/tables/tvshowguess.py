@@ -2,7 +2,7 @@
 
 ``annotation-dependence``, ``annotation-reasoning`` and ``annotation-evidence`` recompute
 the shares of the paper's analysis from the imported ``<show>.tsv`` rows (rules in
-``reports.metrics.tvshowguess``); ``accuracy-by-dependence`` scores each system (run or
+``metrics.tvshowguess``); ``accuracy-by-dependence`` scores each system (run or
 human study) on the annotated speakers, split by how much the guess depends on memory of
 earlier episodes. Human studies of the show get the ``human-*`` tables of
 ``reports.tables.tom_in_amc``.

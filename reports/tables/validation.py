@@ -5,7 +5,7 @@
   85.4%, 88.7%; it gives none for questions). Outcomes are the effective ones (a
   researcher's override counts); objects still pending or undecided are left out.
 - ``agreement``: Krippendorff's alpha (ordinal) per rubric criterion over the objects
-  scored on it, with a percentile bootstrap CI over objects (``reports.metrics``).
+  scored on it, with a percentile bootstrap CI over objects (``metrics``).
 - ``distribution``: how often each score was given, per criterion.
 - ``accepted-sets``: the accepted-set version of each batch the report used.
 """

@@ -7,7 +7,7 @@ withdraw. What differs is the item and the answer:
 
 - CharToM-QA (paper 6.3): the item is one question (``StudyItem.qa_item``). People say
   which books they have read; the researcher applies the read/not-read design
-  (``studies.choice_design``), after which late joiners and withdrawals rebalance it.
+  (``studies.choice.design``), after which late joiners and withdrawals rebalance it.
   A participant first picks with the short plot window (c = 0), then sees the long one
   (c = 2k) and keeps or changes the pick: two ``ChoiceAnswer`` rows.
 - DynToM (paper 4.1): the item is a whole stage (``StudyItem.stage``), handed out with

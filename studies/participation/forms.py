@@ -1,4 +1,7 @@
-"""Forms for running a study with recruited participants (``studies.running_views``)."""
+"""Forms for running a study with recruited participants.
+
+The pages are ``studies.participation.researcher_views``.
+"""
 
 from __future__ import annotations
 

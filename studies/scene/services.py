@@ -103,7 +103,7 @@ def participant_reveal_allowed(*, participant: Participant) -> bool:
 
 def _open_scene_assignments(**rater: Any) -> QuerySet[Assignment]:
     """The rater's first open scene assignment, with what the scene page shows."""
-    # Scenes only: multiple-choice items have their own pages (studies.choice_views).
+    # Scenes only: multiple-choice items have their own pages (studies.choice.views).
     # The first open one is picked in a subquery that joins only what the order needs.
     # Ordering the whole join made PostgreSQL join every open scene of the rater to
     # five tables to keep one: twice its CPU for this query.
@@ -139,7 +139,7 @@ def _open_scene_assignments(**rater: Any) -> QuerySet[Assignment]:
     )
 
 
-# Every scene page runs one of these: compiled once per connection (config.compiled_queries).
+# Every scene page runs one of these: compiled once per connection (common.compiled_queries).
 _OPEN_BY_TOKEN = CompiledQuery(
     lambda token: _open_scene_assignments(participant__token=token), token=str
 )

@@ -5,8 +5,8 @@
 - :mod:`.prompts`: the default prompt templates of steps 1-3 and the retry prompt;
 - :mod:`.replies`: reading and validating the model's replies (JSON Schema + checks);
 - :mod:`.story`: the stage as the release's ``story.json``, which the question
-  generator (step 4, :mod:`annotation.dyntom_questions`) and the importer read.
+  generator (step 4, :mod:`annotation.dyntom.questions`) and the importer read.
 
 The job itself (calls through the run engine, retries, progress) is in
-:mod:`annotation.services`.
+:mod:`annotation.dyntom.generation.services`.
 """

@@ -2,13 +2,13 @@
 
 A job's model calls go through the run engine (``modeling``): the job owns one
 direct-call :class:`~modeling.models.Run` ("DynToM generation job N", method
-``generate``), and every prompt is sent with :func:`modeling.services.run_direct_call`,
+``generate``), and every prompt is sent with :func:`modeling.runs.direct.run_direct_call`,
 so the backend client and its retries, the response cache, the token budget and the
 call records are the engine's, and the calls show at /runs/.
 
 Each stage goes through four steps: (1) context sampled from the pools, relationship
 by the LLM; (2) trajectory as JSON; (3) scenarios as JSON; (4) questions by code
-(:mod:`annotation.dyntom_questions`). A reply that fails validation is answered with
+(:mod:`annotation.dyntom.questions`). A reply that fails validation is answered with
 the retry prompt carrying the error, up to ``TOMLAB_GENERATION_MAX_ATTEMPTS`` replies
 per step; then the stage is marked ``needs_attention`` with the reason. A finished
 stage waits for validation (``awaiting_validation``); :func:`generated_stage_keep`

@@ -1,6 +1,6 @@
 """A generated stage as the release's ``story.json`` (see ``data/dyntom/trial50``).
 
-The question generator (:mod:`annotation.dyntom_questions`) and the importer
+The question generator (:mod:`annotation.dyntom.questions`) and the importer
 (:mod:`benchmarks.importers.dyntom`) read exactly this, unchanged.
 """
 

@@ -7,9 +7,10 @@ consistency with the trajectory, the coherence of its storyline and its authenti
 each question for clarity and answerability. An object whose mean on any criterion is
 below 4.0 is discarded, except questions, which are regenerated.
 
-Like the prompt templates (``annotation.generation.prompts``), rubrics and rules are
-records: editing one saves a new version (:func:`annotation.validation_services.rubric_revise`,
-:func:`annotation.validation_services.decision_rule_revise`), and
+Like the prompt templates (``annotation.dyntom.generation.prompts``), rubrics and rules are
+records: editing one saves a new version
+(:func:`annotation.dyntom.validation.services.rubric_revise`,
+:func:`annotation.dyntom.validation.services.decision_rule_revise`), and
 :func:`validation_defaults_ensure` writes the version-1 defaults that are missing.
 """
 

@@ -93,9 +93,9 @@ def rubric_revise(
 ) -> Rubric:
     """Save edited criteria as the kind's next rubric version; earlier scores keep theirs.
 
-    Raises :class:`~annotation.rubrics.RubricError` for unsound criteria, and
-    :class:`~annotation.rules.RuleError` when the kind's active rule names a criterion
-    the new version drops (revise the rule first).
+    Raises :class:`~annotation.dyntom.validation.rubrics.RubricError` for unsound
+    criteria, and :class:`~annotation.dyntom.validation.rules.RuleError` when the kind's
+    active rule names a criterion the new version drops (revise the rule first).
     """
     if kind not in KINDS:
         raise ValidationError(f"unknown kind {kind!r}")
@@ -116,7 +116,8 @@ def decision_rule_revise(
     *, kind: str, spec: dict[str, Any], notes: str = "", created_by=None
 ) -> DecisionRule:
     """Save a rule set as the kind's next version and recompute every decision of that
-    kind with it. Raises :class:`~annotation.rules.RuleError` naming what is wrong."""
+    kind with it. Raises :class:`~annotation.dyntom.validation.rules.RuleError` naming
+    what is wrong."""
     if kind not in KINDS:
         raise ValidationError(f"unknown kind {kind!r}")
     rules_lang.rule_spec_validate(spec, criterion_keys(active_rubrics()[kind].criteria))

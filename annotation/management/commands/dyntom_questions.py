@@ -1,7 +1,7 @@
 """``manage.py dyntom_questions STAGES_DIR OUT_DIR [--seed N]``: DynToM questions by code.
 
 Needs no database: it reads ``trialN/story.json`` files and writes
-``OUT_DIR/trialN/question_new.json``; see :mod:`annotation.dyntom_questions`.
+``OUT_DIR/trialN/question_new.json``; see :mod:`annotation.dyntom.questions`.
 """
 
 from __future__ import annotations

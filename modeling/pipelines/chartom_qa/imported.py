@@ -1,6 +1,6 @@
 """Scoring CharToM-QA predictions made elsewhere (``import_predictions``).
 
-The file reader (``modeling.prediction_import``) checks each line's fields; here an
+The file reader (``modeling.runs.prediction_import``) checks each line's fields; here an
 imported answer is found in the item bank and scored exactly as the engine scores a
 reply: the same pick reading, the same details, and a judge's verdict in the shape
 the judge merge stores (so the reports read both alike). Errors are

@@ -1,7 +1,7 @@
 """How close a generative CharToM-QA answer is to the reference answer: RougeL and BERTScore.
 
 CharToM-QA Appendix E (Table 7) sets two conventional metrics beside the LLM judge's
-bonus point coverage: RougeL (token overlap, ``reports.metrics.text_overlap``) and
+bonus point coverage: RougeL (token overlap, ``metrics.text_overlap``) and
 BERTScore (Zhang et al. 2020, "BERTScore: Evaluating Text Generation with BERT").
 
 BERTScore is written here rather than taken from the ``bert-score`` package: its last
