@@ -1,8 +1,8 @@
 """metrics: accuracy, bootstrap, baselines, correlation, CharToM-QA metrics.
 
 Expected values are worked out by hand in the comments next to each assertion.
-Agreement and DynToM metrics have their own files (test_metrics_agreement.py,
-test_metrics_dyntom.py).
+Agreement and DynToM metrics have their own files (test_agreement.py,
+test_dyntom.py).
 """
 
 import math
