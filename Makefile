@@ -23,7 +23,7 @@ setup: $(VENV)/.installed
 run: setup
 	PORT=$(PORT) $(PY) scripts/run_embedded.py
 
-# The production web server (gunicorn, gthread workers; config/gunicorn.conf.py):
+# The production web server (gunicorn, gthread workers; config/gunicorn_conf.py):
 # WEB_WORKERS processes (default cores + 1) x WEB_THREADS threads (4) on BIND
 # (127.0.0.1:$(PORT)); static files from whitenoise. No demo data and no Celery
 # worker: start those yourself (`.venv/bin/celery -A config worker`).
@@ -31,7 +31,7 @@ serve: $(VENV)/.installed
 	$(PY) scripts/ensure_env.py
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
-	PORT=$(PORT) $(VENV)/bin/gunicorn -c config/gunicorn.conf.py
+	PORT=$(PORT) $(VENV)/bin/gunicorn -c config/gunicorn_conf.py
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -4,7 +4,7 @@ A script, not a test (pytest does not collect it). It imports TVShowGuess Friend
 ``--copies`` renamed copies, so fast raters do not run out of scenes), creates a live
 study with room for every rater on every scene (overlap = raters, at least a fifth
 seen and a fifth unseen), starts gunicorn exactly as ``make serve`` does
-(config/gunicorn.conf.py; ``--workers`` x ``--threads``) serving
+(config/gunicorn_conf.py; ``--workers`` x ``--threads``) serving
 ``tests/benchmarks/bench_wsgi.py`` (the same app plus a header with each request's
 server time, CPU time and query count), and runs ``--loops`` closed loops for
 ``--seconds``, each with its own keep-alive connection and cookies, as
@@ -143,7 +143,7 @@ def start_gunicorn(
     gunicorn = Path(sys.executable).with_name("gunicorn")
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [str(gunicorn), "-c", "config/gunicorn.conf.py", "tests.benchmarks.bench_wsgi"],
+            [str(gunicorn), "-c", "config/gunicorn_conf.py", "tests.benchmarks.bench_wsgi"],
             cwd=ROOT,
             env=env,
             stdout=out,
