@@ -137,6 +137,9 @@
       form.querySelectorAll("details.speaker-more").forEach(function (d) { d.open = true; });
     }
     checkOneToOne(form);
+    // Tests (and scripts driving the page) wait on this before typing: keys pressed
+    // before this deferred script runs would be lost.
+    form.dataset.keys = "ready";
     if (form.querySelector("[autofocus]")) return;
     var pending = form.querySelector(".unanswered") ||
       speakers(form).filter(function (s) { return !answered(s); })[0];

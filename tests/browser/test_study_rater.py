@@ -46,8 +46,14 @@ def open_scene(participant) -> Assignment:
     return step.assignment
 
 
+def keys_ready(page) -> None:
+    """Wait until study.js listens: a digit pressed before it runs is lost."""
+    expect(page.locator("form#guess-form[data-keys=ready]")).to_have_count(1)
+
+
 def answer_with_keys(page, instances, *, wrong: tuple[str, ...] = ()) -> None:
     """Digits for every speaker in turn (focus moves on by itself), then wait for saves."""
+    keys_ready(page)
     for instance in instances:
         page.keyboard.press(digit_for(instance, right=instance.code not in wrong))
     for instance in instances:
@@ -134,6 +140,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     second = open_scene(participant)
     instances = speakers_of(second)
     expect(page.get_by_test_id("progress")).to_have_text("Scene 2 / 3")
+    keys_ready(page)
     page.keyboard.press(digit_for(instances[0], right=False))
     expect(page.locator(f"#status-{instances[0].pk}")).to_have_text("✓ Saved")
     tag_with_keys(page, "P0", "stereotype/trope")

@@ -19,7 +19,13 @@ from studies.models import Assignment, Participant, StudyItem
 from studies.participation import recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
-from tests.browser.test_study_rater import answer_with_keys, digit_for, log_in, speakers_of
+from tests.browser.test_study_rater import (
+    answer_with_keys,
+    digit_for,
+    keys_ready,
+    log_in,
+    speakers_of,
+)
 from tests.studies import conftest as study_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +65,6 @@ def answer_scene(page, participant: Participant, *, wrong: tuple[str, ...] = ())
     # deferred script is attached would be lost.
     form = page.locator(f"form#guess-form[action$='/scenes/{assignment.pk}/submit/']")
     expect(form).to_have_count(1)
-    page.wait_for_load_state("domcontentloaded")
     answer_with_keys(page, speakers_of(assignment), wrong=wrong)
     page.keyboard.press("Enter")
     return assignment
@@ -288,6 +293,7 @@ def test_no_history_and_a_refused_submit_marks_the_unanswered_speaker(
     assert len(instances) == 6
 
     # One-to-one is shown as the rater chooses.
+    keys_ready(page)
     page.keyboard.press(digit_for(instances[0]))
     page.get_by_role("radiogroup", name="Who is P1?").get_by_role(
         "radio", name=instances[0].gold_character.name.title(), exact=True
