@@ -1,9 +1,11 @@
-"""Queueing Celery tasks from services by name, after commit.
+"""Queueing Celery tasks from services by name, each with its envelope row.
 
 Tasks import services, never the reverse: a service names its task (the ``name=`` of
-its ``@shared_task``) and this module looks it up in the Celery app's registry when
-the transaction commits. The registry lookup, unlike ``send_task``, returns the task
-object itself, so ``CELERY_TASK_ALWAYS_EAGER`` still runs it in-process.
+its ``@shared_task``) and this module looks it up in the Celery app's registry. The
+registry lookup, unlike ``send_task``, returns the task object itself, so
+``CELERY_TASK_ALWAYS_EAGER`` still runs it in-process. Every send writes a
+:class:`~common.models.QueuedJob` first (see ``common.queueing``): a message the broker
+loses is sent again, and a second delivery is a no-op.
 """
 
 from __future__ import annotations
@@ -11,21 +13,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 
+from .models import QueuedJob
+from .queueing import queued_job_create, queued_job_send
 
-def task_send(name: str, args: Sequence[Any], *, queue: str | None = None) -> None:
+
+def task_send(name: str, args: Sequence[Any], *, queue: str | None = None) -> QueuedJob:
     """Send the task registered as ``name`` with ``args`` now."""
-    app = current_app
-    if name not in app.tasks:
-        # A web process has not imported the task modules yet: autodiscovery runs on
-        # this signal-driven import, as it does when a worker starts.
-        app.loader.import_default_modules()
-    options = {"queue": queue} if queue else {}
-    app.tasks[name].apply_async(tuple(args), **options)
+    job = queued_job_create(name, args, queue=queue)
+    queued_job_send(job)
+    return job
 
 
-def task_send_on_commit(name: str, args: Sequence[Any], *, queue: str | None = None) -> None:
-    """Send the task registered as ``name`` once the current transaction commits."""
-    transaction.on_commit(lambda: task_send(name, args, queue=queue))
+def task_send_on_commit(name: str, args: Sequence[Any], *, queue: str | None = None) -> QueuedJob:
+    """Send the task once the current transaction commits.
+
+    The envelope is written now, in that transaction: a rollback drops both the job
+    and its envelope, and a crash between commit and send leaves an envelope that the
+    sweep sends.
+    """
+    job = queued_job_create(name, args, queue=queue)
+    transaction.on_commit(lambda: queued_job_send(job))
+    return job

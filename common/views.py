@@ -1,6 +1,6 @@
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 
 @require_GET
@@ -8,3 +8,42 @@ def healthz(request: HttpRequest) -> HttpResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+# Researchers only: config/urls.py wraps both views in accounts' researcher_required
+# (common sits below accounts and cannot import it).
+def queued_jobs(request: HttpRequest) -> HttpResponse:
+    """Every job no worker has taken yet, with Re-queue."""
+    from django.conf import settings
+    from django.shortcuts import render
+
+    from .queueing import queued_jobs_waiting
+
+    return render(
+        request,
+        "common/queued_jobs.html",
+        {"jobs": queued_jobs_waiting(), "requeue_after_s": settings.TOMLAB_REQUEUE_AFTER_S},
+    )
+
+
+@require_POST
+def queued_job_requeue(request: HttpRequest, pk: int) -> HttpResponse:
+    """Send a waiting job again now; back to the page the button was on."""
+    from django.contrib import messages
+    from django.shortcuts import redirect
+    from django.urls import reverse
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    from .queueing import queued_job_requeue as requeue
+
+    job = requeue(pk)
+    if job is None:
+        messages.info(request, "A worker has already taken that job (or it is gone).")
+    else:
+        messages.success(request, f"Re-queued {job.task} {tuple(job.args)}.")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = reverse("queued-jobs")
+    return redirect(target)

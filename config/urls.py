@@ -5,14 +5,21 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts.decorators import researcher_required
 from accounts.user_views import user_list
 from accounts.views import ThrottledLoginView, admin_login
-from common.views import healthz
+from common.views import healthz, queued_job_requeue, queued_jobs
 from reports.home import home
 
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("jobs/", researcher_required(queued_jobs), name="queued-jobs"),
+    path(
+        "jobs/<int:pk>/requeue/",
+        researcher_required(queued_job_requeue),
+        name="queued-job-requeue",
+    ),
     # Browsers ask for /favicon.ico whatever the page says: send them to the SVG.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),

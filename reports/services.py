@@ -21,7 +21,8 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import Benchmark
-from common.tasks import task_send
+from common.queueing import job_tasks_register
+from common.tasks import task_send_on_commit
 from modeling.models import Run
 
 from . import selectors
@@ -38,6 +39,7 @@ INLINE_MAX_PREDICTIONS_DEFAULT = 100_000
 STALE_RUNNING = timedelta(minutes=30)
 
 REPORT_TASK_NAME = "reports.build_report"
+job_tasks_register("reports.reportjob", REPORT_TASK_NAME)
 
 
 def inline_max_predictions() -> int:
@@ -161,12 +163,8 @@ def report_job_create(
         created_by=created_by,
     )
     if enqueue:
-        transaction.on_commit(lambda: _send(job.pk))
+        task_send_on_commit(REPORT_TASK_NAME, (job.pk,))
     return job
-
-
-def _send(job_id: int) -> None:
-    task_send(REPORT_TASK_NAME, (job_id,))
 
 
 def _claim(job_id: int) -> bool:

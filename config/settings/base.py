@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "reports",
     "accounts",
     "demo",
+    "common",
 ]
 
 MIDDLEWARE = [
@@ -229,6 +230,10 @@ CELERY_TASK_ACKS_LATE = True  # a killed worker's job is redelivered, not lost
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# A queued job no worker took within this many seconds is sent again; workers sweep on
+# start-up and every TOMLAB_SWEEP_EVERY_S (common.queueing, config/celery.py).
+TOMLAB_REQUEUE_AFTER_S = env.int("TOMLAB_REQUEUE_AFTER_S", default=300)
+TOMLAB_SWEEP_EVERY_S = env.int("TOMLAB_SWEEP_EVERY_S", default=60)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_ROUTES = {
     "modeling.tasks.train_*": {"queue": "gpu"},

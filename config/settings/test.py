@@ -1,13 +1,31 @@
-"""Test settings: only speed knobs differ from base."""
+"""Test settings: speed knobs, and a data folder of the run's own.
 
+Every test run (and each pytest-xdist worker in it) gets its own TOMLAB_DATA_DIR under
+a temporary folder: its own SQLite database, broker folders, checkpoints and uploads,
+so a suite run beside `make run` in the same checkout never shares a message with the
+demo's worker. The Celery workers the suite starts inherit the folder through the
+environment (TOMLAB_TEST_ROOT).
+"""
+
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 # Long and varied enough for base.py's weak-key refusal (DEBUG is off in tests too).
 os.environ.setdefault(
     "DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-0123456789-abcdefghij"
 )
 
-from .base import *  # noqa: F403
+if not os.environ.get("TOMLAB_TEST_ROOT"):
+    os.environ["TOMLAB_TEST_ROOT"] = tempfile.mkdtemp(prefix="tomlab-test-")
+    _created = os.environ["TOMLAB_TEST_ROOT"]
+    atexit.register(shutil.rmtree, _created, ignore_errors=True)
+TEST_ROOT = Path(os.environ["TOMLAB_TEST_ROOT"])
+os.environ["TOMLAB_DATA_DIR"] = str(TEST_ROOT / os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+from .base import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
@@ -16,9 +34,12 @@ STORAGES = {
 }
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
-    # A file, not :memory:, so a real Celery worker process can open the test
-    # database; the pid keeps parallel runs apart.
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
+    # A file, not :memory:, so a real Celery worker process can open the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}  # noqa: F405
+
+if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
+    # Keys of this run only: a demo or another run on the same Redis sees none of them.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{TEST_ROOT.name}:"}
 
 # Short leases so the kill-the-worker test resumes within seconds.
 MODELING_RUN_LEASE_S = int(os.environ.get("MODELING_RUN_LEASE_S", "3"))

@@ -14,7 +14,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(settings.DATA_DIR) / "screenshots"
+# In the checkout, not the run's temporary data folder: they are kept to be looked at.
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
 # Playwright's sync API runs an event loop in this thread; Django then refuses ORM
 # calls from the test body unless told the loop is not serving requests here.

@@ -8,6 +8,8 @@ import math
 import pytest
 from django.core.management import CommandError, call_command
 
+from common.models import QueuedJob
+from common.queueing import HEADER
 from metrics.text_overlap import rouge_l
 from modeling.models import Prediction, Run
 from modeling.pipelines.chartom_qa.text_similarity import (
@@ -156,7 +158,9 @@ def test_the_task_goes_to_the_gpu_queue_and_calls_the_service(
     )
     with django_capture_on_commit_callbacks(execute=True):
         text_similarity_enqueue(run_ids=[3, 1, 3])
-    assert sent == [(([1, 3],), {"queue": "gpu"})]
+    ((args, options),) = sent
+    assert args == ([1, 3],) and options["queue"] == "gpu"
+    assert QueuedJob.objects.get(pk=options["headers"][HEADER]).args == [[1, 3]]
     monkeypatch.undo()
     run, *_ = scored_setup
     settings.TOMLAB_BERTSCORE_MODEL = ""

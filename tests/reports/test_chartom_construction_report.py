@@ -28,6 +28,8 @@ from annotation.models import (
     TaskAssignment,
 )
 from benchmarks.models import Benchmark, Work
+from common.models import QueuedJob
+from common.queueing import HEADER
 from modeling.models import Prediction, Run
 from reports.tables import build_report
 from tests.factories import QAItemFactory, UserFactory, WorkFactory
@@ -324,7 +326,11 @@ def test_researcher_queues_text_similarity_from_the_report(
     assert "Score RougeL / BERTScore" in page
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(url, {"runs": str(judged_run.pk)}, follow=True)
-    assert sent == [(([judged_run.pk],), {"queue": "gpu"})]
+    ((args, options),) = sent
+    assert args == ([judged_run.pk],) and options["queue"] == "gpu"
+    # Sent with its envelope, so a lost message is sent again (common.queueing).
+    envelope = QueuedJob.objects.get(pk=options["headers"][HEADER])
+    assert envelope.args == [[judged_run.pk]] and envelope.queue == "gpu"
     assert f"of run(s) {judged_run.pk} queued for a GPU worker" in response.content.decode()
     bad = client.post(url, {"runs": "999999"}, follow=True)
     assert b"no chartom-qa run with id 999999" in bad.content
