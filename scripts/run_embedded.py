@@ -15,7 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PORT = os.environ.get("PORT", "8000")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    # SIGTERM (CI's background demo, a service manager) stops both, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupted)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen(
         [
