@@ -34,4 +34,7 @@
       }
     }
   });
+  // Tests (and scripts driving the page) wait on this: a key pressed before this
+  // deferred script runs would be lost.
+  form.dataset.keys = "ready";
 })();

@@ -14,7 +14,6 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from annotation.chartom.books import gutenberg_strip, plot_windows
 from benchmarks.models import DynToMStage, QAItem, Work
 from studies.choice import services as cs
 from studies.models import Assignment, ChoiceAnswer
@@ -23,30 +22,27 @@ from studies.services import study_launch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-NOVELS = {
-    "Father Goriot by Honoré de Balzac": "father_goriot_pg1237.txt",
-    "The Count of Monte Cristo by Alexandre Dumas": "count_of_monte_cristo_pg1184.txt",
-}
-
 
 @pytest.fixture
 def chartom_items(shared_data):
+    # The published items have no c = 2k window: it is cut from the novels at import.
     call_command(
         "import_benchmark",
         "chartom-qa",
         str(shared_data / "chartom-qa" / "paper_examples.jsonl"),
         "--split",
         "test",
+        "--books",
+        str(shared_data / "novels"),
+        "--no-progress",
     )
-    for item in QAItem.objects.select_related("work"):
-        name = next(f for title, f in NOVELS.items() if item.work.key.startswith(title[:12]))
-        text = gutenberg_strip((shared_data / "novels" / name).read_text(encoding="utf-8-sig")).text
-        underlined = re.split(r"(?<=[.!?\"])\s+", item.context_0.strip())[-1]
-        windows = plot_windows(text, underlined, item.context_0)
-        assert windows["context_2000"], windows["warnings"]
-        item.context_2000 = windows["context_2000"]
-        item.save(update_fields=["context_2000"])
+    assert QAItem.objects.filter(context_2000__isnull=False).count() == 2
     return list(Work.objects.filter(benchmark="chartom-qa").order_by("key"))
+
+
+def _ready(page) -> None:
+    """Wait until choice.js listens: a digit pressed before it runs is lost."""
+    expect(page.locator("form#choice-form[data-keys=ready]")).to_have_count(1)
 
 
 def _keys(page, *keys: str) -> None:
@@ -104,6 +100,7 @@ def test_participant_two_round_question_and_dyntom_stage_by_keyboard(
         expect(page.get_by_test_id("progress")).to_have_text(f"Question {number} / 2")
         expect(page.get_by_test_id("passage")).not_to_contain_text(probe)
         wrong = next(i for i, o in enumerate(order) if o != 0)
+        _ready(page)
         _keys(page, str(wrong + 1))
         expect(group.locator("input:checked")).to_have_count(1)
         screenshot(f"choice-3-question-{number}-first")
@@ -112,6 +109,7 @@ def test_participant_two_round_question_and_dyntom_stage_by_keyboard(
         expect(page.get_by_role("button", name="Change answer")).to_be_visible()
         expect(page.get_by_test_id("passage")).to_contain_text(probe)
         screenshot(f"choice-4-question-{number}-revise")
+        _ready(page)
         if number == 1:
             _keys(page, "Enter")  # keep the first answer
         else:
@@ -152,6 +150,7 @@ def test_participant_two_round_question_and_dyntom_stage_by_keyboard(
         expect(story).to_be_visible()
         if n == 1:
             screenshot("choice-5-dyntom-stage")
+        _ready(page)
         _keys(page, str(cs.dyntom_gold_index(question) + 1) if n % 2 else "1", "Enter")
     expect(page.get_by_role("heading", name="Thank you — you are done")).to_be_visible()
     screenshot("choice-6-dyntom-done")
