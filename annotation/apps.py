@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class AnnotationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "annotation"
+
+    def ready(self) -> None:
+        from .chartom import hooks  # noqa: F401  (connects the receivers)

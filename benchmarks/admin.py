@@ -9,13 +9,17 @@ related rows in the same query, so its query count does not grow with the page.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from .forms import BenchmarkImportForm
+from .importers import ImportDataError
 from .models import (
     Character,
     DynToMQuestion,
@@ -27,6 +31,7 @@ from .models import (
     SpeakerInstance,
     Work,
 )
+from .services import benchmark_import
 
 TIMESTAMPS = ("created_at", "updated_at")
 
@@ -81,6 +86,37 @@ class WorkAdmin(admin.ModelAdmin):
     list_filter = ("benchmark", "kind", "split")
     search_fields = ("title", "key")
     readonly_fields = (*TIMESTAMPS, "characters_link", "scenes_link", "qa_items_link")
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.import_view)
+        return [path("import/", view, name="benchmarks_work_import"), *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Import a benchmark file or folder from the server, as ``import_benchmark`` does.
+
+        Runs in the request (atomic: a refused file imports nothing) and shows the
+        report: counts, the plot windows' outcome for CharToM-QA, warnings.
+        """
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = BenchmarkImportForm(request.POST or None)
+        report = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                report = benchmark_import(**form.service_kwargs())
+            except (ImportDataError, ValueError) as exc:
+                form.add_error(None, f"Import failed, nothing was written: {exc}")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import a benchmark",
+            "opts": self.model._meta,
+            "form": form,
+            "report": report,
+        }
+        status = 400 if request.method == "POST" and report is None else 200
+        return TemplateResponse(
+            request, "admin/benchmarks/work/import.html", context, status=status
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Work]:
         return (

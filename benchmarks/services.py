@@ -25,13 +25,25 @@ def benchmark_import(
     path: Path | str,
     split: str = "",
     progress: ProgressCallback | None = None,
+    books: Path | None = None,
 ) -> ImportReport:
     """Import one source (file or directory) atomically and idempotently.
 
-    Raises :class:`~benchmarks.importers.ImportDataError` naming the file, record and
-    field of the first problem found; nothing is written then.
+    ``books`` (CharToM-QA only) is a folder of Project Gutenberg texts: items without
+    ``context_1000``/``context_2000`` get them cut from their book, found there by
+    title and author or among the books already imported (the report's summary lines
+    say how many did, and why the others did not). Raises
+    :class:`~benchmarks.importers.ImportDataError` naming the file, record and field of
+    the first problem found (or the books folder, when it is not there); nothing is
+    written then. ``ValueError`` for an unknown format, or books for another format.
     """
-    importer = get_importer(format_name)(split=split, progress=progress)
+    importer_class = get_importer(format_name)
+    options: dict[str, Any] = {}
+    if books is not None:
+        if not importer_class.reads_books:
+            raise ValueError(f"a books folder applies to chartom-qa imports, not {format_name}")
+        options["books"] = Path(books)
+    importer = importer_class(split=split, progress=progress, **options)
     with transaction.atomic():
         return importer.run(Path(path))
 

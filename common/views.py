@@ -42,7 +42,8 @@ def queued_job_requeue(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Re-queued {job.task} {tuple(job.args)}.")
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(
+    # A path on this site only: redirect() would read any other string as a view name.
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         target = reverse("queued-jobs")

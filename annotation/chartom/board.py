@@ -175,6 +175,15 @@ def batch_needs_retry(batch: NoteBatch) -> QuerySet[Construction]:
     )
 
 
+def batch_queued_steps(batch: NoteBatch) -> QuerySet[Construction]:
+    """Constructions whose LLM step is queued, longest waiting first, with their note."""
+    return (
+        Construction.objects.filter(note__batch=batch, state=Construction.State.QUEUED)
+        .select_related("note", "note__book")
+        .order_by("updated_at", "pk")
+    )
+
+
 def batch_constructions(batch: NoteBatch) -> QuerySet[Construction]:
     return (
         Construction.objects.filter(note__batch=batch)

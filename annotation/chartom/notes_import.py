@@ -26,13 +26,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from benchmarks.books import PlotTokenizer, plot_tokenizer, plot_windows
 from benchmarks.importers.base import ImportDataError, field_size_check
 from benchmarks.models import ToMDimension
 from modeling.models import Backend
 
-from .books import PlotTokenizer, plot_tokenizer, plot_windows
 from .models import LLM_STAGES, BookText, Construction, NoteBatch, ReaderNote, Stage
 from .workflow import WorkflowError, step_enqueue
 
@@ -386,7 +387,9 @@ def note_batch_start(
 ) -> int:
     """Give a batch imported without a backend (the demo, ``--no-enqueue``) its LLM.
 
-    Queues every construction waiting at an LLM stage; returns how many. A batch that
+    Queues every construction waiting at an LLM stage, and every one whose step
+    failed meanwhile (a worker took it while the batch had no backend: its reason,
+    "has no LLM backend", is stale now and is cleared); returns how many. A batch that
     already has a backend is refused: its failed steps are retried one by one instead,
     so the calls already paid for stay with the run that paid for them.
     """
@@ -401,10 +404,14 @@ def note_batch_start(
             raise WorkflowError(f"backend {backend.name} has no default model; give a model")
         batch.backend, batch.model, batch.budget_tokens = backend, model, budget_tokens
         batch.save(update_fields=["backend", "model", "budget_tokens"])
-        waiting = list(
-            Construction.objects.filter(
-                note__batch=batch, stage__in=LLM_STAGES, state=Construction.State.QUEUED
-            ).values_list("pk", flat=True)
+        steps = Construction.objects.filter(
+            note__batch=batch,
+            stage__in=LLM_STAGES,
+            state__in=[Construction.State.QUEUED, Construction.State.NEEDS_RETRY],
+        )
+        waiting = list(steps.select_for_update(of=("self",)).values_list("pk", flat=True))
+        Construction.objects.filter(pk__in=waiting).update(
+            state=Construction.State.QUEUED, error="", updated_at=timezone.now()
         )
         for construction_id in waiting:
             step_enqueue(construction_id)

@@ -42,6 +42,7 @@ BATCH_PAGE = "annotation/chartom/board/batch.html"
 PROGRESS_PARTIAL = f"{BATCH_PAGE}#batch-progress"
 BONUS_PAGE = "annotation/chartom/board/bonus_review.html"
 DISTRACTOR_PAGE = "annotation/chartom/board/distractor_review.html"
+QUEUED_SHOWN = 20  # queued steps listed with a Retry button; "send all again" covers the rest
 
 # Where each card's Start button goes: (URL name, its arguments, method). The board's
 # own kinds take a task here; the construction screens have one generic take; expert
@@ -117,12 +118,21 @@ def _batch(batch_id: int) -> NoteBatch:
 
 
 def _progress_context(batch: NoteBatch) -> dict[str, Any]:
+    stage_rows = board.batch_stage_progress(batch)
+    queued = sum(row.states.get(Construction.State.QUEUED, 0) for row in stage_rows)
     return {
         "batch": batch,
         "busy": board.batch_is_busy(batch),
-        "stage_rows": board.batch_stage_progress(batch),
+        "stage_rows": stage_rows,
         "states": [(s, board.STATE_HEADS.get(s, s)) for s in board.STATES],
         "needs_retry": list(board.batch_needs_retry(batch)),
+        # A batch without a backend has the start form for its queued steps instead.
+        "queued_count": queued if batch.backend_id else 0,
+        "queued_steps": (
+            list(board.batch_queued_steps(batch)[:QUEUED_SHOWN])
+            if queued and batch.backend_id
+            else []
+        ),
         "annotators": board.batch_annotator_progress(batch),
     }
 
@@ -174,17 +184,24 @@ def batch_start(request: HttpRequest, batch_id: int) -> HttpResponse:
 @require_POST
 @researcher_required
 def batch_retry_all_view(request: HttpRequest, batch_id: int) -> HttpResponse:
-    """Queue every failed LLM step of the batch again (answered calls are not paid twice)."""
+    """Queue every failed LLM step of the batch again (answered calls are not paid twice).
+
+    With ``queued=1``, send every still-queued step again instead (lost messages).
+    """
     batch = _batch(batch_id)
-    queued = batch_retry_all(batch_id=batch.pk, user=request.user)
-    messages.success(request, f"{queued} failed LLM steps queued again.")
+    if request.POST.get("queued") == "1":
+        sent = batch_retry_all(batch_id=batch.pk, user=request.user, queued=True)
+        messages.success(request, f"{sent} queued LLM steps sent again.")
+    else:
+        sent = batch_retry_all(batch_id=batch.pk, user=request.user)
+        messages.success(request, f"{sent} failed LLM steps queued again.")
     return redirect("annotation:chartom-batch", batch_id=batch.pk)
 
 
 @require_POST
 @researcher_required
 def construction_retry_view(request: HttpRequest, construction_id: int) -> HttpResponse:
-    """Queue a failed LLM step again; answered calls come from the cache, never paid twice."""
+    """Queue a failed or still-queued LLM step again; answered calls are never paid twice."""
     try:
         construction = board.construction_get(construction_id)
     except Construction.DoesNotExist:

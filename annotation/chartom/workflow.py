@@ -171,11 +171,17 @@ def construction_lock(construction_id: int) -> Construction:
         raise WorkflowError(f"no construction {construction_id}") from None
 
 
+# A step can be sent again when it failed, or when it is queued and its message may be
+# lost (a broker restarted without it): a step runs once however often it is sent,
+# since the worker claims it with one conditional UPDATE (llm_steps.construction_claim).
+RETRY_STATES = (Construction.State.NEEDS_RETRY, Construction.State.QUEUED)
+
+
 def construction_retry(*, construction_id: int, user: AbstractBaseUser | None = None) -> None:
-    """Queue again an LLM step left in ``needs_retry``; answered calls come from the cache."""
+    """Queue again an LLM step that failed or is still queued; paid calls come from the cache."""
     with transaction.atomic():
         construction = construction_lock(construction_id)
-        if construction.state != Construction.State.NEEDS_RETRY:
+        if construction.state not in RETRY_STATES or construction.stage not in LLM_STAGES:
             raise WorkflowError(
                 f"construction {construction_id} is {construction.get_state_display()}, "
                 "not waiting for a retry"
@@ -186,19 +192,25 @@ def construction_retry(*, construction_id: int, user: AbstractBaseUser | None = 
         step_enqueue(construction.pk)
 
 
-def batch_retry_all(*, batch_id: int, user: AbstractBaseUser | None = None) -> int:
-    """Queue again every step of a batch left in ``needs_retry`` (after a backend outage)."""
+def batch_retry_all(
+    *, batch_id: int, user: AbstractBaseUser | None = None, queued: bool = False
+) -> int:
+    """Queue again every step of a batch left in ``needs_retry`` (after a backend outage).
+
+    With ``queued``, the steps still queued are sent again instead (their messages lost).
+    """
+    state = Construction.State.QUEUED if queued else Construction.State.NEEDS_RETRY
     waiting = Construction.objects.filter(
-        note__batch_id=batch_id, state=Construction.State.NEEDS_RETRY
+        note__batch_id=batch_id, stage__in=LLM_STAGES, state=state
     ).values_list("pk", flat=True)
-    queued = 0
+    sent = 0
     for construction_id in list(waiting):
         try:
             construction_retry(construction_id=construction_id, user=user)
         except WorkflowError:
-            continue  # retried meanwhile by someone else: nothing to do
-        queued += 1
-    return queued
+            continue  # retried meanwhile by someone else, or done: nothing to do
+        sent += 1
+    return sent
 
 
 # --- the task queue --------------------------------------------------------------------

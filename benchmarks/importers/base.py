@@ -265,6 +265,8 @@ class BenchmarkImporter:
 
     format_name: str = ""
     help: str = ""
+    # True when the importer takes ``books=`` (a folder of novels to cut plot windows from).
+    reads_books: bool = False
 
     def __init__(self, *, split: str = "", progress: ProgressCallback | None = None) -> None:
         self.split = split

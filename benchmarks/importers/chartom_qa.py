@@ -6,21 +6,39 @@ examples add ``target_character`` (imported as a Character) and
 ``published_results`` (unknown here, kept in ``extra`` and warned, as is any other
 field). An optional ``directness`` ("direct"/"indirect", the paper's manual label
 for its human-study subset) fills ``QAItem.directness``.
+
+The published files leave ``context_1000``/``context_2000`` empty. Given a folder of
+books (``books``), the importer cuts them as the construction workflow does
+(:func:`benchmarks.books.item_plot_windows`): from the folder's book whose Project
+Gutenberg title and author match the item's ``book_name``, else from a book already
+imported for construction. The report says how many items got windows and why the
+others did not.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..books import (
+    BookReadError,
+    BookSource,
+    bank_book_sources,
+    book_folder_sources,
+    book_source_pick,
+    item_plot_windows,
+    plot_tokenizer,
+)
 from ..models import Benchmark, Character, QAItem, ToMDimension, Work
 from .base import (
     BenchmarkImporter,
     ImportDataError,
     ImportReport,
+    ProgressCallback,
     field_size_check,
     input_size_check,
     report_unknown_fields,
@@ -59,6 +77,20 @@ class ParsedItem:
     book_name: str
     target_character: str | None
     row: dict[str, Any]
+    record: str = ""
+
+
+@dataclass
+class CharToMQAImportReport(ImportReport):
+    """The usual counts and warnings, plus what became of the plot windows."""
+
+    notes: list[str] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        return [*super().summary_lines(), *self.notes]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "notes": list(self.notes)}
 
 
 def record_parse(data: Any, *, path: Path | str, record: str, report: ImportReport) -> ParsedItem:
@@ -146,11 +178,27 @@ class CharToMQAImporter(BenchmarkImporter):
 
     format_name = Benchmark.CHARTOM_QA
     help = "CharToM-QA JSONL (one question per line)"
+    reads_books = True
+
+    def __init__(
+        self,
+        *,
+        split: str = "",
+        progress: ProgressCallback | None = None,
+        books: Path | None = None,
+    ) -> None:
+        super().__init__(split=split, progress=progress)
+        self.report = CharToMQAImportReport()
+        self.books = Path(books) if books is not None else None
 
     def run(self, path: Path) -> ImportReport:
+        if self.books is not None:
+            books_folder_check(self.books)
         if path.is_dir():
             path = path / DEFAULT_FILE_NAME
         items = self._parse(path)
+        if self.books is not None:
+            windows_fill(items, folder=self.books, path=path, report=self.report)
         self._write(items, source=path.name, path=path)
         return self.report
 
@@ -193,6 +241,7 @@ class CharToMQAImporter(BenchmarkImporter):
                 f"malformed JSON: {exc.msg} (column {exc.colno})", path=path, record=record
             ) from None
         item = record_parse(data, path=path, record=record, report=self.report)
+        item.record = record
         position = positions.get(item.book_name, 0)
         positions[item.book_name] = position + 1
         item.row["position"] = position
@@ -265,3 +314,102 @@ class CharToMQAImporter(BenchmarkImporter):
             report=self.report,
             source=path,
         )
+
+
+# -- plot windows from the books ----------------------------------------------------------
+
+
+def books_folder_check(folder: Path) -> None:
+    """Refuse a books folder that is not there, before anything is read or written."""
+    try:
+        is_dir = folder.is_dir()
+        exists = is_dir or folder.exists()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise ImportDataError(f"books folder cannot be read: {exc}", path=folder) from None
+    if not exists:
+        raise ImportDataError("books folder not found", path=folder)
+    if not is_dir:
+        raise ImportDataError("books: not a folder (give the one holding the books)", path=folder)
+
+
+def _has_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def windows_fill(
+    items: list[ParsedItem], *, folder: Path, path: Path, report: CharToMQAImportReport
+) -> None:
+    """Cut ``context_1000``/``context_2000`` for the items that lack them.
+
+    Each item's book is looked for in ``folder`` (by title and author, see
+    :func:`benchmarks.books.book_name_match`), else among the books already imported
+    (:func:`benchmarks.books.bank_book_sources`). Windows an item has are kept. What
+    happened is added to ``report``: a count per outcome in ``notes``, and which
+    record was not located in ``warnings``.
+    """
+    needing = [
+        item
+        for item in items
+        if not (_has_text(item.row["context_1000"]) and _has_text(item.row["context_2000"]))
+    ]
+    kept = len(items) - len(needing)
+    reasons: Counter[str] = Counter()
+    sources: dict[str, str] = {}
+    filled = 0
+    if needing:
+        folder_books, folder_warnings = book_folder_sources(folder)
+        report.warnings.extend(folder_warnings)
+        bank_books: list[BookSource] | None = None
+        try:
+            tokenizer = plot_tokenizer()
+        except ValueError as exc:  # settings.TOMLAB_PLOT_TOKENIZER names no tokenizer
+            raise ImportDataError(f"cannot cut plot windows: {exc}", path=path) from None
+        for name in dict.fromkeys(item.book_name for item in needing):
+            group = [item for item in needing if item.book_name == name]
+            picked = book_source_pick(name, folder_books)
+            if not picked:
+                if bank_books is None:
+                    bank_books = bank_book_sources()
+                picked = book_source_pick(name, bank_books)
+            if not picked:
+                missing = f"book {name!r} not found in {folder} nor among the imported books"
+                reasons[missing] += len(group)
+                continue
+            if len(picked) > 1:
+                origins = ", ".join(source.origin for source in picked)
+                reasons[f"book {name!r} is ambiguous: {origins} all match"] += len(group)
+                continue
+            source = picked[0]
+            try:
+                text = source.read()
+            except BookReadError as exc:
+                reasons[f"book {name!r} unreadable: {exc}"] += len(group)
+                continue
+            for item in group:
+                if not _has_text(item.row["context_0"]):
+                    reasons["no context_0 to find in the book"] += 1
+                    continue
+                windows = item_plot_windows(text, item.row["context_0"], tokenizer=tokenizer)
+                for warning in windows["warnings"]:
+                    report.warn(f"{path}: record {item.record}: {warning} ({source.origin})")
+                if windows["book_offset"] is None:
+                    reasons[f"context_0 not found in {source.origin}"] += 1
+                    continue
+                for size in ("context_1000", "context_2000"):
+                    if not _has_text(item.row[size]):
+                        item.row[size] = windows[size]
+                filled += 1
+                sources[name] = source.origin
+        tokens = tokenizer.name
+    else:
+        tokens = "none needed"
+    report.notes.append(
+        f"plot windows: {filled} of {len(items)} items got context_1000/context_2000 "
+        f"(tokenizer: {tokens})"
+    )
+    for name, origin in sources.items():
+        report.notes.append(f"  {name!r} cut from {origin}")
+    if kept:
+        report.notes.append(f"  {kept} already had both windows (kept)")
+    for reason, count in reasons.items():
+        report.notes.append(f"  {count} without windows: {reason}")

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from tqdm import tqdm
@@ -26,6 +28,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed", type=int, help="screenplay: seed for the per-scene mask codes (default 0)"
         )
+        parser.add_argument(
+            "--books",
+            metavar="DIR",
+            help="chartom-qa: a folder of Project Gutenberg books; items without "
+            "context_1000/context_2000 get them cut from their book (matched by title and "
+            "author), or from a book already imported for construction",
+        )
         parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
         parser.add_argument(
             "--background",
@@ -41,6 +50,11 @@ class Command(BaseCommand):
             raise CommandError("--title and --seed apply to a screenplay import in the foreground")
         if "title" in screenplay and len(options["paths"]) > 1:
             raise CommandError("--title names one movie; give one PATH")
+        books = Path(options["books"]) if options["books"] else None
+        if books is not None and fmt != "chartom-qa":
+            raise CommandError("--books applies to chartom-qa imports")
+        if books is not None and options["background"]:
+            raise CommandError("--books runs in the foreground; leave out --background")
         if options["background"]:
             for path in options["paths"]:
                 job = import_job_create(format_name=fmt, path=path, split=options["split"])
@@ -59,7 +73,11 @@ class Command(BaseCommand):
                         )
                     else:
                         report = benchmark_import(
-                            format_name=fmt, path=path, split=options["split"], progress=bar.update
+                            format_name=fmt,
+                            path=path,
+                            split=options["split"],
+                            progress=bar.update,
+                            books=books,
                         )
                 except ImportDataError as exc:
                     raise CommandError(f"import failed, nothing was written: {exc}") from None

@@ -88,3 +88,54 @@ def test_retry_all_queues_every_failed_step_of_the_batch(client, make_constructi
     assert [states[c.pk] for c in failed] == ["queued", "queued"]
     assert states[done.pk] == "done"
     assert all(c.error == "" for c in Construction.objects.filter(pk__in=[f.pk for f in failed]))
+
+
+@pytest.fixture
+def eager_celery():
+    """Queued tasks run in this process, as the message is sent (CELERY_TASK_ALWAYS_EAGER)."""
+    from config.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield app
+    app.conf.task_always_eager = before
+
+
+def test_start_llm_steps_queues_the_steps_that_failed_for_want_of_a_backend(
+    client,
+    make_construction,
+    chartom_backend,
+    llm_server,
+    eager_celery,
+    django_capture_on_commit_callbacks,
+):
+    llm_server.responder = Script()
+    waiting = [make_construction(dimension=d) for d in ("belief", "intention")]
+    batch_id = waiting[0].note.batch_id
+    # A worker took the steps before the batch had a backend: they failed, with a reason.
+    for construction in waiting:
+        assert construction_step_run(construction_id=construction.pk) == "needs_retry"
+    researcher = _client(client, "researcher")
+    url = reverse("annotation:chartom-batch", args=[batch_id])
+    page = researcher.get(url).content.decode()
+    assert "has no LLM backend; set one and retry" in page and "Start LLM steps" in page
+
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        response = researcher.post(
+            reverse("annotation:chartom-batch-start", args=[batch_id]),
+            {"backend": chartom_backend.pk},
+            follow=True,
+        )
+    assert "2 LLM steps queued on chartom-test" in response.content.decode()
+    assert len(sent) == 2  # one message per step, sent on commit
+    # The worker (eager here) ran both steps on the backend just chosen.
+    assert llm_server.request_count == 2
+    for construction in waiting:
+        construction.refresh_from_db()
+        assert (construction.stage, construction.state, construction.error) == (
+            "extract",
+            "waiting_human",
+            "",
+        )
+    page = researcher.get(url).content.decode()
+    assert "has no LLM backend" not in page and "Start LLM steps" not in page

@@ -16,7 +16,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.chartom import board
-from annotation.chartom.workflow import construction_advance, construction_lock, field_set
+from annotation.chartom.workflow import (
+    STEP_TASK_NAME,
+    construction_advance,
+    construction_lock,
+    field_set,
+)
 from annotation.models import (
     AnnotationTask,
     BookText,
@@ -25,6 +30,8 @@ from annotation.models import (
     ReaderNote,
     TaskAssignment,
 )
+from common.models import QueuedJob
+from common.queueing import job_key
 
 pytestmark = pytest.mark.django_db
 
@@ -249,7 +256,9 @@ def test_batch_progress_polls_until_idle_then_286(small_batch, client, researche
     assert idle.status_code == 286 and "every 2s" not in idle.content.decode()
 
 
-def test_retry_queues_the_step_again_once(small_batch, client, researcher) -> None:
+def test_retry_queues_the_step_again_and_a_queued_one_is_sent_again(
+    small_batch, client, researcher
+) -> None:
     construction = small_batch["retry"]
     client.force_login(researcher)
     url = reverse("annotation:chartom-retry", args=[construction.pk])
@@ -257,9 +266,33 @@ def test_retry_queues_the_step_again_once(small_batch, client, researcher) -> No
     construction.refresh_from_db()
     assert (construction.state, construction.error) == ("queued", "")
     assert "queued again" in done.content.decode()
+    # Still queued (its message may be lost): sent again; the worker's claim runs it once.
     again = client.post(url, follow=True)
-    assert "not waiting for a retry" in again.content.decode()
+    assert "queued again" in again.content.decode()
+    assert QueuedJob.objects.filter(key=job_key(STEP_TASK_NAME, [construction.pk])).count() == 2
+    human = reverse("annotation:chartom-retry", args=[small_batch["review"].pk])
+    assert "not waiting for a retry" in client.post(human, follow=True).content.decode()
     assert client.post(reverse("annotation:chartom-retry", args=[999999])).status_code == 404
+
+
+def test_queued_steps_are_offered_a_retry_on_the_batch_page(
+    small_batch, client, researcher
+) -> None:
+    queued = small_batch["queued"]
+    batch = queued.note.batch
+    client.force_login(researcher)
+    page = client.get(reverse("annotation:chartom-batch", args=[batch.pk])).content.decode()
+    assert 'data-testid="queued-steps"' in page and "Send all 1 again" in page
+    assert reverse("annotation:chartom-retry", args=[queued.pk]) in page
+    response = client.post(
+        reverse("annotation:chartom-batch-retry", args=[batch.pk]), {"queued": "1"}, follow=True
+    )
+    assert "1 queued LLM steps sent again." in response.content.decode()
+    assert QueuedJob.objects.filter(key=job_key(STEP_TASK_NAME, [queued.pk])).count() == 1
+    queued.refresh_from_db()
+    assert queued.state == "queued"
+    # The failed step is left to "Retry all"; nothing else was sent.
+    assert QueuedJob.objects.count() == 1
 
 
 # --- the construction page --------------------------------------------------------------

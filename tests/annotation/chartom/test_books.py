@@ -9,18 +9,17 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.chartom.books import (
+from annotation.chartom.books import BookImportError, book_text_import
+from annotation.models import BookText
+from benchmarks.books import (
     CUT_PREFIX,
-    BookImportError,
     WordTokenizer,
-    book_text_import,
     gutenberg_strip,
     plot_tokenizer,
     plot_windows,
     text_tail,
     underlined_locate,
 )
-from annotation.models import BookText
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.chartom.books import CUT_PREFIX, book_text_import
+from annotation.chartom.books import book_text_import
 from annotation.chartom.notes_import import NotesImportError, author_hash, note_batch_import
 from annotation.models import Construction, NoteBatch, ReaderNote
+from benchmarks.books import CUT_PREFIX
 
 pytestmark = pytest.mark.django_db
 
