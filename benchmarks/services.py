@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
 
 from .exporters import get_exporter
@@ -17,6 +18,7 @@ from .importers.chartom_qa import record_parse
 from .models import Benchmark, Character, ImportJob, QAItem, Work
 
 IMPORT_TASK_NAME = "benchmarks.run_import_job"
+job_tasks_register("benchmarks.importjob", IMPORT_TASK_NAME)
 
 
 def benchmark_import(

@@ -1,5 +1,8 @@
 """Run the web server and one Celery worker together; Ctrl-C stops both.
 
+It prints the demo's logins, pages and invite links with this server's address
+(``manage.py demo_links``).
+
 The worker uses whatever broker the settings give (kombu's filesystem transport by
 default), so this works with no servers; with CELERY_BROKER_URL=redis://… it is one
 worker among any others you start.
@@ -23,6 +26,14 @@ def main() -> int:
     # SIGTERM (CI's background demo, a service manager) stops both, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupted)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    base_url = f"http://127.0.0.1:{PORT}"
+    # The demo's logins, pages and invite links, in full now that the port is known.
+    subprocess.run(
+        [sys.executable, "manage.py", "demo_links", "--base-url", base_url],
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -47,9 +58,7 @@ def main() -> int:
         env=env,
     )
     print(
-        f"\nToMLab is running at http://127.0.0.1:{PORT}/\n"
-        "Demo logins: researcher / tomlab-researcher, annotator / tomlab-annotator, "
-        "rater / tomlab-rater\nCtrl-C stops the server and the worker.\n",
+        f"\nToMLab is running at {base_url}/\nCtrl-C stops the server and the worker.\n",
         flush=True,
     )
     try:

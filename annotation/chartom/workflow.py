@@ -29,6 +29,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
+from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
 from studies.assignment import items_assign_with_room
 
@@ -44,6 +45,7 @@ from .models import (
 )
 
 STEP_TASK_NAME = "annotation.chartom_step"
+job_tasks_register("annotation.construction", STEP_TASK_NAME)
 
 # The order a construction walks; the stage after DISTRACTOR_REVIEW publishes it.
 STAGE_ORDER: tuple[str, ...] = (

@@ -81,20 +81,23 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     assert Counter(movie.scenes.values_list("part", flat=True)) == {"training": 6, "testing": 4}
     assert SpeakerInstance.objects.filter(scene__work=movie).count() == 12
 
-    book = Work.objects.get(benchmark=Benchmark.CHARTOM_QA)
-    assert (book.key, book.kind, book.split) == (
-        "The Glass Orchard by ToMLab contributors",
-        "book",
-        "test",
-    )
-    assert set(book.qa_items.values_list("dimension", flat=True)) == {
-        "belief",
-        "intention",
-        "emotion",
-        "desire",
-    }
-    assert book.qa_items.count() == 5
-    assert book.characters.count() == 3
+    books = Work.objects.filter(benchmark=Benchmark.CHARTOM_QA).order_by("key")
+    assert [(b.key, b.kind, b.split) for b in books] == [
+        ("The Glass Orchard by ToMLab contributors", "book", "test"),
+        ("The Night Ferry by ToMLab contributors", "book", "test"),
+    ]
+    for book in books:
+        assert set(book.qa_items.values_list("dimension", flat=True)) == {
+            "belief",
+            "intention",
+            "emotion",
+            "desire",
+        }
+        assert book.characters.count() == 3
+    assert [b.qa_items.count() for b in books] == [5, 4]
+    # Both plot windows, cut from the demo books: the read/not-read study needs them.
+    assert not QAItem.objects.filter(context_2000__isnull=True).exists()
+    assert "plot windows: 9 of 9 items got context_1000/context_2000" in out
 
     stage = DynToMStage.objects.get(work__benchmark=Benchmark.DYNTOM)
     assert (stage.work.key, stage.work.split) == ("trial_demo1", "test")
@@ -113,7 +116,7 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     families = {re.sub(r"_\d+$", "", key) for key in stage.questions.values_list("key", flat=True)}
     assert families == {"type_a_what", "type_d_whether", "type_d_why", "type_c_how", "type_d_how"}
 
-    assert "demo data: 65 created, 0 unchanged, 0 updated" in out
+    assert "demo data: 73 created, 0 unchanged, 0 updated" in out
     # CharToM-QA construction: the novel from the shared data and three notes of ours.
     from annotation.models import Construction, NoteBatch
 
@@ -121,13 +124,13 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     assert chartom.notes.count() == 3
     assert Construction.objects.filter(note__batch=chartom, stage="filter").count() == 12
     assert "CharToM-QA demo batch: CharToM-QA demo, 3 notes" in out
-    # The demo study asks for 3 raters per scene: it makes 3 invite links (issue 16).
+    # Each of the three demo studies has two demo participants' answers in and prints
+    # three invite links; the scene study keeps a place for the demo rater account.
     from studies.models import Study
 
     demo_study = Study.objects.get(benchmark="tom-in-amc")
-    assert demo_study.overlap == 3 and demo_study.participants.count() == 3
-    # ... and the DynToM demo study asks for 3 people per stage: 3 more links.
-    assert out.count("  invite link: /s/") == 6
+    assert demo_study.overlap == 6 and demo_study.participants.count() == 5
+    assert out.count("  invite link: /s/") == 9
     for username, password in LOGINS.items():
         user = get_user_model().objects.get(username=username)
         assert has_role(user, username)
@@ -143,7 +146,7 @@ def test_second_run_creates_and_changes_nothing():
     out = run_demo()
 
     assert snapshot() == before
-    assert "demo data: 0 created, 65 unchanged, 0 updated" in out
+    assert "demo data: 0 created, 73 unchanged, 0 updated" in out
     assert "created" not in out.replace("0 created", "")
 
 
@@ -233,12 +236,17 @@ def test_tom_in_amc_fixture_is_the_screenplay_story():
         assert not any(re.search(rf"\b{name}\b", text) for name in masked)
 
 
-def test_chartom_contexts_are_excerpts_of_the_demo_book():
-    book = (DEMO / "books" / "the_glass_orchard.txt").read_text(encoding="utf-8")
+def test_chartom_contexts_are_excerpts_of_the_demo_books():
+    books = {
+        "The Glass Orchard by ToMLab contributors": "the_glass_orchard.txt",
+        "The Night Ferry by ToMLab contributors": "the_night_ferry.txt",
+    }
     items = [json.loads(line) for line in (DEMO / "chartom_qa.jsonl").read_text().splitlines()]
 
-    assert 4 <= len(items) <= 6
+    assert len(items) == 9
+    assert Counter(item["book_name"] for item in items) == dict(zip(books, (5, 4), strict=True))
     for item in items:
+        book = (DEMO / "books" / books[item["book_name"]]).read_text(encoding="utf-8")
         # "..... " marks a window that starts mid-book, as in the published items.
         context_0 = item["context_0"].removeprefix("..... ")
         assert context_0 in book
@@ -246,7 +254,7 @@ def test_chartom_contexts_are_excerpts_of_the_demo_book():
             context_1000 = item["context_1000"].removeprefix("..... ")
             assert context_1000 in book
             assert context_1000.endswith(context_0)
-        assert item["context_2000"] is None
+        assert item["context_2000"] is None  # cut from the book by the import
         assert len(item["misleading_choices"]) == 3
         assert 2 <= len(item["bonus_points"]) <= 3
 
@@ -279,8 +287,17 @@ def fixture_texts() -> Iterator[tuple[str, str]]:
     for path in (
         DEMO / "screenplay" / "the_lighthouse_keepers.fountain",
         DEMO / "books" / "the_glass_orchard.txt",
+        DEMO / "books" / "the_night_ferry.txt",
     ):
         yield path.name, path.read_text(encoding="utf-8")
+    # The construction batch's notes and replies, the demo answers, the predictions.
+    for path in (DEMO / "chartom_construction.json", DEMO / "human_answers.json"):
+        for text in strings(json.loads(path.read_text(encoding="utf-8"))):
+            yield path.name, text
+    for path in sorted((DEMO / "predictions").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            for text in strings(json.loads(line)):
+                yield f"predictions/{path.name}", text
     for text in strings(json.loads((DEMO / "tom_in_amc.json").read_text(encoding="utf-8"))):
         yield "tom_in_amc.json", text
     for line in (DEMO / "chartom_qa.jsonl").read_text(encoding="utf-8").splitlines():
@@ -334,7 +351,7 @@ def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client
     batch = ValidationBatch.objects.get(name=load_demo.DEMO_VALIDATION_BATCH)
     assert list(batch.stages.values_list("stage__work__key", flat=True)) == ["trial_demo1"]
     assert batch.k == 4
-    assert "Demo validation batch" in out
+    assert "Demo DynToM validation: Demo: validate the DynToM stage" in out
     # The generator's pools come from ../shared/data beside the checkout (261 + 2).
     assert Location.objects.count() == 263
     assert client.login(username="annotator", password=LOGINS["annotator"])
@@ -350,10 +367,11 @@ def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
     out = run_demo()
     study = Study.objects.get(name="Demo: DynToM human baseline")
     assert (study.status, study.benchmark, study.study_items.count()) == ("live", "dyntom", 1)
-    participant, *others = Participant.objects.filter(study=study).order_by("pk")
+    invited = Participant.objects.filter(study=study, label__startswith="demo invite")
+    participant, *others = invited.order_by("pk")
     assert len(others) == 2 and f"/s/{participant.token}/" in out
     client.post(f"/s/{participant.token}/consent/")
     assert "Start this story" in client.get(f"/s/{participant.token}/").content.decode()
     run_demo()
     assert Study.objects.filter(name=study.name).count() == 1
-    assert Participant.objects.filter(study=study).count() == 3
+    assert Participant.objects.filter(study=study).count() == 5

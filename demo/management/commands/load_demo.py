@@ -1,11 +1,20 @@
-"""Load the original demo data in ``fixtures/demo`` and the three demo logins.
+"""Load the demo: the original data in ``fixtures/demo``, the demo logins, and enough
+work in every part of ToMLab to try it without a model or any participants.
 
-It lives in accounts, not benchmarks: it creates the demo logins, and benchmarks
-imports no other app.
+What it sets up, each part named "Demo: ..." where the app shows it:
 
-Run by ``make run`` after ``migrate`` so a first-time user finds something in every
-benchmark. Idempotent: the importers upsert, and existing users are left alone, so a
-second run creates nothing.
+* the demo works of ToM-in-AMC, CharToM-QA (two short stories, both plot windows cut
+  from the books) and DynToM, and the three demo logins;
+* one finished model run per benchmark from predictions we wrote (``demo.runs``);
+* three live human studies with two demo participants' answers in and three invite
+  links each (``demo.studies``);
+* DynToM validation, and CharToM-QA construction with a task waiting in every
+  annotator queue (``annotation.chartom.demo``).
+
+Run by ``make run`` after ``migrate``; ``scripts/run_embedded.py`` then prints the
+links in full (``manage.py demo_links``). One transaction: anything refused loads
+nothing. Idempotent: the importers upsert, existing users are left alone and a demo
+part that exists is kept as it is, so a second run creates nothing and says so.
 """
 
 from __future__ import annotations
@@ -32,20 +41,19 @@ class DemoSource:
     format_name: str
     path: Path
     split: str
+    books: Path | None = None  # CharToM-QA: the books the plot windows are cut from
 
 
 # ToM-in-AMC files carry their split as the top-level key, so none is imposed there.
 DEMO_SOURCES = (
     DemoSource("tom-in-amc", DEMO_DIR / "tom_in_amc.json", ""),
-    DemoSource("chartom-qa", DEMO_DIR / "chartom_qa.jsonl", Split.TEST),
+    DemoSource("chartom-qa", DEMO_DIR / "chartom_qa.jsonl", Split.TEST, DEMO_DIR / "books"),
     DemoSource("dyntom", DEMO_DIR / "dyntom", Split.TEST),
 )
 
-DEMO_STUDY = "Demo: who is speaking?"
-DEMO_DYNTOM_STUDY = "Demo: DynToM human baseline"
 DEMO_VALIDATION_BATCH = "Demo: validate the DynToM stage"
 
-# scripts/run_embedded.py prints these logins; change both together.
+# demo_links prints these logins too (scripts/run_embedded.py runs it).
 DEMO_USERS = (
     ("researcher", "tomlab-researcher", RESEARCHER),
     ("annotator", "tomlab-annotator", ANNOTATOR),
@@ -54,7 +62,7 @@ DEMO_USERS = (
 
 
 class Command(BaseCommand):
-    help = "Load the demo works (one per benchmark) and the demo users; safe to run again."
+    help = "Load the demo: works, logins, runs, studies and annotation work; safe to run again."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -62,14 +70,21 @@ class Command(BaseCommand):
             action="store_true",
             help="set the demo users' passwords and roles back even if the users exist",
         )
+        parser.add_argument(
+            "--base-url",
+            default="",
+            help="print links in full on this server, e.g. http://127.0.0.1:8000",
+        )
 
     def handle(self, *args, **options) -> None:
-        # One transaction: a fixture the importers reject leaves no half-loaded demo.
+        from demo.links import demo_links
+
+        # One transaction: a fixture or an answer refused leaves no half-loaded demo.
         with transaction.atomic():
             reports = [self._import(source) for source in DEMO_SOURCES]
             user_lines = self._ensure_users(reset=options["reset_passwords"])
-            study_lines = self._ensure_study() + self._ensure_dyntom_study()
-            annotation_lines = self._ensure_annotation()
+            parts = self._ensure_parts()
+            extra_lines = [*self._ensure_pools(), self._ensure_chartom()]
         created = sum(sum(r.created.values()) for r in reports)
         unchanged = sum(sum(r.unchanged.values()) for r in reports)
         updated = sum(sum(r.updated.values()) for r in reports)
@@ -77,114 +92,91 @@ class Command(BaseCommand):
         self.stdout.write("Demo logins:")
         for line in user_lines:
             self.stdout.write(f"  {line}")
-        for line in study_lines:
+        new = [name for name, is_new in parts if is_new]
+        if new:
+            self.stdout.write(f"demo set-up: new this time: {'; '.join(new)}")
+        else:
+            self.stdout.write("demo set-up: nothing new, every demo part was already there")
+        for line in demo_links(base_url=options["base_url"]):
             self.stdout.write(line)
-        for line in annotation_lines:
+        for line in extra_lines:
             self.stdout.write(line)
 
-    def _ensure_study(self) -> list[str]:
-        """A live demo study over the demo movie, one invite link per rater it asks for
-        (its overlap: three raters per scene, three links), created once."""
-        from django.urls import reverse
+    def _ensure_parts(self) -> list[tuple[str, bool]]:
+        """Every demo part beyond the works: ``(its name, whether it is new)``.
 
-        from benchmarks.models import Work
-        from studies.models import Participant, Study
-        from studies.participation.services import participants_invite
-        from studies.services import study_create, study_go_live
-
-        study = Study.objects.filter(name=DEMO_STUDY).first()
-        if study is None:
-            works = list(Work.objects.filter(benchmark="tom-in-amc").order_by("key")[:1])
-            if not works:
-                return []
-            study = study_create(
-                name=DEMO_STUDY,
-                benchmark="tom-in-amc",
-                works=works,
-                overlap=3,
-                reveal=Study.Reveal.AFTER_SCENE,
-                open_join=True,  # its join link is on the demo rater's home page
-                instructions=(
-                    "Read the first scenes of the film, then guess who each masked "
-                    "speaker (P0, P1, ...) is."
-                ),
-            )
-            study = study_go_live(study=study)
-            participants_invite(
-                study=study, labels=[f"demo invite {n}" for n in range(1, study.overlap + 1)]
-            )
-        invited = Participant.objects.filter(study=study, user__isnull=True).order_by("pk")
-        lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
-        for participant in invited:
-            lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
-        lines.append(f"  logged-in raters: {reverse('rater:join', args=[study.pk])}")
-        return lines
-
-    def _ensure_dyntom_study(self) -> list[str]:
-        """A live DynToM human-baseline study over the demo stage, one invite per participant."""
-        from django.urls import reverse
-
-        from benchmarks.models import Work
-        from studies.choice.services import choice_study_create
-        from studies.models import Participant, Study
-        from studies.participation.services import participants_invite
-        from studies.services import study_launch
-
-        study = Study.objects.filter(name=DEMO_DYNTOM_STUDY).first()
-        if study is None:
-            works = list(Work.objects.filter(benchmark="dyntom").order_by("key")[:1])
-            if not works:
-                return []
-            study = choice_study_create(
-                name=DEMO_DYNTOM_STUDY,
-                benchmark="dyntom",
-                works=works,
-                stage_fraction=1,
-                overlap=3,
-                reveal=Study.Reveal.AFTER_SCENE,
-                instructions="Read the story, then answer each question about its characters.",
-            ).study
-            study = study_launch(study=study).study
-            participants_invite(
-                study=study, labels=[f"demo invite {n}" for n in range(1, study.overlap + 1)]
-            )
-        lines = [f"Demo study: {study.name} ({study.get_status_display()})"]
-        for participant in Participant.objects.filter(study=study).order_by("pk"):
-            lines.append(f"  invite link: {reverse('rater:start', args=[participant.token])}")
-        return lines
-
-    def _ensure_annotation(self) -> list[str]:
-        """A validation batch over the demo DynToM stage, and the generator's pools.
-
-        The pools are read from the shared data beside the checkout when it is there
-        (they are the DynToM authors' files, never copied into the repo).
+        Model runs first (the expert-judgement sample takes the generative answers),
+        then the studies, then annotation work.
         """
-        from annotation.dyntom.generation.pools import pools_load
+        from annotation.chartom.demo import DemoDataError
+        from demo import studies
+        from demo.runs import demo_runs_ensure
+        from studies.errors import StudyError
+
+        parts = []
+        answers = studies.human_answers(DEMO_DIR / "human_answers.json")
+        try:
+            summaries = demo_runs_ensure(DEMO_DIR / "predictions")
+            parts.append(("model runs", any(s.created for s in summaries)))
+            for ensure in (
+                studies.scene_study_ensure,
+                studies.chartom_study_ensure,
+                studies.dyntom_study_ensure,
+            ):
+                study, created = ensure(answers=answers)
+                if study is not None:
+                    parts.append((study.name, created))
+            parts.append(self._ensure_validation())
+            parts.append(self._ensure_construction())
+        except (ImportDataError, studies.DemoStudyError, StudyError, DemoDataError) as exc:
+            raise CommandError(f"demo refused, nothing was loaded: {exc}") from None
+        return parts
+
+    def _ensure_validation(self) -> tuple[str, bool]:
+        """A validation batch over the demo DynToM stage."""
         from annotation.dyntom.validation.services import validation_batch_create
         from annotation.models import ValidationBatch
         from benchmarks.models import DynToMStage
 
-        lines = []
         batch = ValidationBatch.objects.filter(name=DEMO_VALIDATION_BATCH).first()
         stages = list(DynToMStage.objects.filter(work__key__startswith="trial_demo"))
         if batch is None and stages:
-            batch = validation_batch_create(name=DEMO_VALIDATION_BATCH, stages=stages, k=4)
-        if batch is not None:
-            lines.append(f"Demo validation batch: {batch.name} (/annotation/validation/)")
+            validation_batch_create(name=DEMO_VALIDATION_BATCH, stages=stages, k=4)
+            return DEMO_VALIDATION_BATCH, True
+        return DEMO_VALIDATION_BATCH, False
+
+    def _ensure_construction(self) -> tuple[str, bool]:
+        """A CharToM-QA batch with a task in every annotator queue, replies recorded."""
+        from annotation.chartom.demo import chartom_demo_construction_load
+        from demo.runs import demo_generative_run_ids
+
+        users = get_user_model().objects.in_bulk(["researcher", "annotator"], field_name="username")
+        batch, created = chartom_demo_construction_load(
+            fixture=DEMO_DIR / "chartom_construction.json",
+            researcher=users["researcher"],
+            annotator=users["annotator"],
+            generative_run_ids=demo_generative_run_ids(),
+        )
+        return batch.name, created
+
+    def _ensure_pools(self) -> list[str]:
+        """The DynToM generator's pools, from the shared data beside the checkout.
+
+        They are the DynToM authors' files, never copied into the repo.
+        """
+        from annotation.dyntom.generation.pools import pools_load
+
         pools = Path(settings.TOMLAB_SHARED_DATA) / "dyntom-pools"
-        if pools.is_dir():
-            report = pools_load(directory=pools)
-            lines.append(f"DynToM generation pools: {pools} ({report.created_count} created)")
-        else:
-            lines.append(
+        if not pools.is_dir():
+            return [
                 f"DynToM generation pools not found at {pools}: "
                 "run manage.py load_dyntom_pools DIR before generating stages"
-            )
-        lines.append(self._ensure_chartom())
-        return lines
+            ]
+        report = pools_load(directory=pools)
+        return [f"DynToM generation pools: {pools} ({report.created_count} created)"]
 
     def _ensure_chartom(self) -> str:
-        """Father Goriot and three reader notes of ours, for CharToM-QA construction."""
+        """Father Goriot and three reader notes of ours, waiting for a real backend."""
         from annotation.chartom.demo import NOVEL, chartom_demo_load
 
         shared = Path(settings.TOMLAB_SHARED_DATA)
@@ -200,7 +192,10 @@ class Command(BaseCommand):
     def _import(self, source: DemoSource) -> ImportReport:
         try:
             report = benchmark_import(
-                format_name=source.format_name, path=source.path, split=source.split
+                format_name=source.format_name,
+                path=source.path,
+                split=source.split,
+                books=source.books,
             )
         except ImportDataError as exc:
             raise CommandError(f"demo data rejected, nothing was loaded: {exc}") from None

@@ -1,0 +1,255 @@
+"""The demo's three live human studies, each with answers already in and invite links.
+
+One per benchmark the demo covers: the "who is speaking?" scene study over the demo
+film (ToM-in-AMC), the CharToM-QA read/not-read study over the two demo books and the
+DynToM human baseline over the demo stage. Each is created, launched and answered
+through the services the researcher's and the participants' pages call: two demo
+participants (labelled "... (answers loaded)") answer from ``fixtures/demo/
+human_answers.json``, so every report has a human row at once, and three more get
+invite links for whoever tries the demo.
+
+Each ``*_ensure`` returns ``(study, created)`` and leaves an existing study of its name
+as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.models import QAItem, Work
+from studies.choice.services import (
+    books_declare,
+    chartom_options,
+    choice_record,
+    choice_study_create,
+    design_apply,
+    dyntom_questions,
+    dyntom_stage_take,
+    option_order,
+)
+from studies.models import Assignment, Participant, Study, StudyWork
+from studies.participation.services import participant_consent, participants_invite
+from studies.scene.cache import scene_speakers
+from studies.scene.services import (
+    familiarity_declare,
+    history_confirm,
+    rater_open_assignment,
+    scene_shown,
+    scene_submit,
+)
+from studies.services import study_create, study_launch
+
+SCENE_STUDY = "Demo: who is speaking?"
+CHARTOM_STUDY = "Demo: CharToM-QA, read the book or not"
+DYNTOM_STUDY = "Demo: DynToM human baseline"
+INVITES = 3  # links printed for whoever tries the demo
+INVITE_LABEL = "demo invite"
+
+CONSENT = (
+    "This is a demonstration study of ToMLab with made-up stories written for the demo. "
+    "Nothing you answer is used for research. Your answers are stored on this machine "
+    "with a random participant code, never with your name. You may stop at any time, "
+    "and ask for your answers to be deleted from the page at the end."
+)
+
+
+class DemoStudyError(ValueError):
+    """The demo answers do not fit the study (a scene, code or question it lacks)."""
+
+
+def human_answers(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def invite_participants(study: Study) -> list[Participant]:
+    """The study's printed invite links: unused ones first created by the demo."""
+    return list(
+        Participant.objects.filter(
+            study=study, user__isnull=True, label__startswith=INVITE_LABEL
+        ).order_by("pk")
+    )
+
+
+def _invite(study: Study) -> None:
+    participants_invite(study=study, labels=[f"{INVITE_LABEL} {n}" for n in range(1, INVITES + 1)])
+
+
+def _answerers(study: Study, answers: dict[str, Any]) -> list[tuple[Participant, Any]]:
+    """One consented participant per demo answerer of the fixture, in its order."""
+    labels = [label for label in answers if not label.startswith("_")]
+    created = participants_invite(study=study, labels=labels)
+    return [
+        (participant_consent(participant=participant), answers[participant.label])
+        for participant in created
+    ]
+
+
+# --- "who is speaking?" (ToM-in-AMC) ---------------------------------------------------
+
+
+def scene_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
+    """The live scene study over the demo film: one-to-one, with a consent text."""
+    study = Study.objects.filter(name=SCENE_STUDY).first()
+    if study is not None:
+        return study, False
+    works = list(Work.objects.filter(benchmark="tom-in-amc").order_by("key")[:1])
+    if not works:
+        return None, False
+    raters = answers["tom-in-amc"]
+    study = study_create(
+        name=SCENE_STUDY,
+        benchmark="tom-in-amc",
+        works=works,
+        # The demo raters, the invite links, and the demo "rater" account joining.
+        overlap=len(raters) + INVITES + 1,
+        reveal=Study.Reveal.AFTER_SCENE,
+        # The paper's task: two masked speakers of a scene are never the same person.
+        one_to_one=True,
+        open_join=True,  # its join link is on the demo rater's home page
+        instructions=(
+            "Read the first scenes of the film, then guess who each masked speaker "
+            "(P0, P1, ...) is. Two masked speakers of one scene are never the same character."
+        ),
+        consent=CONSENT,
+    )
+    study = study_launch(study=study).study
+    study_work = StudyWork.objects.get(study=study, work=works[0])
+    for participant, rater in _answerers(study, raters):
+        session = familiarity_declare(
+            participant=participant, study_work=study_work, seen=rater["seen"]
+        )
+        history_confirm(participant=participant, session=session)
+        while (assignment := rater_open_assignment(participant=participant)) is not None:
+            scene_shown(participant=participant, assignment=assignment)
+            scene = assignment.study_item.scene
+            named = rater["scenes"].get(scene.source_id)
+            if named is None:
+                raise DemoStudyError(f"{participant.label}: no answers for {scene.source_id}")
+            form = {}
+            for speaker in scene_speakers(scene_id=scene.pk, version=study.item_set_hash):
+                form[speaker.instance_id] = {
+                    "choice": speaker.candidates.index(named[speaker.code])
+                }
+            scene_submit(
+                participant=participant,
+                assignment_id=assignment.pk,
+                answers=form,
+                history_needed=rater["needed_earlier_scenes"],
+            )
+    _invite(study)
+    return study, True
+
+
+# --- CharToM-QA: read the book or not --------------------------------------------------
+
+
+def _chartom_answer(participant: Participant, assignment: Assignment, picks: list[int]) -> None:
+    """First pick with the short window, then keep or change it after the long one."""
+    item = QAItem.objects.get(pk=assignment.study_item.qa_item_id)
+    order = option_order(assignment.option_seed or 0, len(chartom_options(item)))
+    first, final = picks
+    scene_shown(participant=participant, assignment=assignment)
+    choice_record(
+        participant=participant,
+        assignment_id=assignment.pk,
+        action="submit",
+        shown=order.index(first),
+    )
+    choice_record(
+        participant=participant,
+        assignment_id=assignment.pk,
+        action="keep" if final == first else "change",
+        shown=order.index(final),
+    )
+
+
+def chartom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
+    """The live read/not-read study over both demo books, its design applied.
+
+    Each demo reader has read one book, so the design gives them questions about the
+    book they read and the one they did not; they answer their first few and leave the
+    rest, which the design shares out again when an invited participant says which
+    books they have read.
+    """
+    study = Study.objects.filter(name=CHARTOM_STUDY).first()
+    if study is not None:
+        return study, False
+    works = list(Work.objects.filter(benchmark="chartom-qa").order_by("key"))
+    if len(works) < 2:
+        return None, False  # a design needs a book people have read and one they have not
+    study = choice_study_create(
+        name=CHARTOM_STUDY,
+        benchmark="chartom-qa",
+        works=works,
+        questions=QAItem.objects.filter(work__in=works).count(),
+        reveal=Study.Reveal.AFTER_SCENE,
+        instructions=(
+            "Say which of the two short stories you have read. Then answer each question "
+            "about a character: first with a short passage, then with a longer one, when "
+            "you may keep your answer or change it."
+        ),
+        consent=CONSENT,
+    ).study
+    study = study_launch(study=study).study
+    readers = _answerers(study, answers["chartom-qa"])
+    by_key = {work.key: work.pk for work in works}
+    for participant, reader in readers:
+        books_declare(participant=participant, read_work_ids={by_key[k] for k in reader["read"]})
+    design_apply(study=study)
+    for participant, reader in readers:
+        assignments = Assignment.objects.filter(participant=participant).select_related(
+            "study_item__qa_item"
+        )
+        for assignment in list(assignments.order_by("position", "pk"))[: reader["answer_first"]]:
+            question = assignment.study_item.qa_item.question
+            if question not in reader["picks"]:
+                raise DemoStudyError(f"{participant.label}: no picks for {question!r}")
+            _chartom_answer(participant, assignment, reader["picks"][question])
+    _invite(study)
+    return study, True
+
+
+# --- DynToM human baseline --------------------------------------------------------------
+
+
+def dyntom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
+    """The live DynToM baseline over the demo stage, two participants' answers in."""
+    study = Study.objects.filter(name=DYNTOM_STUDY).first()
+    if study is not None:
+        return study, False
+    works = list(Work.objects.filter(benchmark="dyntom").order_by("key")[:1])
+    if not works:
+        return None, False
+    participants = answers["dyntom"]
+    study = choice_study_create(
+        name=DYNTOM_STUDY,
+        benchmark="dyntom",
+        works=works,
+        stage_fraction=1,
+        overlap=len(participants) + INVITES,
+        reveal=Study.Reveal.AFTER_SCENE,
+        instructions="Read the story, then answer each question about its characters.",
+        consent=CONSENT,
+    ).study
+    study = study_launch(study=study).study
+    study_work = StudyWork.objects.get(study=study)
+    for participant, letters in _answerers(study, participants):
+        assignment = dyntom_stage_take(participant=participant, study_work_id=study_work.pk)
+        if assignment is None:
+            raise DemoStudyError(f"{participant.label}: the demo stage had no room")
+        scene_shown(participant=participant, assignment=assignment)
+        for question in dyntom_questions(assignment.study_item):
+            letter = letters.get(question.key)
+            if letter is None:
+                raise DemoStudyError(f"{participant.label}: no answer to {question.key}")
+            choice_record(
+                participant=participant,
+                assignment_id=assignment.pk,
+                action="submit",
+                shown=ord(letter) - ord("a"),
+                question_id=question.pk,
+            )
+    _invite(study)
+    return study, True
