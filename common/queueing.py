@@ -193,10 +193,22 @@ def queued_job_waiting(task: str | Iterable[str], args: Sequence[Any]) -> Queued
 # the row's pk as their only argument. Each app registers its own next to the task
 # names (in its services), so a page can ask "is this row's job waiting?".
 _JOB_TASKS: dict[str, tuple[str, ...]] = {}
+# Task name -> the URL name of its job's page (taking the pk), for the queued-jobs list.
+_JOB_PAGES: dict[str, str] = {}
 
 
-def job_tasks_register(model_label: str, *task_names: str) -> None:
+def job_tasks_register(model_label: str, *task_names: str, page: str = "") -> None:
     _JOB_TASKS[model_label.lower()] = task_names
+    if page:
+        _JOB_PAGES.update(dict.fromkeys(task_names, page))
+
+
+def queued_job_page(job: QueuedJob) -> str:
+    """The URL of the job's own page, or "" (no page, or not one row's job)."""
+    from django.urls import reverse
+
+    name = _JOB_PAGES.get(job.task)
+    return reverse(name, args=job.args) if name and len(job.args) == 1 else ""
 
 
 def queued_job_waiting_for(obj: Any) -> QueuedJob | None:
@@ -208,9 +220,12 @@ def queued_job_waiting_for(obj: Any) -> QueuedJob | None:
 
 
 def queued_jobs_waiting() -> list[QueuedJob]:
-    """Every envelope no worker has taken yet, oldest first (the queued-jobs page)."""
-    return list(
+    """Every envelope no worker has taken yet, oldest first, each with its ``page``."""
+    jobs = list(
         QueuedJob.objects.filter(taken_at__isnull=True, finished_at__isnull=True).order_by(
             "queued_at", "pk"
         )
     )
+    for job in jobs:
+        job.page = queued_job_page(job)
+    return jobs

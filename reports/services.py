@@ -39,7 +39,7 @@ INLINE_MAX_PREDICTIONS_DEFAULT = 100_000
 STALE_RUNNING = timedelta(minutes=30)
 
 REPORT_TASK_NAME = "reports.build_report"
-job_tasks_register("reports.reportjob", REPORT_TASK_NAME)
+job_tasks_register("reports.reportjob", REPORT_TASK_NAME, page="reports:job")
 
 
 def inline_max_predictions() -> int:
