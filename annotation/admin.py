@@ -2,8 +2,10 @@
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from .dyntom.generation.selectors import generation_job_status_label, with_stage_counts
 from .dyntom.validation.rubrics import RubricError, criteria_validate, criterion_keys
 from .dyntom.validation.rules import RuleError, rule_spec_validate
 from .dyntom.validation.services import (
@@ -91,10 +93,18 @@ class GeneratedStageInline(admin.TabularInline):
 
 @admin.register(GenerationJob)
 class GenerationJobAdmin(admin.ModelAdmin):
-    list_display = ("pk", "model", "stage_count", "scenario_count", "status", "created_at")
+    list_display = ("pk", "model", "stage_count", "scenario_count", "status_label", "created_at")
     list_filter = ("status",)
-    readonly_fields = ("status", "progress_done", "progress_total", "error", "run")
+    readonly_fields = ("status_label", "progress_done", "progress_total", "error", "run")
+    exclude = ("status",)
     inlines = [GeneratedStageInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GenerationJob]:
+        return with_stage_counts(super().get_queryset(request))
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, obj: GenerationJob) -> str:
+        return generation_job_status_label(job=obj).text
 
 
 @admin.register(GeneratedStage)

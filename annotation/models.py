@@ -134,16 +134,20 @@ class GenerationJob(models.Model):
 
     Its model calls are made through a modeling :class:`~modeling.models.Run` (``run``),
     so calls, tokens, cost and cache hits show at /runs/. Progress counts steps: four
-    per stage (relationship, trajectory, scenarios, questions).
+    per stage (relationship, trajectory, scenarios, questions). A job that runs to the
+    end succeeds when at least one stage is usable and needs attention when none is.
     """
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
         RUNNING = "running", "running"
         SUCCEEDED = "succeeded", "succeeded"
+        # Ran to the end without one usable stage (each needs attention): nothing
+        # crashed, yet nothing was generated.
+        NEEDS_ATTENTION = "needs_attention", "needs attention"
         FAILED = "failed", "failed"
 
-    FINISHED = (Status.SUCCEEDED, Status.FAILED)
+    FINISHED = (Status.SUCCEEDED, Status.NEEDS_ATTENTION, Status.FAILED)
     STEPS_PER_STAGE = 4
 
     backend = models.ForeignKey("modeling.Backend", on_delete=models.PROTECT, related_name="+")
@@ -237,6 +241,9 @@ class GeneratedStage(models.Model):
         AWAITING_VALIDATION = "awaiting_validation", "awaiting validation"
         KEPT = "kept", "kept"
         DISCARDED = "discarded", "discarded"
+
+    # What a job generated that can be used: stages waiting for validation or kept.
+    USABLE = (Status.AWAITING_VALIDATION, Status.KEPT)
 
     job = models.ForeignKey(GenerationJob, on_delete=models.CASCADE, related_name="stages")
     index = models.PositiveSmallIntegerField(help_text="1-based, within the job")

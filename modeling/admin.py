@@ -27,6 +27,7 @@ from django.utils.text import Truncator
 from .credentials import restore_redacted
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
 from .runs import services
+from .runs.outcome import run_status_label, unparseable_count
 
 # Model fields no admin query string may reach, whatever the path to them
 # (``api_key__startswith``, ``backend__api_key__gte``, ``runs__backend__api_key``…).
@@ -208,7 +209,7 @@ class CachedResponseAdmin(ReadOnlyAdmin):
 class RunAdmin(ReadOnlyAdmin):
     list_display = (
         "name",
-        "status",
+        "status_label",
         "benchmark",
         "method",
         "backend",
@@ -226,7 +227,7 @@ class RunAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     actions = ("cancel_runs", "resume_runs")
     fields = (
-        ("name", "status"),
+        ("name", "status_label"),
         ("kind", "benchmark", "method", "imported"),
         ("backend", "model", "template"),
         "params",
@@ -239,11 +240,19 @@ class RunAdmin(ReadOnlyAdmin):
         ("created_by", "created_at", "started_at", "finished_at", "lease_expires_at"),
     )
     # View-only pages show model fields read-only already; these are computed.
-    readonly_fields = ("progress", "calls_link", "predictions_link")
+    readonly_fields = ("status_label", "progress", "calls_link", "predictions_link")
 
     def has_run_permission(self, request: HttpRequest) -> bool:
         """The actions call services, so they need the change permission the page hides."""
         return request.user.has_perm("modeling.change_run")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # The count the status label reads, one subquery for the page, not one per row.
+        return super().get_queryset(request).annotate(unparseable=unparseable_count())
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, obj: Run) -> str:
+        return run_status_label(run=obj).text
 
     @admin.display(description="progress")
     def progress(self, obj: Run) -> str:

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from benchmarks.models import Split, Work
 from modeling.models import Backend, Prediction, PromptTemplate, Run
 from modeling.pipelines import get_pipeline, pipeline_benchmarks
+from modeling.runs.outcome import run_status_label
 
 
 class BackendSerializer(serializers.ModelSerializer):
@@ -84,6 +85,14 @@ class RunProgressSerializer(serializers.Serializer):
 
 class RunSerializer(serializers.ModelSerializer):
     backend = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    status_display = serializers.SerializerMethodField(
+        help_text='the status as the run pages show it: e.g. "succeeded with 3 unparseable", '
+        '"failed: no parseable reply"'
+    )
+    unparseable = serializers.IntegerField(
+        read_only=True,
+        help_text="predictions whose answer could not be read (any parse status but ok)",
+    )
     template = TemplateReferenceSerializer(read_only=True, allow_null=True)
     progress = RunProgressSerializer(source="*", read_only=True)
     created_by = serializers.SlugRelatedField(
@@ -105,6 +114,8 @@ class RunSerializer(serializers.ModelSerializer):
             "selection",
             "imported",
             "status",
+            "status_display",
+            "unparseable",
             "is_finished",
             "progress",
             "prompt_tokens",
@@ -120,6 +131,9 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
         )
         read_only_fields = fields
+
+    def get_status_display(self, run: Run) -> str:
+        return run_status_label(run=run).text
 
 
 class PredictionSerializer(serializers.ModelSerializer):

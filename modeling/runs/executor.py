@@ -20,6 +20,7 @@ from ..models import CachedResponse, Run, RunCall
 from ..pipelines import get_pipeline
 from .direct import RunBudgetExceeded, run_direct_call
 from .leases import LeaseHolder, _claim, _Lease, _release
+from .outcome import run_outcome
 from .recording import (
     ProgressHook,
     RunProgress,
@@ -224,7 +225,8 @@ def _execute_trained(run: Run, on_progress: ProgressHook | None, interrupt: RunI
         reason = interrupt.reason or "request"
         status, message = Run.Status.STOPPED, f"{outcome.message} by {reason}; resume to continue"
     else:
-        status, message = Run.Status.SUCCEEDED, outcome.message
+        status, failure = run_outcome(run_id=run.pk)
+        message = failure or outcome.message
     if not _release(run.pk, holder, status=status, error=message):
         return Run.objects.get(pk=run.pk).status
     return status
@@ -494,8 +496,8 @@ def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
         stop_status = Run.Status.FAILED
         message = f"{errors} call(s) failed; resume the run to retry them"
     else:
-        stop_status = Run.Status.SUCCEEDED
-        message = ""
+        # Every call came back: whether the run succeeded is for its answers to say.
+        stop_status, message = run_outcome(run_id=run_id)
     if not _release(run_id, holder, status=stop_status, error=message):
         return Run.objects.get(pk=run_id).status
     return stop_status

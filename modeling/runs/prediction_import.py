@@ -8,10 +8,11 @@ plus ``published_results``) are read as they are.
 What we never take from the file: correctness and parse status. They are computed
 here against the gold in the item bank, with the same letter reading as our own
 DynToM pipeline, so an imported run and one of ours are scored alike. Imported
-predictions land in the same store as ours: one :class:`Run` (``imported=True``,
-succeeded) per benchmark, method and model, named by the caller, CharToM-QA split by
-task as the reports expect (``"<name> (generative)"``, ``"<name> (multichoice)"``),
-and by context length where lines give one (``"<name> (generative, c=1k)"``).
+predictions land in the same store as ours: one :class:`Run` (``imported=True``;
+succeeded, or failed when not one answer could be read) per benchmark, method and
+model, named by the caller, CharToM-QA split by task as the reports expect
+(``"<name> (generative)"``, ``"<name> (multichoice)"``), and by context length where
+lines give one (``"<name> (generative, c=1k)"``).
 
 The whole file is read and checked before anything is written, inside one
 transaction: a bad line imports nothing and the error names the file, the line and
@@ -41,6 +42,7 @@ from ..pipelines.base import CallUnit, ParsedItem
 from ..pipelines.dyntom import DynToMPipeline, option_letter
 from ..pipelines.speaker_guess import instances_by_key
 from ..pipelines.speaker_guess import score_answer as score_speaker_answer
+from .outcome import run_outcome
 from .signals import predictions_changed
 
 __all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
@@ -941,6 +943,12 @@ def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -
             report.unchanged["Run"] += 1
         summary = RunSummary(run=run, created=created)
         _upsert_predictions(run, benchmark, group, summary)
+        # Judged like a run of ours: a file of answers none of which could be read
+        # imports as a failed run, not a successful one.
+        status, error = run_outcome(run_id=run.pk)
+        if (run.status, run.error) != (status, error):
+            run.status, run.error = status, error
+            run.save(update_fields=["status", "error"])
         for label in ("created", "unchanged", "updated"):
             getattr(report, label)["Prediction"] += summary.predictions[label]
         summaries.append(summary)

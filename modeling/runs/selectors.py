@@ -22,11 +22,17 @@ from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from metrics import accuracy_vs_chance
 
 from ..models import Backend, MentalStateRecord, Prediction, PromptTemplate, Run, RunCall
+from .outcome import unparseable_count
 
 
 def run_list() -> QuerySet[Run]:
-    """Runs, newest first, with what a list row shows (backend name, template version)."""
-    return Run.objects.select_related("backend", "template").order_by("-created_at", "-pk")
+    """Runs, newest first, with what a list row shows (backend name, template version,
+    and ``unparseable``, the count :func:`~modeling.runs.outcome.run_status_label` reads)."""
+    return (
+        Run.objects.select_related("backend", "template")
+        .annotate(unparseable=unparseable_count())
+        .order_by("-created_at", "-pk")
+    )
 
 
 def run_calls(*, run: Run) -> QuerySet[RunCall]:

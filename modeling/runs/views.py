@@ -3,7 +3,8 @@ cancel/resume, and prompt templates with their versions.
 
 Every view checks the researcher role itself; raters and annotators get 403 on every
 page, whatever the templates show. The detail page's progress region polls itself
-with htmx and gets 286 (stop polling) once the run is finished.
+with htmx, bringing the calls panel along out of band, and gets 286 (stop polling)
+once the run is finished.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -24,10 +26,12 @@ from ..baselines.services import baseline_run_create
 from ..models import PromptTemplate, Run
 from . import selectors, services
 from .forms import BaselineRunForm, RunForm, TemplateReviseForm
+from .outcome import run_first_reply, run_status_label
 
 RUNS_PER_PAGE = 50
 CALLS_PER_PAGE = 50
 PROGRESS_PARTIAL = "modeling/run_detail.html#run-progress"
+CALLS_PARTIAL = "modeling/run_detail.html#run-calls"
 researcher_required = researcher_only("Model runs are for researchers only.")
 
 
@@ -35,7 +39,8 @@ researcher_required = researcher_only("Model runs are for researchers only.")
 @researcher_required
 def run_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.run_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "modeling/run_list.html", {"page": page})
+    rows = [(run, run_status_label(run=run)) for run in page]
+    return render(request, "modeling/run_list.html", {"page": page, "rows": rows})
 
 
 @require_http_methods(["GET", "POST"])
@@ -87,32 +92,52 @@ def _progress_context(run: Run) -> dict[str, Any]:
     # The polled region shows the prediction summary too, so it is computed here for
     # both the full page and the htmx partial.
     percent = round(100 * run.done_calls / run.total_calls) if run.total_calls else 0
+    status_label = run_status_label(run=run)
     return {
         "run": run,
         "percent": percent,
         "summary": selectors.run_prediction_summary(run=run),
+        "status_label": status_label,
+        # What the model said when nothing it said could be read: the first thing to look at.
+        "first_reply": run_first_reply(run=run) if status_label.no_parseable_reply else "",
     }
+
+
+def _calls_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    calls = Paginator(selectors.run_calls(run=run), CALLS_PER_PAGE).get_page(
+        request.GET.get("calls_page")
+    )
+    return {"run": run, "calls": calls}
 
 
 @require_GET
 @researcher_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("backend", "template"), pk=run_id)
+    run = get_object_or_404(selectors.run_list(), pk=run_id)
     if request.htmx:
-        # The polling region alone; 286 tells htmx to swap it in and stop polling.
-        response = render(request, PROGRESS_PARTIAL, _progress_context(run))
-        if run.is_finished:
-            return HttpResponseStopPolling(response.content)
-        return response
-    calls = Paginator(selectors.run_calls(run=run), CALLS_PER_PAGE).get_page(
-        request.GET.get("calls_page")
-    )
+        return _poll_response(request, run)
     context = {
         **_progress_context(run),
-        "calls": calls,
+        **_calls_context(request, run),
         "has_mental_states": run.mental_states.exists(),
     }
     return render(request, "modeling/run_detail.html", context)
+
+
+def _poll_response(request: HttpRequest, run: Run) -> HttpResponse:
+    """The progress region and, swapped out of band, the calls panel: calls are created
+    and finished while the page is open, and the last poll must show them all.
+
+    Once the run is finished the region comes without its trigger, with 286: htmx swaps
+    it in and stops polling.
+    """
+    calls = _calls_context(request, run)
+    html = render_to_string(PROGRESS_PARTIAL, {**_progress_context(run), **calls}, request)
+    if run.kind != Run.Kind.TRAINED:
+        html += render_to_string(CALLS_PARTIAL, {**calls, "oob": True}, request)
+    if run.is_finished:
+        return HttpResponseStopPolling(html)
+    return HttpResponse(html)
 
 
 MENTAL_STATES_PER_PAGE = 100
@@ -168,7 +193,7 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
         services.run_resume(run_id=run_id)
     except ValueError as exc:  # RunLeased included
         error = str(exc)
-    run = Run.objects.select_related("backend", "template").get(pk=run_id)
+    run = selectors.run_list().get(pk=run_id)
     return _after_action(request, run, error=error)
 
 

@@ -18,6 +18,7 @@ import pytest
 from django.core.management import call_command
 
 from annotation.dyntom.generation.prompts import RETRY
+from annotation.dyntom.generation.selectors import generation_job_status_label, with_stage_counts
 from annotation.dyntom.generation.services import (
     generated_stage_discard,
     generated_stage_keep,
@@ -258,11 +259,37 @@ def test_invalid_replies_up_to_the_limit_mark_the_stage_needs_attention(
     # The job goes on with the next stage, which has 4 scenarios and 15*4-4 questions.
     assert second.status == "awaiting_validation" and len(second.questions) == 56
     assert job.status == "succeeded" and job.progress_done == job.progress_total == 8
+    assert Run.objects.get(pk=job.run_id).status == "succeeded"
     with pytest.raises(ValueError, match="only a stage awaiting validation can be kept"):
         generated_stage_keep(stage=first, reason="no")
     generated_stage_discard(stage=first, reason="broken trajectory")
     first.refresh_from_db()
     assert first.status == "discarded" and first.decision_reason == "broken trajectory"
+
+
+def test_a_job_with_no_usable_stage_needs_attention_and_its_run_fails(
+    backend, pools, llm_server, settings
+):
+    """Issue 25: every reply answered is not success when no stage could be used."""
+    settings.TOMLAB_GENERATION_MAX_ATTEMPTS = 2
+    llm_server.responder = GenerationResponder(
+        bad={"relationship": ["", '{"json": "no"}'], "trajectory": ["no JSON", "none"]}
+    )
+    job = _job(backend, stage_count=2, scenario_count=4)
+
+    assert generation_job_run(job_id=job.pk) == GenerationJob.Status.NEEDS_ATTENTION
+
+    job.refresh_from_db()
+    assert [s.status for s in job.stages.order_by("index")] == ["needs_attention"] * 2
+    assert job.is_finished and job.finished_at is not None
+    assert job.error == "no usable stage: 2 of 2 stages need attention"
+    run = Run.objects.get(pk=job.run_id)
+    assert (run.status, run.error) == (Run.Status.FAILED, job.error)
+    # Both stages are done with, so the steps all count; the label says what came of them.
+    assert job.progress_done == job.progress_total == 8
+    labelled = with_stage_counts(GenerationJob.objects.all()).get(pk=job.pk)
+    label = generation_job_status_label(job=labelled)
+    assert (label.text, label.tone) == ("needs attention: 0 of 2 stages usable", "needs_attention")
 
 
 def test_schema_errors_are_located_and_sent_back(backend, pools, llm_server):

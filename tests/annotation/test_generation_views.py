@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.dyntom.generation.services import generation_job_run
+from annotation.dyntom.generation.services import generation_job_create, generation_job_run
 from annotation.models import GenerationJob
 from modeling.models import Backend, PromptTemplate
 
@@ -86,6 +86,10 @@ def test_start_a_job_then_watch_it_finish(
     # Stage 1's scenarios failed three times: its reason is shown; stage 2 waits.
     assert "needs attention" in text and "scenarios: 3 replies failed validation" in text
     assert "awaiting validation" in text
+    # Succeeded, but not wholly: the badge says how many stages can be used (issue 25).
+    partly = 'class="badge badge-warning" data-testid="job-status">succeeded: 1 of 2 stages usable<'
+    assert partly in text
+    assert partly in client_researcher.get(URL).content.decode()
     job.refresh_from_db()
     assert (
         f'href="/runs/{job.run_id}/"' in client_researcher.get(f"{URL}{job.pk}/").content.decode()
@@ -126,3 +130,23 @@ def test_job_list_query_count_does_not_grow(client_researcher, backend):
         generation_job_create(backend=backend, seed=seed, enqueue=False)
     assert queries_for_page() == one <= 8
     assert client_researcher.get(URL).content.count(b"badge-queued") == 6
+
+
+def test_a_job_with_no_usable_stage_shows_needs_attention(
+    client_researcher, backend, pools, llm_server, settings
+):
+    """Issue 25: "Succeeded, 4/4 steps done" was shown for a job whose only stage needed
+    attention."""
+    settings.TOMLAB_GENERATION_MAX_ATTEMPTS = 3
+    llm_server.responder = GenerationResponder(bad={"relationship": [""] * 3})
+    job = generation_job_create(backend=backend, stage_count=1, scenario_count=4, enqueue=False)
+    generation_job_run(job_id=job.pk)
+
+    done = client_researcher.get(f"{URL}{job.pk}/", headers=HX)
+    assert done.status_code == 286  # finished: polling stops
+    text = done.content.decode()
+    badge = 'class="badge badge-needs_attention" data-testid="job-status">needs attention: 0 of 1'
+    assert f"{badge} stage usable<" in text
+    assert "no usable stage: 1 of 1 stage needs attention" in text
+    assert "relationship: 3 replies failed validation" in text
+    assert f"{badge} stage usable<" in client_researcher.get(URL).content.decode()

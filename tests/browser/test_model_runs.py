@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from modeling.models import Prediction, PromptTemplate, Run
+from modeling.models import Prediction, PromptTemplate, Run, RunCall
 from modeling.runs import executor, prompt_templates, services
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.conftest import gold_responder
@@ -74,7 +74,15 @@ def test_preview_start_and_watch_a_run(
     expect(page.get_by_test_id("vs-chance")).to_contain_text("chance")
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("#run-progress")).not_to_have_attribute("hx-trigger", re.compile("."))
-    page.reload()  # the calls table is outside the polled region
+    # The calls panel came with the last poll (issue 25: it said "No calls yet" until a
+    # reload), and no region polls any more.
+    calls = page.locator("#run-calls")
+    expect(calls.locator("tbody tr")).to_have_count(2)
+    expect(calls).not_to_contain_text("No calls yet")
+    for call in RunCall.objects.filter(run=run):
+        expect(calls).to_contain_text(call.unit_key)
+    assert page.evaluate("window.notReloaded") is True
+    expect(page.locator("[hx-trigger]")).to_have_count(0)
     screenshot("runs-detail-finished")
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -103,6 +111,58 @@ def test_preview_start_and_watch_a_run(
     # Nothing but the table's own scroll box may be wider than the phone.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot("runs-list-phone")
+
+
+def test_statuses_say_when_answers_could_not_be_read(
+    live_server, page, screenshot, researcher, openai_backend, dyntom_stages, llm_server
+):
+    """Issue 25: a run with unreadable answers was listed as plainly succeeded."""
+    unreadable = dyntom_stages.first().characters_information
+    gold = gold_responder(dyntom_stages)
+
+    def some_prose(body: dict) -> str:
+        prompt = body["messages"][-1]["content"]
+        return "I would rather not <guess> & say." if unreadable in prompt else gold(body)
+
+    statuses = {}
+    # Different temperatures: the second run must not be answered from the first's cache.
+    for temperature, name, responder in (
+        (0.0, "some unreadable", some_prose),
+        (0.5, "all prose", lambda body: "Who knows?"),
+    ):
+        llm_server.responder = responder
+        run = services.run_create(
+            benchmark="dyntom",
+            method="vanilla",
+            backend=openai_backend,
+            selection={"limit": 2},
+            params={"temperature": temperature},
+            name=name,
+            enqueue=False,
+        )
+        statuses[name] = (run, executor.run_execute(run_id=run.pk))
+    assert [status for _, status in statuses.values()] == [Run.Status.SUCCEEDED, Run.Status.FAILED]
+    partly, failed = (run for run, _ in statuses.values())
+    missed = Prediction.objects.filter(run=partly).exclude(parse_status="ok").count()
+    log_in(page, live_server)
+
+    page.goto(f"{live_server.url}/runs/")
+    rows = page.locator("table.runs tbody tr")
+    warning = rows.filter(has_text="some unreadable").get_by_test_id("run-status")
+    expect(warning).to_have_text(f"succeeded with {missed} unparseable")
+    expect(warning).to_have_class(re.compile("badge-warning"))
+    # The warning colour, not the success green.
+    assert warning.evaluate("e => getComputedStyle(e).color") == "rgb(138, 90, 0)"
+    expect(rows.filter(has_text="all prose").get_by_test_id("run-status")).to_have_text(
+        "failed: no parseable reply"
+    )
+    screenshot("runs-list-unparseable")
+
+    page.goto(f"{live_server.url}/runs/{failed.pk}/")
+    expect(page.get_by_test_id("run-status")).to_have_text("failed: no parseable reply")
+    expect(page.get_by_test_id("first-reply").locator("pre")).to_have_text("Who knows?")
+    expect(page.get_by_role("button", name="Resume run")).to_have_count(0)
+    screenshot("runs-detail-no-parseable-reply")
 
 
 def test_revise_error_is_shown_next_to_the_field(live_server, page, screenshot, researcher):

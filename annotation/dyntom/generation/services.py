@@ -176,7 +176,26 @@ def generation_job_run(*, job_id: int) -> str:
         return _job_finish(
             job, GenerationJob.Status.FAILED, f"{type(exc).__name__}: {exc}", Run.Status.FAILED
         )
-    return _job_finish(job, GenerationJob.Status.SUCCEEDED, "", Run.Status.SUCCEEDED)
+    return _job_finish(job, *_job_outcome(job))
+
+
+def _job_outcome(job: GenerationJob) -> tuple[str, str, str]:
+    """How a job that ran to the end ended: (job status, error, run status).
+
+    Every reply answered is not success: a job none of whose stages passed validation
+    generated nothing, and says so; its run, whose replies were all unusable, fails.
+    """
+    stages = GeneratedStage.objects.filter(job=job)
+    usable = stages.filter(status__in=GeneratedStage.USABLE).count()
+    if usable:
+        return GenerationJob.Status.SUCCEEDED, "", Run.Status.SUCCEEDED
+    total = stages.count()
+    attention = stages.filter(status=GeneratedStage.Status.NEEDS_ATTENTION).count()
+    error = (
+        f"no usable stage: {attention} of {total} "
+        f"{'stage needs' if attention == 1 else 'stages need'} attention"
+    )
+    return GenerationJob.Status.NEEDS_ATTENTION, error, Run.Status.FAILED
 
 
 def _job_finish(job: GenerationJob, status: str, error: str, run_status: str) -> str:

@@ -45,21 +45,29 @@ def generation_index(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.generation_job_list(), JOBS_PER_PAGE).get_page(
         request.GET.get("page")
     )
+    rows = [(job, selectors.generation_job_status_label(job=job)) for job in page]
     status = 400 if request.method == "POST" else 200
     return render(
-        request, "annotation/generation_index.html", {"form": form, "page": page}, status=status
+        request,
+        "annotation/generation_index.html",
+        {"form": form, "page": page, "rows": rows},
+        status=status,
     )
 
 
 def _progress_context(job: GenerationJob) -> dict[str, Any]:
-    return {"job": job, "stages": list(selectors.generated_stages(job=job))}
+    return {
+        "job": job,
+        "status_label": selectors.generation_job_status_label(job=job),
+        "stages": list(selectors.generated_stages(job=job)),
+    }
 
 
 @require_GET
 @researcher_required
 def generation_job(request: HttpRequest, job_id: int) -> HttpResponse:
     job = get_object_or_404(
-        GenerationJob.objects.select_related(
+        selectors.with_stage_counts(GenerationJob.objects.all()).select_related(
             "backend",
             "run",
             "relationship_template",

@@ -14,6 +14,7 @@ from modeling.models import Backend, PromptTemplate, Run
 from modeling.pipelines import pipeline_benchmarks
 from modeling.runs.executor import RunInterrupt, run_execute
 from modeling.runs.leases import RunLeased
+from modeling.runs.outcome import run_status_label
 from modeling.runs.recording import RunProgress
 from modeling.runs.services import run_cancel, run_create, run_plan, run_resume
 
@@ -292,14 +293,19 @@ class Command(BaseCommand):
         if status == "skipped":
             self.stdout.write(f"run {run.pk} is {run.status}: nothing to do")
             return
+        label = run_status_label(run=run)
+        # "succeeded with 3 unparseable" where some answers could not be read.
+        said = label.text if status == Run.Status.SUCCEEDED else status
         self.stdout.write(
-            f"run {run.pk} {status}: {run.done_calls}/{run.total_calls} calls, "
+            f"run {run.pk} {said}: {run.done_calls}/{run.total_calls} calls, "
             f"{run.error_calls} errors, {run.prompt_tokens:,} prompt + "
             f"{run.completion_tokens:,} completion tokens, cost {run.cost:.4f}"
         )
         if run.error:
             self.stdout.write(f"  {run.error}")
-        if status in (Run.Status.STOPPED, Run.Status.FAILED, Run.Status.BUDGET_EXHAUSTED):
+        # A run with no parseable reply has every call done: resuming would ask nothing.
+        resumable = (Run.Status.STOPPED, Run.Status.FAILED, Run.Status.BUDGET_EXHAUSTED)
+        if status in resumable and not label.no_parseable_reply:
             self.stdout.write(
                 f"  resume with: python manage.py run_model --resume {run.pk}"
                 + (" (after raising the budget)" if status == Run.Status.BUDGET_EXHAUSTED else "")
