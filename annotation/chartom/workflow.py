@@ -45,7 +45,9 @@ from .models import (
 )
 
 STEP_TASK_NAME = "annotation.chartom_step"
-job_tasks_register("annotation.construction", STEP_TASK_NAME)
+job_tasks_register(
+    "annotation.construction", STEP_TASK_NAME, page="annotation:chartom-construction"
+)
 
 # The order a construction walks; the stage after DISTRACTOR_REVIEW publishes it.
 STAGE_ORDER: tuple[str, ...] = (

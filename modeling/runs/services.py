@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
 
 from ..backends import ChatRequest
@@ -42,6 +43,7 @@ DIRECT_CALLS = "direct_calls"
 RUN_TASK_NAME = "modeling.run_model"
 # CELERY_TASK_ROUTES sends "modeling.tasks.train_*" to the "gpu" queue.
 TRAIN_TASK_NAME = "modeling.tasks.train_baseline"
+job_tasks_register("modeling.run", RUN_TASK_NAME, TRAIN_TASK_NAME, page="modeling:run-detail")
 
 
 def _resolve(

@@ -150,3 +150,25 @@ def test_a_job_with_no_usable_stage_shows_needs_attention(
     assert "no usable stage: 1 of 1 stage needs attention" in text
     assert "relationship: 3 replies failed validation" in text
     assert f"{badge} stage usable<" in client_researcher.get(URL).content.decode()
+
+
+def test_a_job_no_worker_took_says_so_with_requeue(
+    client_researcher, backend, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from common.models import QueuedJob
+    from tests.celery_worker import purge_queues
+
+    purge_queues()
+    with django_capture_on_commit_callbacks(execute=True):
+        job = generation_job_create(backend=backend, seed=0)
+    QueuedJob.objects.filter(args=[job.pk], task="annotation.generation_job").update(
+        queued_at=timezone.now() - timedelta(minutes=7)
+    )
+    page = client_researcher.get(f"{URL}{job.pk}/").content.decode()
+    assert "Queued 7\xa0minutes ago, no worker has taken it." in page
+    assert "Re-queue" in page
+    purge_queues()

@@ -31,6 +31,7 @@ from django.utils import timezone
 from benchmarks.importers.base import ImportDataError
 from benchmarks.models import Benchmark, Work
 from benchmarks.services import benchmark_import
+from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
 from modeling.backends import BackendError
 from modeling.models import Backend, PromptTemplate, Run
@@ -65,6 +66,9 @@ RUN_METHOD = "generate"
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 4096}
 
 GENERATION_TASK_NAME = "annotation.generation_job"
+job_tasks_register(
+    "annotation.generationjob", GENERATION_TASK_NAME, page="annotation:generation-job"
+)
 
 
 def _max_attempts() -> int:
