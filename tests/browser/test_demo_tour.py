@@ -135,7 +135,8 @@ def test_participant_follows_the_printed_invite_links(live_server, demo, page, s
     screenshot("demo-tour-17-chartom-long-window")
     page.get_by_role("button", name="Keep answer").click()
     expect(page.get_by_role("heading", name="Your answer")).to_be_visible()
-    expect(page.locator("main")).to_contain_text("The answer:")
+    # The options are shuffled per participant (random token), so the first may be right.
+    expect(page.locator("main")).to_contain_text(re.compile(r"✓ correct|The answer:"))
     screenshot("demo-tour-18-chartom-first-result")
 
     # DynToM: the story, then its first question.
