@@ -38,6 +38,7 @@ class ReportJobAdmin(admin.ModelAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "rebuilt_after_withdrawal_at",
     )
     actions = ("build_again",)
 

@@ -1,5 +1,7 @@
 """Reactions to the run engine (``modeling.runs.signals``): keep DynToM runs' packed
-outcomes current, so a report finds them ready instead of packing on first use."""
+outcomes current, so a report finds them ready instead of packing on first use.
+And to participation (``studies.participation.signals``): a withdrawal reaches the
+report jobs stored before it."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ from django.db import transaction
 from django.dispatch import receiver
 
 from modeling.runs.signals import predictions_changed, run_finished
+from studies.participation.services import participant_report_jobs_rebuilt_record
+from studies.participation.signals import participant_withdrawn
 
 from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh, dyntom_run_ids
+from .services import report_jobs_rebuild_after_withdrawal
 
 logger = logging.getLogger(__name__)
 
@@ -42,3 +47,16 @@ def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> No
     # In the writer's transaction: answers changed in place keep count and ids.
     dyntom_outcomes_invalidate(run_ids=run_ids)
     _refresh_after_commit(list(run_ids))
+
+
+@receiver(participant_withdrawn, dispatch_uid="reports.jobs.rebuild_after_withdrawal")
+def rebuild_jobs_after_withdrawal(sender: Any, *, participant: Any, **kwargs: Any) -> None:
+    """Stored report jobs that could hold the participant's rows are emptied and queued
+    to be built again, and the participant's ledger says when (the live report pages
+    already leave withdrawn participants out)."""
+    with transaction.atomic():  # the withdrawal's own transaction, when it has one
+        ids = report_jobs_rebuild_after_withdrawal(
+            benchmark=participant.study.benchmark, since=participant.created_at
+        )
+        if ids:
+            participant_report_jobs_rebuilt_record(participant=participant, jobs=len(ids))

@@ -38,6 +38,9 @@ class ReportJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set when a participant's withdrawal deleted the stored result (which could hold
+    # their rows) and queued the job to be built again (``reports.hooks``).
+    rebuilt_after_withdrawal_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -167,10 +167,16 @@ def report_job_create(
     return job
 
 
-def _claim(job_id: int) -> bool:
-    """Take the job with one conditional UPDATE; False if another worker has it or it is done."""
+def _claim(job_id: int) -> datetime | None:
+    """Take the job with one conditional UPDATE; None if another worker has it or it is done.
+
+    Returns the claim's ``started_at``: the build stores its result only while the job
+    still carries it, so a build overtaken by a withdrawal (which queues the job again,
+    :func:`report_jobs_rebuild_after_withdrawal`) or by a stale-claim takeover stores
+    nothing.
+    """
     now = timezone.now()
-    return bool(
+    claimed = (
         ReportJob.objects.filter(pk=job_id)
         .filter(
             Q(status=ReportJob.Status.QUEUED)
@@ -184,6 +190,7 @@ def _claim(job_id: int) -> bool:
             error="",
         )
     )
+    return now if claimed else None
 
 
 def report_job_execute(*, job_id: int) -> str:
@@ -193,24 +200,63 @@ def report_job_execute(*, job_id: int) -> str:
     finished and does nothing. A failure is recorded on the job, not raised, so Celery
     does not retry a report that fails for a reason a retry cannot fix.
     """
-    if not _claim(job_id):
+    started = _claim(job_id)
+    if started is None:
         return ReportJob.objects.values_list("status", flat=True).get(pk=job_id)
     job = ReportJob.objects.get(pk=job_id)
+    mine = ReportJob.objects.filter(pk=job_id, status=ReportJob.Status.RUNNING, started_at=started)
     try:
         report = _build(job.benchmark, job.run_ids, job.seed)
         result = report.as_json()
     except Exception as exc:
         logger.exception("report job %s failed", job_id)
-        ReportJob.objects.filter(pk=job_id).update(
+        mine.update(
             status=ReportJob.Status.FAILED,
             error=f"{type(exc).__name__}: {exc}",
             finished_at=timezone.now(),
         )
-        return ReportJob.Status.FAILED
-    ReportJob.objects.filter(pk=job_id, status=ReportJob.Status.RUNNING).update(
+        return ReportJob.objects.values_list("status", flat=True).get(pk=job_id)
+    mine.update(
         status=ReportJob.Status.SUCCEEDED,
         result=result,
         progress_done=1,
         finished_at=timezone.now(),
     )
     return ReportJob.objects.values_list("status", flat=True).get(pk=job_id)
+
+
+@transaction.atomic
+def report_jobs_rebuild_after_withdrawal(*, benchmark: str, since: datetime) -> list[int]:
+    """Delete the stored results that could hold a withdrawn participant's rows, and
+    queue those jobs to be built again (without them: the tables leave withdrawn
+    participants out). Returns the ids of the jobs queued again.
+
+    Affected: the benchmark's jobs that succeeded, or are running, on data read since
+    ``since`` (when the participant joined; a job built before cannot hold them).
+    A running build is overtaken: it finds its claim gone and stores nothing. Each job
+    records when (``rebuilt_after_withdrawal_at``), and its page says so.
+    """
+    now = timezone.now()
+    ids = list(
+        ReportJob.objects.select_for_update()
+        .filter(
+            benchmark=benchmark,
+            status__in=(ReportJob.Status.SUCCEEDED, ReportJob.Status.RUNNING),
+            started_at__gte=since,
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    ReportJob.objects.filter(pk__in=ids).update(
+        status=ReportJob.Status.QUEUED,
+        result=None,
+        progress_done=0,
+        progress_total=0,
+        error="",
+        started_at=None,
+        finished_at=None,
+        rebuilt_after_withdrawal_at=now,
+    )
+    for job_id in ids:
+        task_send_on_commit(REPORT_TASK_NAME, (job_id,))
+    return ids

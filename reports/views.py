@@ -601,7 +601,10 @@ def _finished_report(job_id: int) -> tuple[ReportJob, Report]:
     job = get_object_or_404(ReportJob, pk=job_id)
     report = job.report()
     if report is None:
-        raise Http404("the job has no report yet")
+        rebuilding = (
+            " (it is being rebuilt after a withdrawal)" if job.rebuilt_after_withdrawal_at else ""
+        )
+        raise Http404(f"the job has no report yet{rebuilding}")
     return job, report
 
 

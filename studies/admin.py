@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 from django.contrib import admin
+from django.db import models
 
 from .models import (
     Assignment,
@@ -46,6 +47,9 @@ class StudyAdmin(admin.ModelAdmin):
     list_filter = ("status", "benchmark", "perturb_names", "one_to_one", "reveal", "imported")
     search_fields = ("name", "instructions")
     readonly_fields = ("item_set_hash", "instructions_version", "created_at", "updated_at")
+    # The completion and no-work URLs: https when typed without a scheme, as the study
+    # page's form does (and Django 6's default).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     raw_id_fields = ("created_by",)
     inlines = [StudyWorkInline]
     date_hierarchy = "created_at"
@@ -76,13 +80,26 @@ class StudyItemAdmin(admin.ModelAdmin):
 @admin.register(Participant)
 class ParticipantAdmin(admin.ModelAdmin):
     list_display = ("__str__", "study", "user", "token_prefix", "consented_at", "withdrawn_at")
-    list_filter = ("study__status", "study", ("withdrawn_at", admin.EmptyFieldListFilter))
+    list_filter = (
+        "study__status",
+        "study",
+        ("withdrawn_at", admin.EmptyFieldListFilter),
+        "no_work_reason",
+    )
     search_fields = ("label", "user__username", "study__name")
     list_select_related = ("study", "user")
     raw_id_fields = ("study", "user")
     # The token itself never appears in a form or a list: only its first characters.
     exclude = ("token",)
-    readonly_fields = ("token_prefix", "created_at")
+    # The ledger's records of what happened are read here, never edited.
+    readonly_fields = (
+        "token_prefix",
+        "created_at",
+        "no_work_at",
+        "no_work_reason",
+        "report_jobs_rebuilt_at",
+        "report_jobs_rebuilt",
+    )
 
     @admin.display(description="token")
     def token_prefix(self, obj: Participant) -> str:

@@ -94,6 +94,9 @@ class Study(models.Model):
     param_session = models.CharField(max_length=40, default="SESSION_ID", blank=True)
     completion_code = models.CharField(max_length=100, blank=True, default="")
     completion_url = models.URLField(max_length=500, blank=True, default="")
+    # Where a participant with nothing to answer goes back to (e.g. Prolific's
+    # "screened out" URL): never the completion code or URL, which would get them paid.
+    no_work_url = models.URLField(max_length=500, blank=True, default="")
     # The public link (/s/p/<public_token>/) creates participants up to the cap.
     public_token = models.CharField(max_length=64, unique=True, null=True, blank=True)
     public_cap = models.PositiveIntegerField(default=0, help_text="0: no public link")
@@ -196,6 +199,15 @@ class StudyItem(models.Model):
 
 
 class Participant(models.Model):
+    class NoWork(models.TextChoices):
+        """Why a participant was told there was nothing for them to answer."""
+
+        READ_ALL = "read_all", "has read every book"
+        READ_NONE = "read_none", "has read none of the books"
+        DESIGN_FULL = "design_full", "no question left in the read/not-read design"
+        ALL_TAKEN = "all_taken", "every item already had all its participants"
+        CLOSED = "closed", "the study was closed"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -220,6 +232,14 @@ class Participant(models.Model):
     exit_done_at = models.DateTimeField(null=True, blank=True)
     # "Withdraw my data": the participant's answers were deleted at their request.
     data_withdrawn_at = models.DateTimeField(null=True, blank=True)
+    # The participant's ledger beyond consent and withdrawal. "No work available": told
+    # there was nothing for them to answer, so no completion code (first time, and why).
+    no_work_at = models.DateTimeField(null=True, blank=True)
+    no_work_reason = models.CharField(max_length=20, choices=NoWork.choices, blank=True)
+    # After a withdrawal, stored report-job results that could hold their rows were
+    # deleted and queued to be built again (reports.hooks): when, and how many jobs.
+    report_jobs_rebuilt_at = models.DateTimeField(null=True, blank=True)
+    report_jobs_rebuilt = models.PositiveIntegerField(default=0)
     # Submitted scenes when the current sitting began (the break screen resets it).
     sitting_start = models.PositiveIntegerField(default=0)
     # Open assignments released after the idle timeout; cleared once the rater is told.

@@ -141,6 +141,7 @@ class ProgressSummary:
     scenes_full: int  # scenes with as many active raters submitted as the overlap
     submitted: int
     needed: int  # submissions the study needs in all (scenes not held back x overlap)
+    no_work: int = 0  # told there was nothing for them to answer (no completion code)
 
 
 def progress_summary(
@@ -158,6 +159,26 @@ def progress_summary(
         scenes_full=sum(s.n_submitted >= study.overlap for s in open_scenes),
         submitted=sum(min(s.n_submitted, study.overlap) for s in open_scenes),
         needed=len(open_scenes) * study.overlap,
+        no_work=sum(participant_has_no_work(p) for p in participants),
+    )
+
+
+def participant_has_no_work(participant: Participant) -> bool:
+    """The ledger's "no work available": told there was nothing for them to answer, and
+    given nothing since. ``participant`` comes from :func:`study_participants`."""
+    return (
+        participant.no_work_at is not None
+        and participant.withdrawn_at is None
+        and not participant.n_assigned
+    )
+
+
+def study_no_work_count(study: Study) -> int:
+    """How many participants have "no work available" (:func:`participant_has_no_work`)."""
+    return (
+        Participant.objects.filter(study=study, no_work_at__isnull=False, withdrawn_at__isnull=True)
+        .exclude(assignments__isnull=False)
+        .count()
     )
 
 

@@ -546,7 +546,8 @@ def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
     except BadNumber as exc:
         return _bad_request(exc)
     page = Paginator(selectors.study_responses(study), RESPONSES_PER_PAGE).get_page(number)
-    return render(request, "studies/study_responses.html", {"study": study, "page": page})
+    context = {"study": study, "page": page, "n_no_work": selectors.study_no_work_count(study)}
+    return render(request, "studies/study_responses.html", context)
 
 
 @require_GET

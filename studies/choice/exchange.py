@@ -4,7 +4,10 @@ A study run elsewhere (a crowd platform, a paper form) is brought in through the
 rows and reported like one run here. Export never carries invite tokens. Import is all
 or nothing: the first bad row is named with its field and nothing is written; rows
 already stored are recognised (same participant label, item and round) and left as
-they are, so importing a file twice creates nothing the second time.
+they are, so importing a file twice creates nothing the second time. The limits are
+the benchmark importers': a file over its size limit is refused before it is read,
+a value over the per-field limit is refused with its place, and an error quotes at
+most 200 characters of a value.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -56,14 +61,82 @@ COLUMNS = [
     "directness",
 ]
 REQUIRED = ("participant", "item", "round", "option")
+# The largest file read, as for the benchmark importers (benchmarks/importers/base.py);
+# override with TOMLAB_IMPORT_MAX_BYTES="study-choices=...". An export of a large study
+# is a few MB: 600 picks with their question texts are about 0.3 MB.
+IMPORT_LIMIT = "study-choices"
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+# An error shows at most this much of the value it is about.
+SHOWN_CHARS = 200
+MAX_LABEL = 200  # Participant.label
+MAX_MS = 10**12  # about 31 years: anything above is not a time
+_WHOLE = re.compile(r"-?[0-9]{1,18}")
 
 
 class ExchangeError(StudyError):
     """A row that cannot be imported: says which row and which field."""
 
     def __init__(self, message: str, *, row: int, field: str) -> None:
-        super().__init__(f"row {row}, field {field!r}: {message}")
+        super().__init__(f"row {row}, field {shown(field)}: {message}")
         self.row, self.field = row, field
+
+
+class FileTooLarge(ExchangeError):
+    """The upload is over the import's size limit: refused before it is read."""
+
+
+def shown(value: Any) -> str:
+    """A value as an error message quotes it: its first 200 characters, escaped."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > SHOWN_CHARS:
+        return repr(text[:SHOWN_CHARS]) + f"… ({len(text):,} characters)"
+    return repr(text)
+
+
+def max_bytes() -> int:
+    """The largest file the import reads (``TOMLAB_IMPORT_MAX_BYTES['study-choices']``)."""
+    limits: dict[str, int] = getattr(settings, "TOMLAB_IMPORT_MAX_BYTES", {})
+    return int(limits.get(IMPORT_LIMIT, DEFAULT_MAX_BYTES))
+
+
+def upload_read(upload: Any) -> bytes:
+    """The uploaded file's bytes, refused before it is read when over :func:`max_bytes`.
+
+    Django has the upload's size from the request (a large one waits in a temporary
+    file, not in memory); reading at most one byte past the limit keeps the check
+    honest for a file-like object whose size is not known.
+    """
+    limit = max_bytes()
+    size = getattr(upload, "size", None)
+    if size is None or size <= limit:
+        data = upload.read(limit + 1)
+        size = len(data)
+    if size > limit:
+        raise FileTooLarge(
+            f"the file is {size:,} bytes, over the {limit:,}-byte limit for response imports "
+            f"(settings.TOMLAB_IMPORT_MAX_BYTES[{IMPORT_LIMIT!r}])",
+            row=0,
+            field="file",
+        )
+    return data
+
+
+def _field_check(value: Any, *, row: int, field: str) -> None:
+    """Refuse a value over ``settings.TOMLAB_IMPORT_MAX_FIELD_BYTES``, as every importer."""
+    limit: int = settings.TOMLAB_IMPORT_MAX_FIELD_BYTES
+    if isinstance(value, str):
+        size = len(value.encode("utf-8")) if len(value) * 4 > limit else 0
+    elif isinstance(value, (dict, list)):
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    else:
+        return
+    if size > limit:
+        raise ExchangeError(
+            f"the value is {size:,} bytes, over the {limit:,}-byte limit per field "
+            "(settings.TOMLAB_IMPORT_MAX_FIELD_BYTES)",
+            row=row,
+            field=field,
+        )
 
 
 def item_key(item: StudyItem, question=None) -> str:
@@ -112,27 +185,59 @@ def rows_export(study: Study) -> Iterator[dict[str, Any]]:
 
 
 def rows_parse(data: bytes, *, filename: str) -> list[dict[str, Any]]:
-    """Rows from an uploaded CSV or JSON file (a list of objects, or JSON lines)."""
+    """Rows from an uploaded CSV or JSON file (a list of objects, or JSON lines).
+
+    ``data`` comes through :func:`upload_read` (the file size limit); every value is
+    held to the per-field limit here, and a CSV value over the CSV reader's own limit
+    (131,072 characters) is a located error, not a server error.
+    """
+    if len(data) > max_bytes():
+        raise FileTooLarge(
+            f"the file is {len(data):,} bytes, over the {max_bytes():,}-byte limit",
+            row=0,
+            field="file",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ExchangeError("the file is not UTF-8 text", row=0, field="file") from None
-    if filename.lower().endswith((".json", ".jsonl")):
-        stripped = text.strip()
-        try:
-            if stripped.startswith("["):
-                rows = json.loads(stripped)
-            else:
-                rows = [json.loads(line) for line in stripped.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise ExchangeError(f"not JSON ({exc.msg})", row=0, field="file") from None
-        if not all(isinstance(r, dict) for r in rows):
-            raise ExchangeError("each row must be a JSON object", row=0, field="file")
-        return rows
-    reader = csv.DictReader(io.StringIO(text))
-    if missing := [c for c in REQUIRED if c not in (reader.fieldnames or [])]:
-        raise ExchangeError(f"missing column(s) {', '.join(missing)}", row=0, field="header")
-    return list(reader)
+    read = _json_rows if filename.lower().endswith((".json", ".jsonl")) else _csv_rows
+    rows = read(text)
+    for n, row in enumerate(rows, start=1):
+        for name, value in row.items():
+            _field_check(value, row=n, field=str(name))
+    return rows
+
+
+def _json_rows(text: str) -> list[dict[str, Any]]:
+    stripped = text.strip()
+    try:
+        if stripped.startswith("["):
+            rows = json.loads(stripped)
+        else:
+            rows = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise ExchangeError(f"not JSON ({exc.msg})", row=0, field="file") from None
+    except RecursionError:
+        raise ExchangeError("not JSON (nested too deeply)", row=0, field="file") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ExchangeError("each row must be a JSON object", row=0, field="file")
+    return rows
+
+
+def _csv_rows(text: str) -> list[dict[str, Any]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    try:
+        if missing := [c for c in REQUIRED if c not in (reader.fieldnames or [])]:
+            raise ExchangeError(f"missing column(s) {', '.join(missing)}", row=0, field="header")
+        for row in reader:
+            rows.append(row)
+    except csv.Error as exc:
+        # e.g. "field larger than field limit (131072)": a value over the CSV reader's
+        # limit, or a malformed quote. The row is the data row being read.
+        raise ExchangeError(f"malformed CSV: {exc}", row=len(rows) + 1, field="file") from None
+    return rows
 
 
 def _bool(value: Any, *, row: int, field: str) -> bool | None:
@@ -145,29 +250,39 @@ def _bool(value: Any, *, row: int, field: str) -> bool | None:
         return True
     if text in ("false", "0", "no", "not read"):
         return False
-    raise ExchangeError(f"{value!r} is not yes/no", row=row, field=field)
+    raise ExchangeError(f"{shown(value)} is not yes/no", row=row, field=field)
 
 
-def _int(value: Any, *, row: int, field: str, required: bool = True) -> int | None:
+def _int(
+    value: Any, *, row: int, field: str, required: bool = True, maximum: int = 32767
+) -> int | None:
     if value in ("", None):
         if required:
             raise ExchangeError("missing", row=row, field=field)
         return None
     try:
-        number = int(str(value).strip())
+        text = str(value).strip()
+        if not _WHOLE.fullmatch(text):  # int() takes "٣", "1_0" and 4,300 digits
+            raise ValueError(text)
+        number = int(text)
     except ValueError:
-        raise ExchangeError(f"{value!r} is not a whole number", row=row, field=field) from None
+        raise ExchangeError(f"{shown(value)} is not a whole number", row=row, field=field) from None
     if number < 0:
         raise ExchangeError("must not be negative", row=row, field=field)
+    if number > maximum:
+        raise ExchangeError(f"must be at most {maximum:,}", row=row, field=field)
     return number
 
 
 def _when(value: Any, *, row: int, field: str) -> datetime | None:
     if value in ("", None):
         return None
-    parsed = parse_datetime(str(value).strip())
+    try:
+        parsed = parse_datetime(str(value).strip())
+    except ValueError:  # well formed, but not a date (month 13)
+        parsed = None
     if parsed is None:
-        raise ExchangeError(f"{value!r} is not an ISO date and time", row=row, field=field)
+        raise ExchangeError(f"{shown(value)} is not an ISO date and time", row=row, field=field)
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
 
 
@@ -201,7 +316,7 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
                 raise ExchangeError("missing", row=n, field=field)
         key = str(raw["item"]).strip()
         if key not in items:
-            raise ExchangeError(f"{key!r} is not an item of this study", row=n, field="item")
+            raise ExchangeError(f"{shown(key)} is not an item of this study", row=n, field="item")
         item, question = items[key]
         round_ = _int(raw["round"], row=n, field="round")
         if round_ not in (1, 2) or (round_ == 2 and question is not None):
@@ -222,6 +337,14 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
         label = str(raw["participant"]).strip()
         if label[:1] == "'" and label[1:2] in FORMULA_STARTS:  # our CSV writer's guard
             label = label[1:]
+        if len(label) > MAX_LABEL:
+            raise ExchangeError(
+                f"at most {MAX_LABEL} characters (this one has {len(label):,})",
+                row=n,
+                field="participant",
+            )
+        if any(ord(c) < 32 for c in label):
+            raise ExchangeError("holds a control character", row=n, field="participant")
         participant = people.get(label)
         if participant is None:
             participant = Participant.objects.create(
@@ -273,14 +396,17 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
                 "a revision needs the first answer (round 1) before it", row=n, field="round"
             )
         answered = _when(raw.get("answered_at"), row=n, field="answered_at") or now
-        ms = _int(raw.get("ms"), row=n, field="ms", required=False) or 0
+        ms = _int(raw.get("ms"), row=n, field="ms", required=False, maximum=MAX_MS) or 0
         shown_at = _when(raw.get("shown_at"), row=n, field="shown_at") or answered
         first = ChoiceAnswer.objects.filter(assignment=assignment, round=1).first()
         gold = 0 if question is None else cs.dyntom_gold_index(question)
         ChoiceAnswer.objects.create(
             **lookup,
             option=option,
-            shown=_int(raw.get("shown"), row=n, field="shown", required=False) or option,
+            shown=_int(
+                raw.get("shown"), row=n, field="shown", required=False, maximum=n_options - 1
+            )
+            or option,
             kept=(first.option == option) if (round_ == 2 and first) else None,
             shown_at=shown_at,
             answered_at=answered,

@@ -99,6 +99,7 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
             study_item__study=study, status=Assignment.Status.SUBMITTED
         ).count(),
         "n_needed": items.count() * (2 if study.benchmark == cs.CHARTOM else study.overlap),
+        "n_no_work": sum(selectors.participant_has_no_work(p) for p in participants),
         "texts_form": StudyTextsForm(
             initial={"instructions": study.instructions, "consent": study.consent}
         ),
@@ -228,7 +229,12 @@ def responses(request: HttpRequest, study: Study) -> HttpResponse:
     return render(
         request,
         "studies/choice_responses.html",
-        {"study": study, "page": page, "rows": rows},
+        {
+            "study": study,
+            "page": page,
+            "rows": rows,
+            "n_no_work": selectors.study_no_work_count(study),
+        },
     )
 
 
@@ -260,20 +266,35 @@ def export(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
 @require_POST
 @researcher_required
 def import_(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Responses from a CSV or JSON file; a refused file is the study page again with
+    the reason (413 over the size limit, 422 for a bad row, 400 without a file)."""
     study = _choice_study(study_id)
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a CSV or JSON file of responses to import.")
-        return redirect("studies:detail", study_id=study.pk)
+        return _refused(request, study, 400)
+    name = (upload.name or "upload")[:100]
     try:
-        rows = choice_exchange.rows_parse(upload.read(), filename=upload.name)
+        # The size is checked before anything is read (choice_exchange.upload_read).
+        data = choice_exchange.upload_read(upload)
+        rows = choice_exchange.rows_parse(data, filename=name)
         result = choice_exchange.rows_import(study=study, rows=rows)
+    except choice_exchange.FileTooLarge as exc:
+        messages.error(request, f"{name}: {exc}. Nothing was imported.")
+        return _refused(request, study, 413)
     except StudyError as exc:
-        messages.error(request, f"{upload.name}: {exc}. Nothing was imported.")
-    else:
-        messages.success(
-            request,
-            f"{upload.name}: {result.created} picks created, {result.unchanged} unchanged, "
-            f"{result.participants_created} new participants.",
-        )
+        messages.error(request, f"{name}: {exc}. Nothing was imported.")
+        return _refused(request, study, 422)
+    messages.success(
+        request,
+        f"{name}: {result.created} picks created, {result.unchanged} unchanged, "
+        f"{result.participants_created} new participants.",
+    )
     return redirect("studies:detail", study_id=study.pk)
+
+
+def _refused(request: HttpRequest, study: Study, status: int) -> HttpResponse:
+    """The study page with the error message just added, answering ``status``."""
+    response = detail(request, study)
+    response.status_code = status
+    return response

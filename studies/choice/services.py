@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import secrets
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +44,7 @@ from ..models import (
     StudyWork,
     WorkSession,
 )
+from ..participation.recruitment import participant_no_work_record
 from ..participation.services import check_active
 from .design import Design, Slot, design_compute
 
@@ -216,6 +217,12 @@ def books_declare(*, participant: Participant, read_work_ids: set[int]) -> list[
 
     The first declaration stands (a replay or a second tab changes nothing). When the
     design is already applied, this is a late joiner: the design is rebalanced at once.
+
+    Someone who has read every book or none cannot be given as many questions about
+    books they have read as about books they have not, so the design has nothing for
+    them: that declaration is refused, recorded in the ledger as "no work available"
+    (with which of the two) and no session is made; the participant is told why and
+    gets no completion code. Returns no sessions then.
     """
     check_active(participant)
     study = participant.study
@@ -223,8 +230,17 @@ def books_declare(*, participant: Participant, read_work_ids: set[int]) -> list[
     if unknown := set(read_work_ids) - {sw.work_id for sw in study_works}:
         raise StudyError(f"not books of this study: {sorted(unknown)}")
     with transaction.atomic():
+        # One declaration at a time per participant (two tabs, a double click).
+        locked = Participant.objects.select_for_update().get(pk=participant.pk)
         if WorkSession.objects.filter(participant=participant).exists():
             return list(participant.work_sessions.all())
+        if locked.no_work_reason:
+            return []
+        read_all = len(set(read_work_ids)) == len(study_works)
+        if read_all or not read_work_ids:
+            reason = Participant.NoWork.READ_ALL if read_all else Participant.NoWork.READ_NONE
+            participant_no_work_record(participant=participant, reason=reason)
+            return []
         sessions = []
         for sw in study_works:
             read = sw.work_id in read_work_ids
@@ -257,6 +273,8 @@ class DesignView:
     declared: dict[int, set[int]]  # participant id -> ids of the books read
     waiting: list[Participant]  # consented or invited, no declaration yet
     items: dict[int, StudyItem]  # qa_item id -> study item
+    # Declared every book or none: refused, told there is no work for them.
+    refused: list[Participant] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         counts = self.design.counts(self.fixed)
@@ -323,8 +341,18 @@ def _design(study: Study) -> DesignView:
         fixed=fixed,
         seed=study.seed,
     )
-    waiting = list(active.exclude(pk__in=list(participants)).order_by("created_at"))
-    return DesignView(design, fixed, participants, books, dict(declared), waiting, items)
+    undeclared = active.exclude(pk__in=list(participants)).order_by("created_at")
+    refused = [Participant.NoWork.READ_ALL, Participant.NoWork.READ_NONE]
+    return DesignView(
+        design,
+        fixed,
+        participants,
+        books,
+        dict(declared),
+        list(undeclared.exclude(no_work_reason__in=refused)),
+        items,
+        list(undeclared.filter(no_work_reason__in=refused)),
+    )
 
 
 def _started() -> Q:

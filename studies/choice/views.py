@@ -79,6 +79,8 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
     assignment = _next_open(participant)
     if study.benchmark == cs.CHARTOM:
         if not participant.work_sessions.exists():
+            if participant.no_work_reason:  # declared every book or none: refused
+                return participant_views.no_work(request, participant, participant.no_work_reason)
             if study.status != Study.Status.LIVE:
                 return _done(request, participant)
             works = StudyWork.objects.filter(study=study).select_related("work")
@@ -166,7 +168,19 @@ def _stage(request, participant: Participant, assignment: Assignment, **extra) -
     return render(request, STAGE_PAGE, context, status=extra.get("status", 200))
 
 
+def _no_work_reason(participant: Participant) -> str:
+    study = participant.study
+    if study.status != Study.Status.LIVE:
+        return Participant.NoWork.CLOSED
+    if study.benchmark == cs.CHARTOM and participant.work_sessions.exists():
+        return Participant.NoWork.DESIGN_FULL
+    return Participant.NoWork.ALL_TAKEN
+
+
 def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
+    if not participant.assignments.filter(status=Assignment.Status.SUBMITTED).exists():
+        # Nothing answered and nothing left: no completion code for no work.
+        return participant_views.no_work(request, participant, _no_work_reason(participant))
     # The exit questionnaire, when the study has one, comes before the last page.
     screen = participant_views.interstitial(request, participant, NextStep("done"))
     if screen is not None:

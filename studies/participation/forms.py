@@ -33,6 +33,14 @@ class RunningForm(forms.Form):
     completion_url = forms.URLField(
         label="Completion URL", max_length=500, required=False, assume_scheme="https"
     )
+    no_work_url = forms.URLField(
+        label="Return URL for no work",
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        help_text="where a participant with nothing to answer goes back to, e.g. the platform's "
+        "'screened out' URL; blank: the completion URL's site, without its path and code",
+    )
     public_cap = NumberField(
         label="Places on the public link",
         min_value=0,
@@ -87,6 +95,7 @@ class RunningForm(forms.Form):
         "param_session",
         "completion_code",
         "completion_url",
+        "no_work_url",
         "minutes_estimate",
         "session_cap",
         "idle_timeout_minutes",
@@ -102,6 +111,17 @@ class RunningForm(forms.Form):
         initial["public_cap"] = study.public_cap
         initial["exit_questions"] = exit_questions_text(study.exit_questions)
         return cls(initial=initial)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        url, code = data.get("no_work_url") or "", data.get("completion_code") or ""
+        if url and (url == data.get("completion_url") or (code and code in url)):
+            self.add_error(
+                "no_work_url",
+                "must not be the completion URL or carry the completion code: "
+                "it is for participants who answered nothing",
+            )
+        return data
 
     def clean_exit_questions(self) -> list[dict[str, Any]]:
         try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from statistics import median
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.core.cache import cache
 from django.db import transaction
@@ -35,6 +36,7 @@ from .signals import participant_withdrawn
 PLATFORM_KEYS = ("participant", "study", "session")
 MAX_PLATFORM_ID = 200
 MAX_CSV_INVITES = 2000
+MAX_CSV_INVITE_BYTES = 5_000_000
 # A scene takes about this long when no rater has finished one yet (the Friends demo).
 DEFAULT_SCENE_MINUTES = 1.5
 MAX_EXIT_ANSWER = 500
@@ -43,8 +45,17 @@ MAX_EXIT_ANSWER = 500
 # -- links ----------------------------------------------------------------------------
 
 
+class BadPlatformId(StudyError):
+    """A platform id on the link that cannot be stored (a NUL or another control character)."""
+
+
 def platform_ids_from(study: Study, params: dict[str, str]) -> dict[str, str]:
-    """The platform's ids in ``params`` under the study's parameter names (absent: left out)."""
+    """The platform's ids in ``params`` under the study's parameter names (absent: left out).
+
+    An id with a control character is refused (:class:`BadPlatformId`): no platform
+    writes one, and PostgreSQL cannot store a NUL in a JSON value or compare with one,
+    so it would otherwise end as a server error before anyone has logged in.
+    """
     names = {
         "participant": study.param_participant,
         "study": study.param_study,
@@ -53,6 +64,11 @@ def platform_ids_from(study: Study, params: dict[str, str]) -> dict[str, str]:
     found = {}
     for key, name in names.items():
         value = (params.get(name) or "").strip() if name else ""
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise BadPlatformId(
+                f"the link's {name} parameter holds a control character; "
+                "open the link exactly as the study platform gave it"
+            )
         if value:
             found[key] = value[:MAX_PLATFORM_ID]
     return found
@@ -78,6 +94,29 @@ def public_link_set(*, study: Study, cap: int) -> Study:
         fields.append("public_token")
     study.save(update_fields=fields)
     return study
+
+
+def public_link_check(*, study: Study, params: dict[str, str]) -> Participant | None:
+    """What the public link's page offers, without writing anything.
+
+    The participant the platform id already has (to resume), or None when a new place
+    can be taken; :class:`StudyError` when it cannot (no link, not live, full, a bad id).
+    """
+    if not study.public_cap or not study.public_token:
+        raise StudyError("this study has no public link")
+    ids = platform_ids_from(study, params)
+    if ids.get("participant"):
+        existing = Participant.objects.filter(
+            study=study, platform_ids__participant=ids["participant"]
+        ).first()
+        if existing is not None:
+            return existing
+    if study.status != Study.Status.LIVE:
+        raise StudyError(f"this study is {study.get_status_display()} and takes no one new")
+    taken = Participant.objects.filter(study=study, via_public_link=True).count()
+    if taken >= study.public_cap:
+        raise StudyError("this study is full: every place has been taken. Thank you")
+    return None
 
 
 def public_participant(*, study: Study, params: dict[str, str]) -> Participant:
@@ -116,25 +155,33 @@ def invites_from_csv(*, study: Study, data: bytes) -> list[Participant]:
     """One invite per row of a CSV with a ``label`` column (other columns are ignored).
 
     All or nothing: an unreadable file, a missing column or an over-long label names
-    the row and creates no link.
+    the row and creates no link. ``data`` is read with at most one byte past
+    ``MAX_CSV_INVITE_BYTES``, so a longer file is refused, never cut short.
     """
+    if len(data) > MAX_CSV_INVITE_BYTES:
+        raise StudyError(f"the CSV file is over {MAX_CSV_INVITE_BYTES:,} bytes")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise StudyError("the CSV file is not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text))
-    columns = [c.strip().casefold() for c in reader.fieldnames or []]
-    if "label" not in columns:
-        raise StudyError("the CSV file needs a 'label' column (one row per invite)")
-    key = (reader.fieldnames or [])[columns.index("label")]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     labels = []
-    for number, row in enumerate(reader, start=2):
-        label = (row.get(key) or "").strip()
-        if not label:
-            raise StudyError(f"row {number}: the label is empty")
-        if len(label) > 200:
-            raise StudyError(f"row {number}: the label is over 200 characters")
-        labels.append(label)
+    try:
+        columns = [c.strip().casefold() for c in reader.fieldnames or []]
+        if "label" not in columns:
+            raise StudyError("the CSV file needs a 'label' column (one row per invite)")
+        key = (reader.fieldnames or [])[columns.index("label")]
+        for number, row in enumerate(reader, start=2):
+            label = (row.get(key) or "").strip()
+            if not label:
+                raise StudyError(f"row {number}: the label is empty")
+            if len(label) > 200:
+                raise StudyError(f"row {number}: the label is over 200 characters")
+            if any(ord(c) < 32 for c in label):
+                raise StudyError(f"row {number}: the label holds a control character")
+            labels.append(label)
+    except csv.Error as exc:  # a value over the CSV reader's limit, a stray quote
+        raise StudyError(f"line {reader.line_num}: malformed CSV ({exc})") from None
     if not labels:
         raise StudyError("the CSV file has no rows")
     if len(labels) > MAX_CSV_INVITES:
@@ -218,6 +265,33 @@ def participant_data_withdraw(*, participant: Participant) -> Participant:
     participant.refresh_from_db()
     participant_withdrawn.send(sender=Participant, participant=participant)
     return participant
+
+
+def participant_no_work_record(*, participant: Participant, reason: str) -> Participant:
+    """The ledger's "no work available": the participant was told there is nothing for
+    them to answer, and so gets no completion code. The first time and reason stand."""
+    if reason not in Participant.NoWork.values:
+        raise ValueError(f"unknown reason {reason!r}; expected one of {Participant.NoWork.values}")
+    Participant.objects.filter(pk=participant.pk, no_work_at__isnull=True).update(
+        no_work_at=timezone.now(), no_work_reason=reason
+    )
+    participant.refresh_from_db(fields=["no_work_at", "no_work_reason"])
+    return participant
+
+
+def no_work_return_url(study: Study) -> str:
+    """Where a participant with nothing to answer goes back to the platform.
+
+    The study's own "no work" URL, else the completion URL's site without its path and
+    query (which may carry the completion code: Prolific's ``?cc=``), else none.
+    """
+    if study.no_work_url:
+        return study.no_work_url
+    if study.completion_url:
+        parts = urlsplit(study.completion_url)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    return ""
 
 
 # -- what a participant is told before and after ------------------------------------------

@@ -63,7 +63,8 @@ def study_invite_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     else:
         upload = form.cleaned_data["file"]
         try:
-            created = recruitment.invites_from_csv(study=study, data=upload.read(5_000_001))
+            data = upload.read(recruitment.MAX_CSV_INVITE_BYTES + 1)
+            created = recruitment.invites_from_csv(study=study, data=data)
         except StudyError as exc:
             messages.error(request, f"{upload.name}: {exc}.")
         else:

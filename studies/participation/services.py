@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.roles import RATER, has_role
@@ -32,14 +33,9 @@ class JoinRefused(StudyError):
     """This account may not join this study (the message says why)."""
 
 
-def participant_for_user(*, study: Study, user) -> Participant:
-    """The logged-in rater's participation (created on first visit).
-
-    Who may join: anyone holding an invite link (that is ``participants_invite``, not
-    this); an account joins only if it has the rater role and the study is open to
-    joining (``Study.open_join``), live or paused, and not imported annotations.
-    An account that already takes part always gets its participation back.
-    """
+def participant_join_check(*, study: Study, user) -> Participant | None:
+    """What the join page offers, without writing anything: the account's participation
+    if it has one, None if it may join, :class:`JoinRefused` (saying why) if not."""
     existing = Participant.objects.filter(study=study, user=user).first()
     if existing is not None:
         return existing
@@ -49,6 +45,20 @@ def participant_for_user(*, study: Study, user) -> Participant:
         raise JoinRefused("this study is by invitation only: use the link you were sent")
     if study.status not in (Study.Status.LIVE, Study.Status.PAUSED):
         raise JoinRefused(f"this study is {study.get_status_display()}: it takes no new raters")
+    return None
+
+
+def participant_for_user(*, study: Study, user) -> Participant:
+    """The logged-in rater's participation (created on first visit).
+
+    Who may join: anyone holding an invite link (that is ``participants_invite``, not
+    this); an account joins only if it has the rater role and the study is open to
+    joining (``Study.open_join``), live or paused, and not imported annotations.
+    An account that already takes part always gets its participation back.
+    """
+    existing = participant_join_check(study=study, user=user)
+    if existing is not None:
+        return existing
     try:
         with transaction.atomic():
             participant, _ = Participant.objects.get_or_create(
@@ -69,6 +79,15 @@ def participant_withdraw(*, participant: Participant) -> Participant:
     participant.refresh_from_db()
     participant_withdrawn.send(sender=Participant, participant=participant)
     return participant
+
+
+def participant_report_jobs_rebuilt_record(*, participant: Participant, jobs: int) -> None:
+    """The ledger's note that, after this participant's withdrawal, ``jobs`` stored
+    report results that could hold their rows were deleted and queued to be built
+    again (called by the reports app's receiver of ``participant_withdrawn``)."""
+    Participant.objects.filter(pk=participant.pk).update(
+        report_jobs_rebuilt_at=timezone.now(), report_jobs_rebuilt=F("report_jobs_rebuilt") + jobs
+    )
 
 
 def check_active(participant: Participant) -> None:

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from ..errors import StudyError, SubmitIncomplete
 from ..models import Assignment, Participant, Study, StudyItem
@@ -25,6 +25,8 @@ from . import recruitment
 from .recruitment import study_work_has_history
 
 MESSAGE_PAGE = "studies/rater_message.html"
+JOIN_PAGE = "studies/rater_join.html"
+NO_WORK_PAGE = "studies/rater_no_work.html"
 MASK_CODE = re.compile(r"^P\d{1,3}$")
 PROBLEMS = {
     "missing": "choose a character for every masked speaker first",
@@ -146,18 +148,79 @@ def submit_refused(participant: Participant, exc: StudyError) -> HttpResponse:
 # -- views --------------------------------------------------------------------------------
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def public_join(request: HttpRequest, public_token: str) -> HttpResponse:
     """The study's public link: a participant per arrival (the same one for the same
-    platform id), up to the cap; then on to their own address."""
+    platform id), up to the cap; then on to their own address.
+
+    GET writes nothing: it resumes a platform id that already has a participant, and
+    otherwise shows a page whose Join button POSTs (with the CSRF token) to this same
+    address and query string, which carries the platform's ids.
+    """
     study = Study.objects.filter(public_token=public_token).first()
     if study is None or not study.public_cap:
         raise Http404("no such page")
     try:
-        participant = recruitment.public_participant(study=study, params=request.GET)
+        if request.method == "POST":
+            participant = recruitment.public_participant(study=study, params=request.GET)
+        else:
+            participant = recruitment.public_link_check(study=study, params=request.GET)
+    except recruitment.BadPlatformId as exc:
+        return _message(request, "This link is not valid", f"Sorry: {exc}.", status=400)
     except StudyError as exc:
         return _message(request, "Sorry", f"{exc}.", status=403, study=study)
-    return _start(participant)
+    if participant is not None:
+        return _start(participant)
+    context = {
+        "study": study,
+        "action": request.get_full_path(),
+        "estimate": recruitment.study_estimate(study=study),
+    }
+    return render(request, JOIN_PAGE, context)
+
+
+def join_page(request: HttpRequest, study: Study, *, action: str) -> HttpResponse:
+    """The page whose Join button POSTs to ``action`` (``scene.views.join`` too)."""
+    return render(request, JOIN_PAGE, {"study": study, "action": action})
+
+
+NO_WORK_TEXT = {
+    Participant.NoWork.READ_ALL: (
+        "You have read every book in this study. The study compares answers from people "
+        "who have read a book with answers from people who have not, and gives each person "
+        "as many questions of one kind as of the other, so it has no questions for someone "
+        "who has read all of its books."
+    ),
+    Participant.NoWork.READ_NONE: (
+        "You have not read any of the books in this study. The study compares answers from "
+        "people who have read a book with answers from people who have not, and gives each "
+        "person as many questions of one kind as of the other, so it has no questions for "
+        "someone who has read none of its books."
+    ),
+    Participant.NoWork.DESIGN_FULL: (
+        "Every question that keeps the study's balance between people who have read a book "
+        "and people who have not has already been given to someone else."
+    ),
+    Participant.NoWork.ALL_TAKEN: (
+        "Everything in this study already has all the participants it needs."
+    ),
+    Participant.NoWork.CLOSED: "This study is closed and takes no more answers.",
+}
+
+
+def no_work(request: HttpRequest, participant: Participant, reason: str) -> HttpResponse:
+    """The last page of a participant with nothing to answer: why, and the way back to
+    the platform, but no completion code. Recorded in the ledger while the study is live."""
+    study = participant.study
+    if study.status == Study.Status.LIVE:
+        recruitment.participant_no_work_record(participant=participant, reason=reason)
+    context = {
+        "participant": participant,
+        "study": study,
+        "explanation": NO_WORK_TEXT[Participant.NoWork(reason)],
+        "return_url": recruitment.no_work_return_url(study),
+    }
+    return render(request, NO_WORK_PAGE, context)
 
 
 @require_POST

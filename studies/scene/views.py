@@ -27,7 +27,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from benchmarks.models import Scene
 from common.request_params import BadNumber, optional_number, parse_number
@@ -374,6 +374,14 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
 
 
 def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse:
+    if not participant.assignments.filter(status=Assignment.Status.SUBMITTED).exists():
+        # Nothing answered and nothing left: no completion code for no work.
+        reason = (
+            Participant.NoWork.ALL_TAKEN
+            if participant.study.status == Study.Status.LIVE
+            else Participant.NoWork.CLOSED
+        )
+        return participant_views.no_work(request, participant, reason)
     # A closed study sends an unfinished rater here too; "at_end" still waits for the
     # rater's own end, so the score and the gold are shown only when that is reached.
     revealed = scene_services.participant_reveal_allowed(participant=participant)
@@ -398,19 +406,29 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
 # -- views ----------------------------------------------------------------------------
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @login_required
 def join(request: HttpRequest, study_id: int) -> HttpResponse:
     """A logged-in rater's entry: their participation, then their own invite URL.
 
     Who may join is decided by ``participation_services.participant_for_user``; anyone else gets a
-    403 that says why (a draft study is not found at all).
+    403 that says why (a draft study is not found at all). Joining is a POST with the
+    CSRF token: a GET only resumes an existing participation or shows the Join button.
     """
     study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), pk=study_id)
     try:
-        participant = participation_services.participant_for_user(study=study, user=request.user)
+        if request.method == "POST":
+            participant = participation_services.participant_for_user(
+                study=study, user=request.user
+            )
+        else:
+            participant = participation_services.participant_join_check(
+                study=study, user=request.user
+            )
     except participation_services.JoinRefused as exc:
         return _message(request, "You cannot join this study", f"Sorry: {exc}.", status=403)
+    if participant is None:
+        return participant_views.join_page(request, study, action=request.path)
     return redirect("rater:start", token=participant.token)
 
 
@@ -437,7 +455,10 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
     participant = _participant(token)
     study = participant.study
     if request.GET:  # a recruiting platform's ids on the invite link
-        recruitment.platform_ids_capture(participant=participant, params=request.GET)
+        try:
+            recruitment.platform_ids_capture(participant=participant, params=request.GET)
+        except recruitment.BadPlatformId as exc:
+            return _message(request, "This link is not valid", f"Sorry: {exc}.", status=400)
     if (last_page := participant_views.ended(request, participant)) is not None:
         return last_page
     if participant.withdrawn_at is not None:

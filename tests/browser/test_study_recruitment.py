@@ -105,6 +105,11 @@ def test_recruited_participant_from_the_public_link_to_the_completion_url(
         f"{live_server.url}/s/p/{live_study.public_token}/"
         "?PROLIFIC_PID=pp-123&STUDY_ID=st-9&SESSION_ID=se-77"
     )
+    # The link itself joins nobody: its page has the Join button (a POST with CSRF).
+    expect(page.get_by_role("heading", name=f"Join “{live_study.name}”")).to_be_visible()
+    assert not Participant.objects.filter(study=live_study).exists()
+    both_widths(page, screenshot, "recruit-0-join")
+    page.get_by_role("button", name="Join the study").click()
     expect(page.get_by_role("heading", name="Welcome to the study")).to_be_visible()
     expect(page.get_by_test_id("estimate")).to_have_text(
         re.compile(r"About \d+ minutes?, for at most 1 scene\.")

@@ -1,9 +1,10 @@
-"""Who may join a study (issue 10, item 6).
+"""Who may join a study (issue 10, item 6), and how (issue 26, item 11).
 
 Invite links always work (tested with the rater pages). Through ``/s/join/<id>/`` an
 account joins only with the rater role and only a study its researcher opened to
 rater accounts (``open_join``); before, any logged-in account, an annotator included,
-could join any live study.
+could join any live study. Joining is a POST with the CSRF token: a GET shows the
+Join button (or resumes a participation that exists) and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _join(client, study: Study):
-    return client.get(reverse("rater:join", kwargs={"study_id": study.pk}))
+    return client.post(reverse("rater:join", kwargs={"study_id": study.pk}))
 
 
 @pytest.fixture
@@ -80,3 +81,50 @@ def test_the_command_sets_who_may_join(friends):
     call_command("create_study", "--work", "friends", "--name", "closed")
     assert Study.objects.get(name="open").open_join is True
     assert Study.objects.get(name="closed").open_join is False
+
+
+def test_a_plain_get_joins_nobody_and_the_join_button_needs_the_csrf_token(open_study, rater):
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(rater)
+    join = reverse("rater:join", kwargs={"study_id": open_study.pk})
+    page = browser.get(join)
+    assert page.status_code == 200 and not Participant.objects.exists()
+    html = page.content.decode()
+    assert f'<form method="post" action="{join}"' in html and "Join the study</button>" in html
+    token = page.cookies["csrftoken"].value
+    assert browser.post(join).status_code == 403  # no CSRF token: refused
+    assert not Participant.objects.exists()
+    joined = browser.post(join, {"csrfmiddlewaretoken": token})
+    participant = Participant.objects.get(study=open_study, user=rater)
+    assert joined.url == reverse("rater:start", kwargs={"token": participant.token})
+    # Once joined, the old GET link resumes the participation directly (no write).
+    assert browser.get(join).url == joined.url
+    assert Participant.objects.count() == 1
+
+
+def test_a_get_says_why_an_account_cannot_join(client, live_study, rater):
+    client.force_login(rater)
+    response = client.get(reverse("rater:join", kwargs={"study_id": live_study.pk}))
+    assert response.status_code == 403 and b"by invitation only" in response.content
+
+
+def test_the_public_link_joins_only_on_a_post_with_the_csrf_token(live_study):
+    from django.test import Client
+
+    from studies.participation import recruitment
+
+    recruitment.public_link_set(study=live_study, cap=3)
+    browser = Client(enforce_csrf_checks=True)  # anonymous, as a platform's participant
+    link = reverse("rater:public", args=[live_study.public_token]) + "?PROLIFIC_PID=pp-1"
+    page = browser.get(link)
+    assert page.status_code == 200 and not Participant.objects.exists()
+    assert f'<form method="post" action="{link}"' in page.content.decode()
+    assert browser.post(link).status_code == 403  # a cross-site POST: no token
+    assert not Participant.objects.exists()
+    joined = browser.post(link, {"csrfmiddlewaretoken": page.cookies["csrftoken"].value})
+    participant = Participant.objects.get(study=live_study)
+    assert participant.platform_ids == {"participant": "pp-1"} and participant.via_public_link
+    assert joined.url == reverse("rater:start", kwargs={"token": participant.token})
+    assert browser.get(link).url == joined.url  # the old link resumes, writing nothing

@@ -491,15 +491,19 @@ def test_a_logged_in_rater_joins_and_lands_on_their_own_link(client, live_study,
     join = reverse("rater:join", kwargs={"study_id": live_study.pk})
     assert "/accounts/login/" in client.get(join).url
     client.force_login(rater)
-    response = client.get(join)
+    assert client.get(join).status_code == 200  # the Join button; nobody joined yet
+    assert not Participant.objects.filter(user=rater).exists()
+    response = client.post(join)
     participant = Participant.objects.get(study=live_study, user=rater)
     assert response.status_code == 302 and response.url == url("start", participant)
-    assert client.get(join).url == response.url  # the same participation again
+    assert client.post(join).url == response.url  # the same participation again
+    assert client.get(join).url == response.url
     assert Participant.objects.filter(user=rater).count() == 1
     draft = services.study_create(
         name="draft", benchmark="tvshowguess", works=[live_study.study_works.get().work]
     )
     assert client.get(reverse("rater:join", kwargs={"study_id": draft.pk})).status_code == 404
+    assert client.post(reverse("rater:join", kwargs={"study_id": draft.pk})).status_code == 404
 
 
 def test_familiarity_needs_a_yes_or_no_and_a_work_of_this_study(client, live_study, friends):

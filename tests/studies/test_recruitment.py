@@ -47,12 +47,17 @@ def test_invite_link_stores_the_platform_ids_once(client, live_study):
 def test_public_link_caps_places_and_resumes_by_platform_id(client, live_study):
     recruitment.public_link_set(study=live_study, cap=2)
     public = reverse("rater:public", args=[live_study.public_token])
-    first = client.get(public + "?PROLIFIC_PID=p1")
-    again = client.get(public + "?PROLIFIC_PID=p1")
+    page = client.get(public + "?PROLIFIC_PID=p1")  # a plain GET joins nobody
+    assert page.status_code == 200 and not Participant.objects.filter(study=live_study).exists()
+    assert f'action="{public}?PROLIFIC_PID=p1"' in page.content.decode()
+    first = client.post(public + "?PROLIFIC_PID=p1")
+    again = client.post(public + "?PROLIFIC_PID=p1")
     assert first.status_code == 302 and again.url == first.url
-    assert client.get(public).status_code == 302  # no id: a place all the same
-    full = client.get(public + "?PROLIFIC_PID=p3")
+    assert client.get(public + "?PROLIFIC_PID=p1").url == first.url  # a GET resumes
+    assert client.post(public).status_code == 302  # no id: a place all the same
+    full = client.post(public + "?PROLIFIC_PID=p3")
     assert full.status_code == 403 and b"this study is full" in full.content
+    assert client.get(public + "?PROLIFIC_PID=p3").status_code == 403
     assert Participant.objects.filter(study=live_study, via_public_link=True).count() == 2
     recruitment.public_link_set(study=live_study, cap=0)
     assert client.get(public + "?PROLIFIC_PID=p1").status_code == 404
