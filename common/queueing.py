@@ -68,10 +68,23 @@ def _worker_id() -> str:
 
 
 def queued_job_take(job_id: int) -> bool:
-    """Claim the envelope for this process; False when another delivery took it."""
+    """Claim the envelope for this process; False when another delivery has it.
+
+    An envelope taken by a process that died on this host, unfinished, is taken over:
+    the broker's redelivery of a killed pool process's message then runs at once
+    rather than waiting for the sweep.
+    """
+    now = timezone.now()
+    if QueuedJob.objects.filter(pk=job_id, taken_at__isnull=True).update(
+        taken_at=now, taken_by=_worker_id()
+    ):
+        return True
+    row = QueuedJob.objects.filter(pk=job_id, finished_at__isnull=True).first()
+    if row is None or not row.taken_by or not _dead_on_this_host(row.taken_by):
+        return False
     return bool(
-        QueuedJob.objects.filter(pk=job_id, taken_at__isnull=True).update(
-            taken_at=timezone.now(), taken_by=_worker_id()
+        QueuedJob.objects.filter(pk=job_id, taken_by=row.taken_by, finished_at__isnull=True).update(
+            taken_at=now, taken_by=_worker_id()
         )
     )
 

@@ -132,3 +132,21 @@ def test_job_page_says_no_worker_has_taken_it_and_researchers_requeue(
     response = client.post(url, follow=True)
     assert "already taken" in response.content.decode()
     assert QueuedJob.objects.get(pk=envelope.pk).sends == 3
+
+
+def test_a_redelivery_takes_over_from_a_dead_taker_on_this_host():
+    envelope = queued_job_create(REPORT_TASK_NAME, (1,))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    QueuedJob.objects.filter(pk=envelope.pk).update(
+        taken_at=timezone.now(), taken_by=f"{socket.gethostname()}:{gone.pid}"
+    )
+    assert queued_job_take(envelope.pk) is True
+    envelope.refresh_from_db()
+    assert envelope.taken_by == f"{socket.gethostname()}:{os.getpid()}"
+    # A live taker (this process) keeps it; a finished one is never taken again.
+    assert queued_job_take(envelope.pk) is False
+    QueuedJob.objects.filter(pk=envelope.pk).update(
+        taken_by=f"{socket.gethostname()}:{gone.pid}", finished_at=timezone.now()
+    )
+    assert queued_job_take(envelope.pk) is False
