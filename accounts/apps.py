@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.contrib.auth.signals import user_login_failed
+from django.core import checks
 from django.db.models.signals import post_migrate
 
 
@@ -9,18 +9,15 @@ def _ensure_roles(sender, **kwargs) -> None:
     roles_ensure()
 
 
-def _count_failed_login(sender, credentials: dict, request=None, **kwargs) -> None:
-    from .throttling import login_failure_record
-
-    login_failure_record(request, credentials.get("username"))
-
-
 class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "accounts"
 
     def ready(self) -> None:
+        from .throttling import cache_check
+
         # Role groups exist on every database, test databases included.
         post_migrate.connect(_ensure_roles, sender=self)
-        # Every failed password, whatever the path (page, admin, API), feeds the throttle.
-        user_login_failed.connect(_count_failed_login, dispatch_uid="tomlab-throttle")
+        # Failed passwords are counted by the authentication backend itself, which
+        # takes a place under the throttle's limits before it checks one.
+        checks.register(cache_check, checks.Tags.security)

@@ -6,17 +6,25 @@ from __future__ import annotations
 
 from drf_spectacular.authentication import BasicScheme
 from rest_framework.authentication import BasicAuthentication
-from rest_framework.exceptions import Throttled
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 
-from .throttling import login_blocked, login_blocked_message, login_retry_after_s
+from .throttling import login_blocked, login_blocked_message, login_refused, login_retry_after_s
 
 
 class ThrottledBasicAuthentication(BasicAuthentication):
     def authenticate_credentials(self, userid, password, request=None):
         if login_blocked(request, userid):
             raise Throttled(wait=login_retry_after_s(), detail=login_blocked_message())
-        # A wrong password fails in authenticate(), whose user_login_failed signal counts it.
-        return super().authenticate_credentials(userid, password, request)
+        # authenticate() checks the password only with a place under the limits (a
+        # wrong one keeps it); several requests at once may pass the check above.
+        try:
+            return super().authenticate_credentials(userid, password, request)
+        except AuthenticationFailed:
+            if login_refused(request):
+                raise Throttled(
+                    wait=login_retry_after_s(), detail=login_blocked_message()
+                ) from None
+            raise
 
 
 class ThrottledBasicScheme(BasicScheme):

@@ -1,5 +1,6 @@
-"""Authentication backend: Django's own, refusing user names and addresses that are
-locked out for failed passwords (``accounts.throttling``), the right password included.
+"""Authentication backend: Django's own, checking a password only when the throttle
+gives the attempt a place under the limits (``accounts.throttling``), so a locked-out
+user name or address is refused, the right password included.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from .throttling import login_blocked
+from .throttling import login_attempt_begin, login_attempt_release
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -24,8 +25,17 @@ class ThrottledModelBackend(ModelBackend):
     ):
         if username is None:
             username = kwargs.get(get_user_model().USERNAME_FIELD)
-        if login_blocked(request, username):
-            # PermissionDenied stops authenticate() at once (no other backend is tried)
-            # and still sends user_login_failed, so the attempt counts as well.
+        if username is None or password is None:
+            return None  # ModelBackend's answer too; nothing is checked, nothing counts
+        if not login_attempt_begin(request, username):
+            # PermissionDenied stops authenticate() at once: no other backend is tried.
             raise PermissionDenied("too many failed log-in attempts")
-        return super().authenticate(request, username=username, password=password, **kwargs)
+        try:
+            user = super().authenticate(request, username=username, password=password, **kwargs)
+        except BaseException:
+            login_attempt_release(request, username)  # no answer: it does not count
+            raise
+        # A wrong password (or an inactive account) keeps its place: the failure counts.
+        if user is not None:
+            login_attempt_release(request, username)
+        return user

@@ -1,18 +1,22 @@
-"""Throttles against guessing: passwords (log-in page, admin log-in, API basic auth) and
-invite tokens, counted in Django's cache.
+"""Throttles against guessing: passwords (log-in page, admin log-in, API basic auth,
+the old password of the password change) and invite tokens, counted in Django's cache.
 
 Each counter is a fixed window that starts at the first failure: a client past a
 limit is refused until the window ends, a correct password included (otherwise a
-guesser would still learn when it hit). Failed passwords are counted from Django's
-``user_login_failed`` signal, so every path through ``authenticate()`` counts, and
-they are refused by ``accounts.backends.ThrottledModelBackend``; the log-in page and
-the API answer 429 with ``Retry-After`` before they even try. Limits and windows are
-settings (``TOMLAB_THROTTLE_*``). With several web processes the cache must be shared
-(``CACHE_URL=redis://…``), or each process counts on its own.
+guesser would still learn when it hit). A password is checked only after the attempt
+took a place under the limit (:func:`login_attempt_begin`: one atomic increment per
+counter, so 60 simultaneous guesses get 10 places, not 60 reads of "0 so far"); a
+wrong password keeps its place, a right one gives it back. Every path through
+``authenticate()`` does this in ``accounts.backends.ThrottledModelBackend``; the
+pages and the API also answer 429 with ``Retry-After`` before they even try. Limits
+and windows are settings (``TOMLAB_THROTTLE_*``). With several web processes the
+cache must be shared (``CACHE_URL=redis://…``), or each process counts on its own;
+its ``add``/``incr`` must be atomic (locmem, Redis, memcached; see :func:`cache_check`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Callable
@@ -20,6 +24,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.core import checks
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -54,16 +59,34 @@ def _count(scope: str, ident: str) -> int:
     return int(cache.get(_key(scope, ident)) or 0) if ident else 0
 
 
-def _hit(scope: str, ident: str, window_s: int) -> None:
-    if not ident:
-        return
-    key = _key(scope, ident)
-    # add() starts the window; incr() keeps its expiry (locmem, Redis, memcached).
-    if not cache.add(key, 1, timeout=window_s):
+def _bump(key: str, window_s: int) -> int:
+    """Add one to the counter at ``key``, atomically; the count after it."""
+    for _ in range(5):
+        # add() starts the window (set-if-absent); incr() is one atomic step that keeps
+        # the expiry (locmem under its lock, Redis INCR, memcached incr).
+        if cache.add(key, 1, timeout=window_s):
+            return 1
         try:
-            cache.incr(key)
-        except ValueError:  # expired between the two calls
-            cache.add(key, 1, timeout=window_s)
+            count = cache.incr(key)
+        except ValueError:  # expired between the two calls: start a new window
+            continue
+        if count == 1:
+            # Redis: the key expired between Django's EXISTS and INCR, and INCR made a
+            # new one without an expiry; give it one, or it would never reset. (A
+            # counter given back down to 0 gets a new window too: it counted nothing.)
+            cache.touch(key, window_s)
+        return count
+    raise RuntimeError(f"throttle counter {key} could not be counted")
+
+
+def _drop(key: str) -> None:
+    """Take one off the counter at ``key`` (gone already: nothing to take)."""
+    with contextlib.suppress(ValueError):
+        cache.decr(key)
+
+
+def _hit(scope: str, ident: str, window_s: int) -> int:
+    return _bump(_key(scope, ident), window_s) if ident else 0
 
 
 def _login_limits() -> tuple[int, int, int]:
@@ -87,11 +110,49 @@ def login_blocked(request: HttpRequest | None, username: Any) -> bool:
     )
 
 
-def login_failure_record(request: HttpRequest | None, username: Any) -> None:
-    """Count one failed password against the user name and the client's address."""
-    _, _, window_s = _login_limits()
-    _hit("login-user", _username(username), window_s)
-    _hit("login-ip", client_ip(request), window_s)
+# Set on the request whose password check the throttle refused, so the page can answer
+# 429 although it only saw a failed form (two requests can pass the page's own check
+# at once; only one of them may still get a place).
+_REFUSED = "_tomlab_login_throttled"
+
+
+def login_attempt_begin(request: HttpRequest | None, username: Any) -> bool:
+    """Take a place for one password check under both limits; False if there is none.
+
+    The user name's counter is raised first, then the address's; a refusal gives back
+    what it took, so the counters hold checked wrong passwords plus checks in flight,
+    and never let an 11th check through however many arrive at once. After a check,
+    a wrong password keeps its place (the failure counts); call
+    :func:`login_attempt_release` after a right one.
+    """
+    per_user, per_ip, window_s = _login_limits()
+    user, ip = _username(username), client_ip(request)
+    if _hit("login-user", user, window_s) > per_user:
+        _give_back(user, "")
+    elif _hit("login-ip", ip, window_s) > per_ip:
+        _give_back(user, ip)
+    else:
+        return True
+    if request is not None:
+        setattr(request, _REFUSED, True)
+    return False
+
+
+def _give_back(user: str, ip: str) -> None:
+    if user:
+        _drop(_key("login-user", user))
+    if ip:
+        _drop(_key("login-ip", ip))
+
+
+def login_attempt_release(request: HttpRequest | None, username: Any) -> None:
+    """Give back the place of a check that did not fail (a right password, an error)."""
+    _give_back(_username(username), client_ip(request))
+
+
+def login_refused(request: HttpRequest | None) -> bool:
+    """Whether a password check of this request was refused by the throttle."""
+    return bool(getattr(request, _REFUSED, False))
 
 
 def login_retry_after_s() -> int:
@@ -148,3 +209,29 @@ def token_patterns_throttled(patterns: list, *, known: Callable[[str], bool]) ->
         if "token" in pattern.pattern.converters:
             pattern.callback = token_misses_throttled(pattern.callback, known=known)
     return patterns
+
+
+# Backends whose add() and incr() are atomic across threads (and, for the shared ones,
+# processes). The database and file caches implement incr() as get() then set().
+_ATOMIC_CACHES = (
+    "django.core.cache.backends.locmem.LocMemCache",
+    "django.core.cache.backends.redis.RedisCache",
+    "django.core.cache.backends.memcached.PyMemcacheCache",
+    "django.core.cache.backends.memcached.PyLibMCCache",
+    "django_redis.cache.RedisCache",
+)
+
+
+def cache_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A warning when the default cache cannot count throttle attempts atomically."""
+    backend = settings.CACHES.get("default", {}).get("BACKEND", "")
+    if backend in _ATOMIC_CACHES:
+        return []
+    return [
+        checks.Warning(
+            f"The default cache ({backend}) does not increment atomically: under "
+            "concurrent requests the password throttle may let more guesses through.",
+            hint="Use CACHE_URL=redis://… (or locmem with a single web process).",
+            id="accounts.W001",
+        )
+    ]

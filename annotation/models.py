@@ -192,6 +192,15 @@ class GenerationJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The job's lease, as a model run's (modeling.runs.leases): the worker process
+    # generating it and until when. A job still "running" whose holder is dead on this
+    # host, or whose lease expired, is taken over by the next delivery of its task.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_holder_host = models.CharField(max_length=255, blank=True, default="")
+    lease_holder_pid = models.PositiveIntegerField(null=True, blank=True)
+    lease_holder_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="start time of the holding process"
+    )
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts.decorators import researcher_required
 from accounts.user_views import user_list
-from accounts.views import ThrottledLoginView, admin_login
+from accounts.views import ThrottledLoginView, ThrottledPasswordChangeView, admin_login
 from common.views import healthz, queued_job_requeue, queued_jobs
 from reports.home import home
 
@@ -27,7 +27,7 @@ urlpatterns = [
     path("accounts/users/", user_list, name="users"),
     path(
         "accounts/password/",
-        auth_views.PasswordChangeView.as_view(success_url="/"),
+        ThrottledPasswordChangeView.as_view(success_url="/"),
         name="password_change",
     ),
     # Before admin.site.urls, which has the same path: the admin log-in, throttled.

@@ -35,7 +35,11 @@ def purge_queues() -> None:
     app.control.purge()
 
 
-def start_worker(log_path: Path, *, name: str = "test") -> subprocess.Popen:
+def start_worker(
+    log_path: Path, *, name: str = "test", pool: str = "solo", concurrency: int = 1
+) -> subprocess.Popen:
+    """A worker on the default queue; ``pool="prefork"`` runs tasks in ``concurrency``
+    child processes (see :func:`pool_children`), as deployments do."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
@@ -52,7 +56,9 @@ def start_worker(log_path: Path, *, name: str = "test") -> subprocess.Popen:
             "config",
             "worker",
             "--pool",
-            "solo",
+            pool,
+            "--concurrency",
+            str(concurrency),
             "--loglevel",
             "INFO",
             "-Q",
@@ -68,6 +74,23 @@ def start_worker(log_path: Path, *, name: str = "test") -> subprocess.Popen:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+
+
+def pool_children(proc: subprocess.Popen) -> list[int]:
+    """PIDs of a prefork worker's pool processes (its children), from /proc (Linux)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # Fields after the command name (which may hold spaces): state, then the parent.
+        state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+        if int(parent) == proc.pid and state not in "ZX":
+            children.append(int(entry.name))
+    return sorted(children)
 
 
 def stop_worker(proc: subprocess.Popen) -> None:

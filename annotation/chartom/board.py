@@ -1,8 +1,10 @@
-"""Selectors of the CharToM-QA board: batches, progress figures, needs-retry, provenance.
+"""Selectors of the CharToM-QA board: batches, progress figures, needs-retry, provenance;
+and :func:`task_claim`, the one way the board's "take" buttons claim a task.
 
-Everything here reads; the writes are in :mod:`.workflow` and the review services.
-Progress is counted from the rows themselves (constructions per stage and state, task
-slots per annotator), so the board can never disagree with the queue.
+Apart from the claim everything here reads; the writes are in :mod:`.workflow` and
+the review services. Progress is counted from the rows themselves (constructions per
+stage and state, task slots per annotator), so the board can never disagree with
+the queue.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -272,6 +277,26 @@ def annotator_cards(annotator: AbstractBaseUser) -> list[KindCard]:
         )
         for index, kind in enumerate(BOARD_KINDS, start=1)
     ]
+
+
+# --- taking a task ------------------------------------------------------------------------
+
+Taken = TypeVar("Taken")
+
+
+def task_claim(*, annotator: AbstractBaseUser, take: Callable[[], Taken]) -> Taken:
+    """Run ``take`` (a kind's ``*_take`` service) as the annotator's only claim in flight.
+
+    A take first looks for the annotator's open task of the kind and only then claims
+    a new one; two takes of the same annotator at once (two tabs, a double click)
+    would both find none and claim two tasks. Here the annotator's user row is locked
+    first, in the take's transaction, so their takes run one after the other and the
+    second finds the task the first claimed. (On SQLite, whose transactions begin
+    IMMEDIATE in our settings, the transaction alone serialises them.)
+    """
+    with transaction.atomic():
+        list(get_user_model().objects.select_for_update().filter(pk=annotator.pk).values("pk"))
+        return take()
 
 
 # --- one construction and its provenance -------------------------------------------------

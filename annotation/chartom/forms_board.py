@@ -92,7 +92,9 @@ def json_list(post: QueryDict, key: str, *, field: str) -> list[Any]:
     """``post[key]`` parsed as a JSON list; WorkflowError naming ``field`` if it is not one."""
     try:
         value = json.loads(post.get(key, ""))
-    except ValueError:
+    except (ValueError, RecursionError):
+        # ValueError also covers an integer past Python's 4,300-digit limit, and
+        # RecursionError a list nested thousands deep: neither is a JSONDecodeError.
         raise WorkflowError(f"{field}: not valid JSON") from None
     if not isinstance(value, list):
         raise WorkflowError(f"{field}: expected a list")

@@ -18,6 +18,13 @@ a redelivered job never pays twice. An unreadable reply or a refusal is kept as 
 and the next try asks again under the next sample index. Any failure leaves the
 construction ``needs_retry`` with the reason in ``error``
 (:func:`annotation.chartom.workflow.construction_retry` queues it again).
+
+A running step is held under a lease, as a model run is (:mod:`modeling.runs.leases`):
+the worker process (host, PID, start time) and an expiry, pushed forward at every call
+and long enough to cover the call in flight. A step whose holder died on this host (a
+killed pool process: the envelope sweep sends its job again) or whose lease expired is
+taken over by the next delivery of its job; :func:`constructions_requeue_stale` sends
+the stale steps no envelope will bring back when a worker starts.
 """
 
 from __future__ import annotations
@@ -26,15 +33,16 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from common.queueing import queued_job_waiting
 from modeling.backends.base import BackendError
 from modeling.models import PromptTemplate, Run, RunCall
 from modeling.runs.direct import (
@@ -43,19 +51,35 @@ from modeling.runs.direct import (
     run_direct_create,
     run_direct_finish,
 )
+from modeling.runs.leases import (
+    LEASE_RELEASED,
+    LeaseHeld,
+    LeaseHolder,
+    call_lease,
+    holder_gone,
+    lease_claim,
+    lease_renew,
+)
 
 from . import prompts, replies
 from .models import LLM_STAGES, Construction, FieldChange, NoteBatch, QuestionCandidate, Stage
 from .replies import ReplyInvalid
-from .workflow import construction_advance, construction_lock, field_set
+from .workflow import (
+    STEP_TASK_NAME,
+    construction_advance,
+    construction_lock,
+    field_set,
+    step_enqueue,
+)
 
 logger = logging.getLogger(__name__)
 
 RUN_BENCHMARK = "chartom-qa-build"  # not a Benchmark value: reports never list these runs
 RUN_METHOD = "construct"
 MAX_KEPT_CANDIDATES = 4  # section 4.2: at most 4 candidates per description
-# A step that has not shown progress for this long is taken to be a dead worker's:
-# a redelivered job may claim it again. Every answered call pushes it forward.
+# The lease of a running step between calls; every call pushes it forward, and a call
+# in flight holds it for as long as that call may take (see Step.call). A holder on
+# this host that is dead loses it at once; one on another host when it expires.
 STEP_LEASE = timedelta(minutes=5)
 ERROR_MAX = 2000
 
@@ -64,6 +88,10 @@ T = TypeVar("T")
 
 class StepFailed(Exception):
     """The step cannot finish now; the message is shown on the construction."""
+
+
+class StepLost(Exception):
+    """Another worker took the step over (this one was taken for dead): stop, write nothing."""
 
 
 # --- the batch's run -------------------------------------------------------------------
@@ -135,20 +163,37 @@ class Step:
 
     construction: Construction
     run: Run
+    holder: LeaseHolder = field(default_factory=LeaseHolder.current)
 
     @property
     def model(self) -> str:
         return self.run.model
 
-    def touch(self) -> None:
-        Construction.objects.filter(
-            pk=self.construction.pk, state=Construction.State.RUNNING
-        ).update(updated_at=timezone.now())
+    def touch(self, lease: timedelta = STEP_LEASE) -> None:
+        """Renew the step's lease for ``lease``; :class:`StepLost` when it is not ours."""
+        if not lease_renew(
+            Construction.objects.filter(pk=self.construction.pk, state=Construction.State.RUNNING),
+            holder=self.holder,
+            lease=lease,
+            updated_at=timezone.now(),
+        ):
+            raise StepLost(f"construction {self.construction.pk} was taken over")
+
+    def owns(self, construction: Construction) -> bool:
+        """True when the (locked) construction is still this step's to write."""
+        return (
+            construction.state == Construction.State.RUNNING
+            and construction.lease_holder_host == self.holder.host
+            and construction.lease_holder_pid == self.holder.pid
+        )
 
     def unit_key(self, step: str, messages: list[dict[str, str]]) -> str:
         return f"chartom:c{self.construction.pk}:{step}:{_prompt_hash(messages)}"
 
     def call(self, unit_key: str, messages: list[dict[str, str]], sample_index: int) -> RunCall:
+        # Hold the step for as long as this call may take (its retries included): a
+        # slow reply must not let another worker take the step and pay the call again.
+        self.touch(STEP_LEASE + call_lease(self.run.backend))
         try:
             call = run_direct_call(
                 run=self.run, unit_key=unit_key, messages=messages, sample_index=sample_index
@@ -241,7 +286,7 @@ def _finish(
     """Write the step's fields with their provenance and move on, in one transaction."""
     with transaction.atomic():
         construction = construction_lock(step.construction.pk)
-        if construction.stage != stage or construction.state != Construction.State.RUNNING:
+        if construction.stage != stage or not step.owns(construction):
             return "skipped"
         for name, value in values.items():
             field_set(
@@ -477,7 +522,7 @@ def _questions(step: Step) -> str:
         )
     with transaction.atomic():
         locked = construction_lock(construction.pk)
-        if locked.stage != Stage.QUESTIONS or locked.state != Construction.State.RUNNING:
+        if locked.stage != Stage.QUESTIONS or not step.owns(locked):
             return "skipped"
         QuestionCandidate.objects.filter(pk__in=[c.pk for c in keep]).update(kept=True)
         FieldChange.objects.create(
@@ -520,47 +565,140 @@ def step_templates(stage: str) -> list[str]:
 # --- running a step --------------------------------------------------------------------
 
 
+def _steps(construction_id: int) -> QuerySet[Construction]:
+    return Construction.objects.filter(pk=construction_id, stage__in=LLM_STAGES)
+
+
 def construction_claim(construction_id: int) -> bool:
-    """Take a queued (or failed, or abandoned) LLM step with one conditional UPDATE."""
-    now = timezone.now()
-    return bool(
-        Construction.objects.filter(pk=construction_id, stage__in=LLM_STAGES)
-        .filter(
-            Q(state__in=[Construction.State.QUEUED, Construction.State.NEEDS_RETRY])
-            | Q(state=Construction.State.RUNNING, updated_at__lt=now - STEP_LEASE)
-        )
-        .update(state=Construction.State.RUNNING, error="", updated_at=now)
+    """Take a queued (or failed, or abandoned) LLM step for this process, under a lease.
+
+    One conditional UPDATE takes a queued or failed step; a running one is taken over
+    when its holder is gone: dead on this host, or its lease expired (compare-and-swap
+    on the holder seen). False when the construction is not at an LLM step; raises
+    :class:`~modeling.runs.leases.LeaseHeld` while a holder that may be alive has it.
+    """
+    return lease_claim(
+        _steps(construction_id),
+        free=Q(state__in=[Construction.State.QUEUED, Construction.State.NEEDS_RETRY]),
+        held=Q(state=Construction.State.RUNNING),
+        lease=STEP_LEASE,
+        what=f"the LLM step of construction {construction_id}",
+        state=Construction.State.RUNNING,
+        error="",
+        updated_at=timezone.now(),
     )
 
 
-def _fail(construction_id: int, error: str) -> str:
-    Construction.objects.filter(pk=construction_id, state=Construction.State.RUNNING).update(
-        state=Construction.State.NEEDS_RETRY, error=error[:ERROR_MAX], updated_at=timezone.now()
+def _fail(construction_id: int, holder: LeaseHolder, error: str) -> str:
+    failed = Construction.objects.filter(
+        pk=construction_id,
+        state=Construction.State.RUNNING,
+        lease_holder_host=holder.host,
+        lease_holder_pid=holder.pid,
+    ).update(
+        state=Construction.State.NEEDS_RETRY,
+        error=error[:ERROR_MAX],
+        updated_at=timezone.now(),
+        **LEASE_RELEASED,
     )
-    return "needs_retry"
+    return "needs_retry" if failed else "skipped"
 
 
 def construction_step_run(*, construction_id: int) -> str:
     """Run the step of the construction's current LLM stage; returns what happened.
 
-    ``"skipped"`` when the construction is not waiting for an LLM step (another worker
-    has it, or it moved on), ``"advanced:<stage>"`` on success, ``"needs_retry"`` on a
-    failure, whose reason is kept in ``Construction.error``.
+    ``"skipped"`` when the construction is not waiting for an LLM step (it moved on,
+    another process on this host runs it, or another worker took it over from this
+    one), ``"advanced:<stage>"`` on success, ``"needs_retry"`` on a failure, whose
+    reason is kept in ``Construction.error``. Raises
+    :class:`~modeling.runs.leases.LeaseHeld` when a worker on another host holds it
+    (the task tries again when that lease would expire).
     """
-    if not construction_claim(construction_id):
+    try:
+        claimed = construction_claim(construction_id)
+    except LeaseHeld as exc:
+        if not exc.local:
+            raise
+        logger.info("%s; skipped", exc)
+        return "skipped"
+    if not claimed:
         return "skipped"
     construction = Construction.objects.select_related("note", "note__book", "note__batch").get(
         pk=construction_id
     )
+    holder = LeaseHolder.current()
     try:
-        step = Step(construction=construction, run=batch_run(construction.note.batch_id))
+        step = Step(
+            construction=construction, run=batch_run(construction.note.batch_id), holder=holder
+        )
         return STEPS[construction.stage](step)
+    except StepLost:
+        logger.warning("CharToM-QA step of construction %s was taken over", construction_id)
+        return "skipped"
     except StepFailed as exc:
         # The error names the stage, so a list of failed constructions reads on its own.
         message = str(exc)
         if not message.startswith(f"{construction.stage}:"):
             message = f"{construction.stage}: {message}"
-        return _fail(construction_id, message)
+        return _fail(construction_id, holder, message)
     except Exception as exc:  # a bug must not leave the construction "running" for good
         logger.exception("CharToM-QA step of construction %s crashed", construction_id)
-        return _fail(construction_id, f"{construction.stage}: {type(exc).__name__}: {exc}")
+        return _fail(construction_id, holder, f"{construction.stage}: {type(exc).__name__}: {exc}")
+
+
+# --- steps left behind by dead workers -------------------------------------------------
+
+
+def step_is_stale(construction: Construction) -> bool:
+    """True when a "running" LLM step has no live holder (dead here, or lease expired)."""
+    return (
+        construction.state == Construction.State.RUNNING
+        and construction.stage in LLM_STAGES
+        and holder_gone(construction)
+    )
+
+
+def _stale_reason(construction: Construction) -> str:
+    holder = (
+        f"process {construction.lease_holder_pid} on host {construction.lease_holder_host}"
+        if construction.lease_holder_pid
+        else "a worker"
+    )
+    expires = construction.lease_expires_at
+    if expires is None:
+        return f"{holder} left it running without a lease"
+    if expires <= timezone.now():
+        return f"{holder} stopped renewing its lease at {expires:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{holder} that ran it is gone"
+
+
+def stale_steps(**filters: object) -> list[Construction]:
+    """Running LLM steps whose holder is gone (``filters`` narrow: ``note__batch=…``),
+    each with ``stale_reason``, a line that says why."""
+    running = (
+        Construction.objects.filter(
+            stage__in=LLM_STAGES, state=Construction.State.RUNNING, **filters
+        )
+        .select_related("note", "note__book")
+        .order_by("note__position", "dimension")
+    )
+    stale = [c for c in running if holder_gone(c)]
+    for construction in stale:
+        construction.stale_reason = _stale_reason(construction)  # type: ignore[attr-defined]
+    return stale
+
+
+def constructions_requeue_stale() -> list[int]:
+    """Send again every stale step no envelope will bring back; called when a worker starts.
+
+    A step whose holder died on this host has its envelope sent again by the sweep
+    (which runs first, on the same signal): that envelope waits, and the step is left
+    to it. A step whose lease expired (its worker died on another host, or before the
+    envelopes) has no one to send it: it is queued here, and its claim takes it over.
+    """
+    sent = []
+    for construction in stale_steps():
+        if queued_job_waiting(STEP_TASK_NAME, (construction.pk,)) is None:
+            step_enqueue(construction.pk)
+            sent.append(construction.pk)
+    return sent

@@ -164,6 +164,15 @@ class Construction(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The LLM step's lease, as a model run's (modeling.runs.leases): the worker process
+    # running the step and until when. A step still "running" whose holder is dead on
+    # this host, or whose lease expired, is taken over by the next delivery of its job.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_holder_host = models.CharField(max_length=255, blank=True, default="")
+    lease_holder_pid = models.PositiveIntegerField(null=True, blank=True)
+    lease_holder_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="start time of the holding process"
+    )
 
     class Meta:
         ordering = ["note", "dimension"]
@@ -345,11 +354,27 @@ class NoteCheckLabel(models.TextChoices):
 
 
 class QualificationSet(models.Model):
-    """A gold set of key-note extractions an annotator must match before extracting."""
+    """A gold set of key-note extractions an annotator must match before extracting.
+
+    ``retry_mode`` keeps a failed annotator from passing by memorising the feedback:
+    either a retry is on the same items and the feedback never shows the gold text,
+    or each attempt draws ``items_per_attempt`` items the annotator has not seen and
+    the feedback may show the gold.
+    """
+
+    class RetryMode(models.TextChoices):
+        HIDE_GOLD = "hide_gold", "same items again; feedback without the gold text"
+        NEW_ITEMS = "new_items", "other gold items each attempt; feedback shows the gold"
 
     name = models.CharField(max_length=200)
     threshold = models.FloatField(default=0.8, help_text="mean span F1 needed to qualify (0-1)")
     is_active = models.BooleanField(default=True)
+    retry_mode = models.CharField(
+        max_length=10, choices=RetryMode.choices, default=RetryMode.HIDE_GOLD
+    )
+    items_per_attempt = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="new_items: gold items each attempt draws"
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -388,6 +413,8 @@ class QualificationAttempt(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
     passed = models.BooleanField(null=True, blank=True)
+    # Which of the set's items this attempt is on: all of them, or those it drew.
+    items = models.ManyToManyField(QualificationItem, related_name="drawn_in", blank=True)
 
     class Meta:
         ordering = ["qset", "annotator", "started_at"]

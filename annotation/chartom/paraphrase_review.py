@@ -12,7 +12,7 @@ from django.db import transaction
 
 from .models import Construction, Stage, TaskAssignment, TaskKind
 from .review_slot import review_slot_lock, review_take
-from .text_edits import edit_distance, unified_diff
+from .text_edits import edit_distance, nul_refused, unified_diff
 from .workflow import WorkflowError, assignment_submit, construction_advance, field_set
 
 MAX_DESCRIPTION = 5000
@@ -23,7 +23,9 @@ def paraphrase_review_take(*, annotator: AbstractBaseUser) -> TaskAssignment | N
 
 
 def description_clean(text: str) -> str:
-    """Line ends made ``\\n`` and the ends trimmed; empty or too long is refused."""
+    """Line ends made ``\\n`` and the ends trimmed; empty, too long or with a NUL
+    character (which PostgreSQL cannot store) is refused."""
+    nul_refused(text, field="text")
     text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise WorkflowError("text: the description cannot be empty")

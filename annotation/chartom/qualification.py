@@ -1,13 +1,22 @@
 """The labeling trial an annotator passes before extracting key notes (paper section 4.2).
 
 A researcher builds a :class:`QualificationSet` of gold extractions; an annotator
-labels each item, and the mean span F1 against the gold decides whether they
-qualify at the set's threshold.
+labels each item of an attempt, and the mean span F1 against the gold decides whether
+they qualify at the set's threshold.
+
+A failed annotator must not pass the next attempt by copying the gold from the
+feedback; the set's ``retry_mode`` (the researcher's choice) says how. ``hide_gold``:
+every attempt is on all the set's items, and the annotator's feedback marks where
+their selection matched or went beyond the gold but never shows the gold text.
+``new_items``: each attempt draws ``items_per_attempt`` items the annotator has never
+been given, so the feedback may show the gold. Every attempt is kept, with the items
+it was on, for the researcher.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +28,7 @@ from django.utils import timezone
 
 from accounts.roles import is_researcher
 from benchmarks.models import ToMDimension
+from common.request_params import BadNumber, parse_number
 
 from .models import (
     QualificationAnswer,
@@ -28,6 +38,7 @@ from .models import (
     ReaderNote,
 )
 from .spans import span_compare_segments, span_f1, spans_clean, spans_from_fragments
+from .text_edits import nul_refused, shown
 from .workflow import WorkflowError
 
 
@@ -56,18 +67,26 @@ class GoldRow:
     spans: list[list[int]]
 
 
+def _row_id(row: dict[str, Any], key: str, line: int) -> int:
+    """A whole number from a gold line (a note id, a batch id, a position)."""
+    value = row[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**63:
+        raise WorkflowError(f"line {line}: {key}: expected a whole number, got {shown(value)}")
+    return value
+
+
 def _note_of(row: dict[str, Any], line: int) -> ReaderNote:
     if "note" in row:
-        note = ReaderNote.objects.filter(pk=row["note"]).first()
+        note_id = _row_id(row, "note", line)
+        note = ReaderNote.objects.filter(pk=note_id).first()
         if note is None:
-            raise WorkflowError(f"line {line}: note: no reader note {row['note']!r}")
+            raise WorkflowError(f"line {line}: note: no reader note {note_id}")
         return note
     if "batch" in row and "position" in row:
-        note = ReaderNote.objects.filter(batch_id=row["batch"], position=row["position"]).first()
+        batch, position = _row_id(row, "batch", line), _row_id(row, "position", line)
+        note = ReaderNote.objects.filter(batch_id=batch, position=position).first()
         if note is None:
-            raise WorkflowError(
-                f"line {line}: no note at position {row['position']!r} of batch {row['batch']!r}"
-            )
+            raise WorkflowError(f"line {line}: no note at position {position} of batch {batch}")
         return note
     raise WorkflowError(f"line {line}: note: give 'note' (an id) or 'batch' and 'position'")
 
@@ -88,13 +107,19 @@ def gold_rows_parse(text: str) -> list[GoldRow]:
             row = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise WorkflowError(f"line {line}: not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError):
+            # json.loads' other refusals: nesting thousands deep, or an integer past
+            # Python's 4,300-digit limit.
+            raise WorkflowError(
+                f"line {line}: not JSON (nested too deeply or a number too long)"
+            ) from None
         if not isinstance(row, dict):
             raise WorkflowError(f"line {line}: expected an object")
         note = _note_of(row, line)
         dimension = row.get("dimension")
         if dimension not in ToMDimension.values:
             raise WorkflowError(
-                f"line {line}: dimension: {dimension!r} is not one of "
+                f"line {line}: dimension: {shown(dimension)} is not one of "
                 f"{', '.join(ToMDimension.values)}"
             )
         try:
@@ -120,20 +145,30 @@ def qualification_set_create(
     threshold: float,
     rows: list[GoldRow],
     created_by: AbstractBaseUser | None = None,
+    retry_mode: str = QualificationSet.RetryMode.HIDE_GOLD,
+    items_per_attempt: int | None = None,
 ) -> QualificationSet:
     """A new gold set with its items in the order given.
 
     With items it is active at once; with none it is an inactive draft, filled one
-    item at a time (:func:`qualification_item_add`) and then activated.
+    item at a time (:func:`qualification_item_add`) and then activated. ``retry_mode``
+    and ``items_per_attempt``: see :func:`retry_clean`.
     """
-    name = name.strip()
+    name = nul_refused(name, field="name").strip()
     if not name:
         raise WorkflowError("name: give the set a name")
     if not 0.0 <= threshold <= 1.0:
         raise WorkflowError("threshold: a mean F1 between 0 and 1")
+    retry_mode, items_per_attempt = retry_clean(retry_mode, items_per_attempt)
+    if rows and items_per_attempt is not None and items_per_attempt > len(rows):
+        raise WorkflowError(
+            f"items_per_attempt: {items_per_attempt} is more than the {len(rows)} gold items given"
+        )
     qset = QualificationSet.objects.create(
         name=name[:200],
         threshold=threshold,
+        retry_mode=retry_mode,
+        items_per_attempt=items_per_attempt,
         # A set without items is a draft to fill on its page: active, it would block
         # every annotator (the trial refuses an empty set) until it had gold.
         is_active=bool(rows),
@@ -151,9 +186,37 @@ def qualification_set_create(
 # --- editing a gold set item by item ----------------------------------------------------
 
 FROZEN = (
-    "annotators have already attempted this set, so its gold and threshold are frozen "
-    "(their scores must stay comparable): make a new set instead"
+    "annotators have already attempted this set, so its gold, threshold and retry "
+    "setting are frozen (their scores must stay comparable): make a new set instead"
 )
+MAX_ITEMS_PER_ATTEMPT = 1000
+
+
+def retry_clean(retry_mode: Any, items_per_attempt: Any) -> tuple[str, int | None]:
+    """The retry setting, checked: ``(retry_mode, items_per_attempt)``.
+
+    ``hide_gold`` needs no number (every attempt is on every item); ``new_items`` needs
+    how many items an attempt draws, at least 1. Errors name the field.
+    """
+    modes = QualificationSet.RetryMode
+    if retry_mode not in modes.values:
+        raise WorkflowError(
+            f"retry_mode: {shown(retry_mode)} is not one of {', '.join(modes.values)}"
+        )
+    if retry_mode == modes.HIDE_GOLD:
+        return retry_mode, None
+    if (
+        not isinstance(items_per_attempt, int)
+        or isinstance(items_per_attempt, bool)
+        or not 1 <= items_per_attempt <= MAX_ITEMS_PER_ATTEMPT
+    ):
+        raise WorkflowError(
+            "items_per_attempt: with other items on each attempt, say how many gold items "
+            f"an attempt draws (1 to {MAX_ITEMS_PER_ATTEMPT})"
+        )
+    return retry_mode, items_per_attempt
+
+
 NOTE_CHOICES_LIMIT = 500
 
 
@@ -193,7 +256,12 @@ def gold_note_choices(*, limit: int = NOTE_CHOICES_LIMIT) -> tuple[list[NoteChoi
 def gold_note_get(*, note_id: Any) -> ReaderNote:
     """The reader note a gold item is about; a missing one names the ``note`` field."""
     if isinstance(note_id, str):
-        note_id = int(note_id) if note_id.strip().isdigit() else None
+        if not note_id.strip():
+            raise WorkflowError("note: choose a reader note")
+        try:
+            note_id = parse_number(note_id.strip(), name="note")
+        except BadNumber:
+            raise WorkflowError(f"note: choose a reader note, not {shown(note_id)}") from None
     if not isinstance(note_id, int) or isinstance(note_id, bool):
         raise WorkflowError("note: choose a reader note")
     note = ReaderNote.objects.select_related("batch", "book").filter(pk=note_id).first()
@@ -206,7 +274,7 @@ def dimension_clean(dimension: Any) -> str:
     """``dimension`` if it is a ToM dimension; else an error naming the field."""
     if dimension not in ToMDimension.values:
         raise WorkflowError(
-            f"dimension: {dimension!r} is not one of {', '.join(ToMDimension.values)}"
+            f"dimension: {shown(dimension)} is not one of {', '.join(ToMDimension.values)}"
         )
     return dimension
 
@@ -286,9 +354,15 @@ def qualification_item_remove(*, item_id: int, user: AbstractBaseUser) -> Qualif
     item = qset.items.filter(pk=item_id).first()
     if item is None:
         raise WorkflowError(f"item: no gold item {item_id}")
-    if qset.is_active and qset.items.count() == 1:
+    count = qset.items.count()
+    if qset.is_active and count == 1:
         raise WorkflowError(
             "item: this is the only item of an active set; deactivate the set first"
+        )
+    if qset.is_active and (qset.items_per_attempt or 0) > count - 1:
+        raise WorkflowError(
+            f"item: an attempt draws {qset.items_per_attempt} gold items; the active set "
+            "would have fewer (deactivate it first, or draw fewer)"
         )
     item.delete()
     # One row at a time, lowest first: each moves into the place just freed, so the
@@ -319,6 +393,25 @@ def qualification_threshold_set(
 
 
 @transaction.atomic
+def qualification_retry_set(
+    *, qset_id: int, retry_mode: Any, items_per_attempt: Any, user: AbstractBaseUser
+) -> QualificationSet:
+    """Choose how a retry is kept honest (:func:`retry_clean`); refused once the set has
+    attempts, like its gold: feedback already given was given under the old setting."""
+    retry_mode, items_per_attempt = retry_clean(retry_mode, items_per_attempt)
+    qset = _editable_set(qset_id=qset_id, user=user)
+    if qset.is_active and (items_per_attempt or 0) > (count := qset.items.count()):
+        raise WorkflowError(
+            f"items_per_attempt: {items_per_attempt} is more than the active set's {count} "
+            "gold items"
+        )
+    if (qset.retry_mode, qset.items_per_attempt) != (retry_mode, items_per_attempt):
+        qset.retry_mode, qset.items_per_attempt = retry_mode, items_per_attempt
+        qset.save(update_fields=["retry_mode", "items_per_attempt"])
+    return qset
+
+
+@transaction.atomic
 def qualification_set_activate(
     *, qset_id: int, active: bool, user: AbstractBaseUser
 ) -> QualificationSet:
@@ -334,6 +427,11 @@ def qualification_set_activate(
         raise WorkflowError(f"no qualification set {qset_id}")
     if active and not qset.items.exists():
         raise WorkflowError("items: add at least one gold item before activating the set")
+    if active and (qset.items_per_attempt or 0) > (count := qset.items.count()):
+        raise WorkflowError(
+            f"items: an attempt draws {qset.items_per_attempt} gold items and the set has "
+            f"{count}; add items or draw fewer"
+        )
     if qset.is_active != active:
         qset.is_active = active
         qset.save(update_fields=["is_active"])
@@ -368,8 +466,39 @@ def attempt_start(*, annotator: AbstractBaseUser) -> QualificationAttempt:
         qset=qset, annotator=annotator, finished_at__isnull=True
     ).first()
     if attempt is None:
+        items = _attempt_draw(qset, annotator)
         attempt = QualificationAttempt.objects.create(qset=qset, annotator=annotator)
+        attempt.items.set(items)
     return attempt
+
+
+def _attempt_draw(qset: QualificationSet, annotator: AbstractBaseUser) -> list[QualificationItem]:
+    """The items of a new attempt: all of them, or a random draw of unseen ones."""
+    items = list(qset.items.order_by("position"))
+    if qset.retry_mode != QualificationSet.RetryMode.NEW_ITEMS:
+        return items
+    wanted = qset.items_per_attempt or len(items)
+    seen = set(
+        QualificationAttempt.items.through.objects.filter(
+            qualificationattempt__qset=qset, qualificationattempt__annotator=annotator
+        ).values_list("qualificationitem_id", flat=True)
+    )
+    unseen = [item for item in items if item.pk not in seen]
+    if len(unseen) < wanted:
+        if seen:
+            raise WorkflowError(
+                f"You have had every gold item of the trial {qset.name!r} that an attempt "
+                "could draw; a researcher can give you a new trial set."
+            )
+        raise WorkflowError(f"The trial {qset.name!r} has fewer gold items than an attempt draws.")
+    # Unpredictable, so no one can tell which items the next attempt will hold.
+    drawn = random.SystemRandom().sample(unseen, wanted)
+    return sorted(drawn, key=lambda item: item.position)
+
+
+def attempt_item_list(attempt: QualificationAttempt) -> list[QualificationItem]:
+    """The attempt's items in the set's order, with their notes."""
+    return list(attempt.items.select_related("note", "note__book").order_by("position"))
 
 
 def attempt_get(*, attempt_id: int, user: AbstractBaseUser) -> QualificationAttempt | None:
@@ -409,13 +538,9 @@ def qualification_answer_save(
     answer to the same item replaces the first until the attempt is finished.
     """
     attempt = _attempt_lock(attempt_id=attempt_id, annotator=annotator)
-    item = (
-        QualificationItem.objects.select_related("note")
-        .filter(pk=item_id, qset_id=attempt.qset_id)
-        .first()
-    )
+    item = attempt.items.select_related("note").filter(pk=item_id).first()
     if item is None:
-        raise WorkflowError("item: not an item of this trial")
+        raise WorkflowError("item: not an item of this trial attempt")
     text = item.note.note_text
     if no_key_note:
         if spans:
@@ -445,7 +570,7 @@ def attempt_finish(*, attempt_id: int, annotator: AbstractBaseUser) -> Qualifica
     Every item must have an answer. A finished attempt is refused, unchanged.
     """
     attempt = _attempt_lock(attempt_id=attempt_id, annotator=annotator)
-    items = list(attempt.qset.items.order_by("position"))
+    items = list(attempt.items.order_by("position"))
     f1s = dict(attempt.answers.values_list("item_id", "f1"))
     missing = [str(item.position) for item in items if item.pk not in f1s]
     if missing:
@@ -464,25 +589,58 @@ class ItemResult:
     item: QualificationItem
     answer: QualificationAnswer | None
     segments: list[tuple[str, str]] = field(default_factory=list)
+    missed: int = 0  # characters of the gold (spaces aside) the answer did not select
 
     @property
     def f1(self) -> float:
         return self.answer.f1 if self.answer else 0.0
 
 
-def attempt_items(attempt: QualificationAttempt) -> list[ItemResult]:
-    """Each item with the annotator's answer and the note marked both/missed/extra."""
+def feedback_shows_gold(attempt: QualificationAttempt, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may see the gold text of the attempt's items.
+
+    Researchers always; the annotator only when a retry draws other items
+    (``new_items``), since with ``hide_gold`` the same items come back.
+    """
+    return is_researcher(user) or attempt.qset.retry_mode == QualificationSet.RetryMode.NEW_ITEMS
+
+
+def _gold_hidden(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The comparison without the gold: missed text shown as plain text."""
+    out: list[tuple[str, str]] = []
+    for label, text in segments:
+        label = "none" if label == "missed" else label
+        if out and out[-1][0] == label:
+            out[-1] = (label, out[-1][1] + text)
+        else:
+            out.append((label, text))
+    return out
+
+
+def attempt_items(attempt: QualificationAttempt, *, show_gold: bool = True) -> list[ItemResult]:
+    """Each item of the attempt with the annotator's answer and the note marked
+    both/missed/extra; with ``show_gold`` False only both/extra (the annotator's own
+    selection), and how many gold characters they missed."""
     answers = {a.item_id: a for a in attempt.answers.all()}
     rows = []
-    for item in attempt.qset.items.select_related("note").order_by("position"):
+    for item in attempt_item_list(attempt):
         answer = answers.get(item.pk)
-        segments = span_compare_segments(
-            item.note.note_text, item.gold_spans, answer.spans if answer else []
+        text = item.note.note_text
+        spans = answer.spans if answer else []
+        segments = span_compare_segments(text, item.gold_spans, spans)
+        missed = sum(
+            len(part) - sum(c.isspace() for c in part) for lab, part in segments if lab == "missed"
         )
-        rows.append(ItemResult(item=item, answer=answer, segments=segments))
+        if not show_gold:
+            segments = _gold_hidden(segments)
+        rows.append(ItemResult(item=item, answer=answer, segments=segments, missed=missed))
     return rows
 
 
 def qset_attempts(qset: QualificationSet) -> QuerySet[QualificationAttempt]:
     """Every attempt on the set, for researchers, with the annotator."""
-    return qset.attempts.select_related("annotator").order_by("-started_at", "-pk")
+    return (
+        qset.attempts.select_related("annotator")
+        .prefetch_related("items")
+        .order_by("-started_at", "-pk")
+    )

@@ -16,6 +16,7 @@ sequence. :func:`spans_clean` checks that again for whatever a client sends.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from typing import Any
 # standard `re` has no such class. It is installed with transformers.
 import regex
 
+from .text_edits import shown
 from .workflow import WorkflowError
 
 JOINER = " … "
@@ -86,6 +88,18 @@ def note_tokens(text: str) -> list[Token]:
     return tokens
 
 
+def spans_parse(raw: str) -> Any:
+    """Spans as the page posts them (JSON text), parsed; shape checks are
+    :func:`spans_clean`'s. A WorkflowError for anything that is not JSON, including
+    what ``json.loads`` refuses with other errors: nesting thousands deep
+    (``RecursionError``) and integers past Python's 4,300-digit limit (``ValueError``).
+    """
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise WorkflowError("spans: not a list of [start, end] pairs") from None
+
+
 def _as_pairs(spans: Any) -> list[tuple[int, int]]:
     if not isinstance(spans, list | tuple):
         raise WorkflowError("spans: expected a list of [start, end] pairs")
@@ -109,13 +123,17 @@ def spans_clean(text: str, spans: Any, *, allow_empty: bool = False) -> list[lis
     the choice of whether to include a space changes nothing). Raises
     :class:`WorkflowError` naming the ``spans`` field and the fragment.
     """
+    if isinstance(spans, list | tuple) and len(spans) > max(1, len(text)):
+        # More fragments than characters cannot be a selection; refused before the
+        # per-fragment checks, which would otherwise run once for each.
+        raise WorkflowError(f"spans: {len(spans)} fragments for a note of {len(text)} characters")
     pairs = _as_pairs(spans)
     bounds = grapheme_bounds(text)
     trimmed: list[tuple[int, int]] = []
     for n, (start, end) in enumerate(pairs, start=1):
         if not 0 <= start < end <= len(text):
             raise WorkflowError(
-                f"spans: fragment {n} [{start}, {end}] is outside the note "
+                f"spans: fragment {n} [{shown(start)}, {shown(end)}] is outside the note "
                 f"(0 to {len(text)} characters) or empty"
             )
         if start not in bounds or end not in bounds:
@@ -165,7 +183,7 @@ def spans_from_fragments(note_text: str, fragments: list[str]) -> list[list[int]
         if start < 0:
             start = note_text.find(fragment)
         if start < 0:
-            raise WorkflowError(f"fragments: {fragment!r} is not in the note text")
+            raise WorkflowError(f"fragments: {shown(fragment)} is not in the note text")
         spans.append([start, start + len(fragment)])
         cursor = start + len(fragment)
     return spans_clean(note_text, spans, allow_empty=True)

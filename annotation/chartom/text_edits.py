@@ -1,13 +1,22 @@
-"""How much an annotator changed a text: edit distance and a readable word diff.
+"""How much an annotator changed a text: edit distance and a readable word diff; and
+the checks every text an annotator sends passes before it is stored or quoted.
 
-Both work on Python ``str`` characters (code points), the same unit the stored span
-offsets use, so an edit that adds one emoji counts 1 whatever its UTF-16 length.
+Both measures work on Python ``str`` characters (code points), the same unit the
+stored span offsets use, so an edit that adds one emoji counts 1 whatever its UTF-16
+length.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
+from typing import Any
+
+from .workflow import WorkflowError
+
+# How much of a refused value an error message quotes.
+SHOWN_MAX = 200
 
 # Words and the whitespace between them are both tokens, so the diff puts back the
 # original spacing and line breaks exactly.
@@ -92,3 +101,37 @@ def diff_segments(a: str, b: str) -> list[tuple[str, str]]:
         if j2 > j1:
             segments.append(("+", "".join(new[j1:j2])))
     return segments
+
+
+def shown(value: Any) -> str:
+    """``value`` for an error message: its ``repr``, cut to :data:`SHOWN_MAX` characters.
+
+    A 4,000-digit number or a pasted page must not come back whole in the message.
+    """
+    if isinstance(value, int) and value.bit_length() > 3 * SHOWN_MAX:
+        # str() of an int past 4,300 digits raises; its size is what matters here.
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"a number of about {digits} digits"
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "…"
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def nul_refused(value: Any, *, field: str) -> Any:
+    """``value`` unchanged, or a WorkflowError naming ``field`` if any text in it has a NUL.
+
+    PostgreSQL stores no NUL character in a text or JSON column (the INSERT fails),
+    and no one types one: it is refused, on every database, before anything is written.
+    """
+    if _has_nul(value):
+        raise WorkflowError(f"{field}: contains a NUL character (\\x00), which cannot be stored")
+    return value

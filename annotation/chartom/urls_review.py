@@ -50,6 +50,11 @@ urlpatterns = [
         name="chartom-qualification-threshold",
     ),
     path(
+        "qualification/sets/<int:qset_id>/retry/",
+        views.qualification_retry,
+        name="chartom-qualification-retry",
+    ),
+    path(
         "qualification/sets/<int:qset_id>/active/",
         views.qualification_activate,
         name="chartom-qualification-activate",

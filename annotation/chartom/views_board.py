@@ -11,6 +11,7 @@ editor. A refused submit answers 422 with the message and the annotator's input 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +25,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
+from common.request_params import BadNumber, optional_number, parse_number
 from modeling.models import Backend
 
 from ..dyntom.validation.views import annotator_required
@@ -32,10 +34,12 @@ from .batch_upload import BatchUploadError, note_batch_upload
 from .bonus_review import bonus_review_submit, bonus_review_take
 from .distractor_review import distractor_review_submit, distractor_review_take
 from .forms_board import NoteBatchUploadForm, json_list, lines
+from .llm_steps import stale_steps
 from .misleadings import construction_distractors_redo
 from .models import Construction, NoteBatch, TaskAssignment, TaskKind
 from .notes_import import note_batch_start
 from .review_slot import review_slot_get
+from .text_edits import nul_refused
 from .workflow import WorkflowError, batch_retry_all, construction_retry, task_timeout
 
 BATCH_PAGE = "annotation/chartom/board/batch.html"
@@ -126,6 +130,8 @@ def _progress_context(batch: NoteBatch) -> dict[str, Any]:
         "stage_rows": stage_rows,
         "states": [(s, board.STATE_HEADS.get(s, s)) for s in board.STATES],
         "needs_retry": list(board.batch_needs_retry(batch)),
+        # Steps still "running" whose worker is gone (dead, or its lease expired).
+        "stale_steps": stale_steps(note__batch=batch),
         # A batch without a backend has the start form for its queued steps instead.
         "queued_count": queued if batch.backend_id else 0,
         "queued_steps": (
@@ -159,20 +165,27 @@ def batch_start(request: HttpRequest, batch_id: int) -> HttpResponse:
     """Give a batch imported without a backend its LLM and queue its waiting steps."""
     batch = _batch(batch_id)
     try:
-        backend = Backend.objects.get(pk=int(request.POST.get("backend", "")))
-    except (ValueError, Backend.DoesNotExist):
+        backend = Backend.objects.get(pk=parse_number(request.POST.get("backend"), name="backend"))
+    except (BadNumber, Backend.DoesNotExist):
         messages.error(request, "backend: choose one of the backends")
         return redirect("annotation:chartom-batch", batch_id=batch.pk)
-    budget = request.POST.get("budget_tokens", "").strip()
-    if budget and (not budget.isdigit() or int(budget) < 1):
-        messages.error(request, "budget_tokens: a whole number of tokens, at least 1")
+    try:
+        # At most 18 digits 0-9 (a "²" passes isdigit() and then fails int()), which
+        # fits the 64-bit column.
+        budget = optional_number(
+            request.POST.get("budget_tokens", "").strip(), name="budget_tokens"
+        )
+        if budget is not None and budget < 1:
+            raise BadNumber("budget_tokens: a whole number of tokens, at least 1")
+    except BadNumber as exc:
+        messages.error(request, str(exc))
         return redirect("annotation:chartom-batch", batch_id=batch.pk)
     try:
         queued = note_batch_start(
             batch_id=batch.pk,
             backend=backend,
             model=request.POST.get("model", "").strip(),
-            budget_tokens=int(budget) if budget else None,
+            budget_tokens=budget,
         )
     except WorkflowError as exc:
         messages.error(request, str(exc))
@@ -282,7 +295,11 @@ def batch_export(request: HttpRequest, batch_id: str, table: str, fmt: str) -> H
 # --- the two review screens ----------------------------------------------------------
 
 
-def _take(request: HttpRequest, taken: TaskAssignment | None, screen: str) -> HttpResponse:
+def _take(
+    request: HttpRequest, take: Callable[[], TaskAssignment | None], screen: str
+) -> HttpResponse:
+    """Claim the annotator's next task (one claim at a time, :func:`.board.task_claim`)."""
+    taken = board.task_claim(annotator=request.user, take=take)
     if taken is None:
         messages.info(request, "Nothing is waiting for you in this queue: thank you.")
         return redirect("annotation:chartom")
@@ -324,7 +341,9 @@ def _refused(
 @require_POST
 @annotator_required
 def bonus_take(request: HttpRequest) -> HttpResponse:
-    return _take(request, bonus_review_take(annotator=request.user), "annotation:chartom-bonus")
+    return _take(
+        request, lambda: bonus_review_take(annotator=request.user), "annotation:chartom-bonus"
+    )
 
 
 def _bonus_page(
@@ -369,6 +388,8 @@ def bonus_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
         operations: list[Any] = []
         if request.POST.get("operations_json"):
             operations = json_list(request.POST, "operations_json", field="operations")
+        nul_refused(points, field="bonus_points")
+        nul_refused(operations, field="operations")
         bonus_review_submit(
             assignment_id=assignment_id,
             annotator=request.user,
@@ -390,14 +411,18 @@ def bonus_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
             status=422,
         )
     messages.success(request, "Bonus points saved; the distractors are being written.")
-    return _take(request, bonus_review_take(annotator=request.user), "annotation:chartom-bonus")
+    return _take(
+        request, lambda: bonus_review_take(annotator=request.user), "annotation:chartom-bonus"
+    )
 
 
 @require_POST
 @annotator_required
 def distractor_take(request: HttpRequest) -> HttpResponse:
     return _take(
-        request, distractor_review_take(annotator=request.user), "annotation:chartom-distractor"
+        request,
+        lambda: distractor_review_take(annotator=request.user),
+        "annotation:chartom-distractor",
     )
 
 
@@ -435,6 +460,7 @@ def distractor_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     """Three fields ``choice_1..3``; publishes the item, then shows it."""
     choices = [request.POST.get(f"choice_{i}", "") for i in (1, 2, 3)]
     try:
+        nul_refused(choices, field="distractors")
         distractor_review_submit(
             assignment_id=assignment_id, annotator=request.user, distractors=choices
         )

@@ -26,10 +26,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import researcher_required
 from accounts.roles import is_researcher
 from benchmarks.models import ToMDimension
+from common.request_params import BadNumber, optional_number
 
 from ..dyntom.validation.views import annotator_required
 from . import qualification as quals
-from .board import annotator_cards
+from .board import annotator_cards, task_claim
 from .extraction import DIMENSION_DEFINITIONS, extraction_submit, extraction_take
 from .models import QualificationItem, QualificationSet, TaskAssignment, TaskKind
 from .paraphrase_review import paraphrase_review_submit, paraphrase_review_take
@@ -40,9 +41,10 @@ from .spans import (
     span_compare_segments,
     spans_clean,
     spans_from_fragments,
+    spans_parse,
     token_rows,
 )
-from .text_edits import diff_segments
+from .text_edits import diff_segments, nul_refused
 from .workflow import WorkflowError, task_timeout
 
 TEMPLATES = "annotation/chartom/construct"
@@ -75,7 +77,9 @@ def _progress(annotator: Any, kind: str) -> dict[str, Any]:
 def _take_next(request: HttpRequest, kind: str) -> HttpResponse:
     """Open the annotator's next task of ``kind``, or say the queue is empty."""
     try:
-        assignment = TAKERS[kind](annotator=request.user)
+        assignment = task_claim(
+            annotator=request.user, take=lambda: TAKERS[kind](annotator=request.user)
+        )
     except WorkflowError as exc:
         messages.error(request, str(exc))
         return redirect("annotation:chartom-work", kind=kind)
@@ -194,10 +198,7 @@ def _spans_from_post(request: HttpRequest, note_text: str) -> Any:
     """The page's spans (JSON, code points), or fragments typed without JavaScript."""
     raw = request.POST.get("spans", "").strip()
     if raw:
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            raise WorkflowError("spans: not a list of [start, end] pairs") from None
+        return spans_parse(raw)
     fragments = request.POST.get("fragments", "")
     if fragments.strip():
         return spans_from_fragments(note_text, fragments.splitlines())
@@ -332,10 +333,15 @@ def question_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     _slot(request, assignment_id, TaskKind.QUESTION_CHOICE)
     raw = request.POST.get("candidate", "")
     text = request.POST.get("text", "")
-    picked = int(raw) if raw.isdigit() else None
+    picked: int | None = None
     try:
+        try:
+            picked = optional_number(raw, name="candidate")
+        except BadNumber as exc:
+            raise WorkflowError(str(exc)) from None
         if picked is None:
             raise WorkflowError("candidate: pick one of the questions shown for this task")
+        nul_refused(text, field="text")
         # A blank box keeps the picked question as it is (the page without JavaScript).
         question_choose(
             assignment_id=assignment_id,
@@ -364,20 +370,32 @@ def qualification_index(request: HttpRequest) -> HttpResponse:
     """The annotator's trial and past attempts; researchers also create gold sets (POST)."""
     researcher = is_researcher(request.user)
     error = ""
-    form = {"name": "", "threshold": "0.8", "gold": ""}
+    form = {
+        "name": "",
+        "threshold": "0.8",
+        "gold": "",
+        "retry_mode": QualificationSet.RetryMode.HIDE_GOLD,
+        "items_per_attempt": "",
+    }
     if request.method == "POST":
         if not researcher:
             raise Http404("no such page")
-        form = {key: request.POST.get(key, "") for key in form}
+        form = {key: request.POST.get(key, default) for key, default in form.items()}
         try:
             try:
                 threshold = float(form["threshold"])
             except ValueError:
                 raise WorkflowError("threshold: a number between 0 and 1") from None
+            items_per_attempt = _items_per_attempt(form["items_per_attempt"])
             # No lines: an empty draft, whose gold is marked item by item on its page.
             rows = quals.gold_rows_parse(form["gold"]) if form["gold"].strip() else []
             qset = quals.qualification_set_create(
-                name=form["name"], threshold=threshold, rows=rows, created_by=request.user
+                name=form["name"],
+                threshold=threshold,
+                rows=rows,
+                created_by=request.user,
+                retry_mode=form["retry_mode"],
+                items_per_attempt=items_per_attempt,
             )
         except WorkflowError as exc:
             error = str(exc)
@@ -397,13 +415,14 @@ def qualification_index(request: HttpRequest) -> HttpResponse:
     )
     context = {
         "qset": qset,
-        "items": qset.items.count() if qset else 0,
+        "items": (qset.items_per_attempt or qset.items.count()) if qset else 0,
         "qualified": quals.annotator_qualified(request.user),
         "attempts": attempts,
         "open_attempt": next((a for a in attempts if a.finished_at is None), None),
         "researcher": researcher,
         "sets": list(QualificationSet.objects.all()[:50]) if researcher else [],
         "form": form,
+        "retry_modes": QualificationSet.RetryMode.choices,
         "error": error,
     }
     return render(request, f"{TEMPLATES}/qualification.html", context, status=400 if error else 200)
@@ -418,7 +437,7 @@ def qualification_start(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("annotation:chartom-qualification")
     answered = set(attempt.answers.values_list("item__position", flat=True))
-    positions = list(attempt.qset.items.order_by("position").values_list("position", flat=True))
+    positions = list(attempt.items.order_by("position").values_list("position", flat=True))
     position = next((p for p in positions if p not in answered), positions[0])
     return redirect(
         "annotation:chartom-qualification-item", attempt_id=attempt.pk, position=position
@@ -441,11 +460,11 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
         raise Http404("no such attempt")
     if attempt.finished_at is not None:
         return redirect("annotation:chartom-qualification-attempt", attempt_id=attempt.pk)
-    item = get_object_or_404(
-        QualificationItem.objects.select_related("note", "note__book"),
-        qset=attempt.qset,
-        position=position,
-    )
+    # Only the attempt's own items: with items drawn per attempt, another item of the
+    # set is not this attempt's to answer (nor to look at).
+    item = get_object_or_404(attempt.items.select_related("note", "note__book"), position=position)
+    items = list(attempt.items.order_by("position").values_list("position", flat=True))
+    number = items.index(item.position) + 1  # "item 2 of 3", whatever its set position
     answer = attempt.answers.filter(item=item).first()
     spans: Any = answer.spans if answer else []
     no_key_note = answer is not None and not answer.spans
@@ -466,9 +485,9 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
         else:
             messages.success(
                 request,
-                f"Item {position} saved." if changed else f"Item {position} unchanged.",
+                f"Item {number} saved." if changed else f"Item {number} unchanged.",
             )
-            later = attempt.qset.items.filter(position__gt=position).order_by("position").first()
+            later = attempt.items.filter(position__gt=position).order_by("position").first()
             if later is not None:
                 return redirect(
                     "annotation:chartom-qualification-item",
@@ -476,11 +495,11 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
                     position=later.position,
                 )
             return redirect("annotation:chartom-qualification-attempt", attempt_id=attempt.pk)
-    items = list(attempt.qset.items.order_by("position").values_list("position", flat=True))
     answered = set(attempt.answers.values_list("item__position", flat=True))
     context = {
         "attempt": attempt,
         "item": item,
+        "number": number,
         "note": item.note,
         "dimension": item.get_dimension_display(),
         "definition": DIMENSION_DEFINITIONS.get(item.dimension, ""),
@@ -488,7 +507,7 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
         "state": "open",
         **span_widget(item.note.note_text, spans),
         "no_key_note": no_key_note,
-        "positions": [(p, p in answered) for p in items],
+        "positions": [(p, p in answered, n) for n, p in enumerate(items, start=1)],
         "error": error,
     }
     return render(
@@ -500,9 +519,12 @@ def qualification_item(request: HttpRequest, attempt_id: int, position: int) -> 
 @annotator_required
 def qualification_attempt(request: HttpRequest, attempt_id: int) -> HttpResponse:
     """Before finishing: what is answered. After: the score, and per item where the
-    answer differed from the gold (missed and extra text marked)."""
+    answer differed from the gold: missed and extra text marked, or (when the set's
+    retries come back to the same items) only the annotator's own selection marked
+    as matching the gold or not, and how much of the gold they missed."""
     attempt = _own_attempt(request, attempt_id)
-    rows = quals.attempt_items(attempt)
+    show_gold = quals.feedback_shows_gold(attempt, request.user)
+    rows = quals.attempt_items(attempt, show_gold=show_gold)
     return render(
         request,
         f"{TEMPLATES}/qualification_attempt.html",
@@ -510,6 +532,7 @@ def qualification_attempt(request: HttpRequest, attempt_id: int) -> HttpResponse
             "attempt": attempt,
             "rows": rows,
             "own": attempt.annotator_id == request.user.pk,
+            "show_gold": show_gold,
             "unanswered": [r.item.position for r in rows if r.answer is None],
         },
     )
@@ -542,6 +565,7 @@ def _set_page(
     *,
     error: str = "",
     threshold: str | None = None,
+    retry: dict[str, Any] | None = None,
     status: int = 200,
 ) -> HttpResponse:
     items = [
@@ -563,6 +587,9 @@ def _set_page(
         "frozen_message": quals.FROZEN,
         "error": error,
         "threshold": qset.threshold if threshold is None else threshold,
+        "retry_modes": QualificationSet.RetryMode.choices,
+        "retry": retry
+        or {"mode": qset.retry_mode, "items_per_attempt": qset.items_per_attempt or ""},
         "work_url": reverse("annotation:chartom-work", kwargs={"kind": TaskKind.EXTRACT}),
     }
     if not frozen:
@@ -708,6 +735,38 @@ def qualification_threshold(request: HttpRequest, qset_id: int) -> HttpResponse:
     except WorkflowError as exc:
         return _set_refused(request, qset.pk, exc, threshold=raw)
     messages.success(request, f"Threshold set to {qset.threshold:.2f}.")
+    return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
+
+
+def _items_per_attempt(raw: str) -> int | None:
+    try:
+        return optional_number(
+            raw.strip(), name="items_per_attempt", maximum=quals.MAX_ITEMS_PER_ATTEMPT
+        )
+    except BadNumber as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+@require_POST
+@researcher_required
+def qualification_retry(request: HttpRequest, qset_id: int) -> HttpResponse:
+    """Choose how a failed annotator retries: same items with the gold hidden from the
+    feedback, or other items each attempt (refused once the set has attempts)."""
+    qset = get_object_or_404(QualificationSet, pk=qset_id)
+    retry = {
+        "mode": request.POST.get("retry_mode", ""),
+        "items_per_attempt": request.POST.get("items_per_attempt", ""),
+    }
+    try:
+        qset = quals.qualification_retry_set(
+            qset_id=qset.pk,
+            retry_mode=retry["mode"],
+            items_per_attempt=_items_per_attempt(retry["items_per_attempt"]),
+            user=request.user,
+        )
+    except WorkflowError as exc:
+        return _set_refused(request, qset.pk, exc, retry=retry)
+    messages.success(request, f"Retries: {qset.get_retry_mode_display()}.")
     return redirect("annotation:chartom-qualification-set", qset_id=qset.pk)
 
 

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
+from modeling.runs.leases import LEASE_RELEASED, LeaseHeld, holder_gone
 from studies.assignment import items_assign_with_room
 
 from .models import (
@@ -139,6 +140,8 @@ def construction_advance(
         raise WorkflowError(f"unknown stage {to_stage!r}")
     field_set(construction, "stage", to_stage, user=user, action="advanced")
     construction.error = ""
+    for name, value in LEASE_RELEASED.items():  # the step that ran (if any) is over
+        setattr(construction, name, value)
     if to_stage in LLM_STAGES:
         construction.state = Construction.State.QUEUED
         step_enqueue(construction.pk)
@@ -178,37 +181,59 @@ def construction_lock(construction_id: int) -> Construction:
 # A step can be sent again when it failed, or when it is queued and its message may be
 # lost (a broker restarted without it): a step runs once however often it is sent,
 # since the worker claims it with one conditional UPDATE (llm_steps.construction_claim).
+# A "running" step can be sent again once its lease is stale: its holder died on this
+# host, or its lease expired (modeling.runs.leases.holder_gone).
 RETRY_STATES = (Construction.State.NEEDS_RETRY, Construction.State.QUEUED)
 
 
 def construction_retry(*, construction_id: int, user: AbstractBaseUser | None = None) -> None:
-    """Queue again an LLM step that failed or is still queued; paid calls come from the cache."""
+    """Queue again an LLM step that failed, is still queued, or was left running by a dead
+    worker; paid calls come from the cache."""
     with transaction.atomic():
         construction = construction_lock(construction_id)
-        if construction.state not in RETRY_STATES or construction.stage not in LLM_STAGES:
+        if construction.stage not in LLM_STAGES:
+            raise WorkflowError(
+                f"construction {construction_id} is {construction.get_state_display()}, "
+                "not waiting for a retry"
+            )
+        if construction.state == Construction.State.RUNNING and not holder_gone(construction):
+            held = LeaseHeld(construction, f"the LLM step of construction {construction_id}")
+            raise WorkflowError(f"{held}; it can be retried once that process is gone")
+        if construction.state not in (*RETRY_STATES, Construction.State.RUNNING):
             raise WorkflowError(
                 f"construction {construction_id} is {construction.get_state_display()}, "
                 "not waiting for a retry"
             )
         construction.state = Construction.State.QUEUED
         construction.error = ""
-        construction.save(update_fields=["state", "error", "updated_at"])
+        for name, value in LEASE_RELEASED.items():
+            setattr(construction, name, value)
+        construction.save(update_fields=["state", "error", "updated_at", *LEASE_RELEASED])
         step_enqueue(construction.pk)
 
 
 def batch_retry_all(
     *, batch_id: int, user: AbstractBaseUser | None = None, queued: bool = False
 ) -> int:
-    """Queue again every step of a batch left in ``needs_retry`` (after a backend outage).
+    """Queue again every step of a batch left in ``needs_retry`` (after a backend outage),
+    and every step left running by a dead worker (its lease stale).
 
     With ``queued``, the steps still queued are sent again instead (their messages lost).
     """
-    state = Construction.State.QUEUED if queued else Construction.State.NEEDS_RETRY
-    waiting = Construction.objects.filter(
-        note__batch_id=batch_id, stage__in=LLM_STAGES, state=state
-    ).values_list("pk", flat=True)
+    states = (
+        [Construction.State.QUEUED]
+        if queued
+        else [Construction.State.NEEDS_RETRY, Construction.State.RUNNING]
+    )
+    waiting = [
+        construction.pk
+        for construction in Construction.objects.filter(
+            note__batch_id=batch_id, stage__in=LLM_STAGES, state__in=states
+        ).only("pk", "state", *LEASE_RELEASED)
+        if construction.state != Construction.State.RUNNING or holder_gone(construction)
+    ]
     sent = 0
-    for construction_id in list(waiting):
+    for construction_id in waiting:
         try:
             construction_retry(construction_id=construction_id, user=user)
         except WorkflowError:

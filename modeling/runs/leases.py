@@ -2,6 +2,11 @@
 
 A resume on the same host takes over at once from a holder that is gone; elsewhere it
 waits for the lease to expire.
+
+The holder's identity and liveness (:class:`LeaseHolder`, :func:`holder_gone`) and the
+claim of a leased row (:func:`lease_claim`, :func:`lease_renew`) serve any model with
+the four ``lease_*`` fields of :class:`~modeling.models.Run`: the annotation app's
+CharToM-QA steps and DynToM generation jobs hold their rows the same way.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from ..models import Run
+from ..models import Backend, Run
 from .signals import run_finished
 
 logger = logging.getLogger(__name__)
@@ -53,12 +58,14 @@ class LeaseHolder:
         }
 
 
-_RELEASED = {
+# The lease fields of a row nobody holds.
+LEASE_RELEASED: dict[str, Any] = {
     "lease_expires_at": None,
     "lease_holder_host": "",
     "lease_holder_pid": None,
     "lease_holder_started_at": None,
 }
+_RELEASED = LEASE_RELEASED
 
 
 def _process_started_at(pid: int) -> datetime | None:
@@ -98,15 +105,19 @@ def _process_alive(pid: int, started_at: datetime | None) -> bool:
     return True
 
 
-def _holder_gone(run: Run) -> bool:
-    """True when nobody can be executing ``run``: lease released or expired, or held by a
-    process on this host that is no longer alive. A holder on another host counts as
-    alive until its lease expires (we cannot see its processes)."""
-    if run.lease_expires_at is None or run.lease_expires_at <= timezone.now():
+def holder_gone(leased: Any) -> bool:
+    """True when nobody can be working on ``leased`` (a run, or any row with the four
+    ``lease_*`` fields): lease released or expired, or held by a process on this host
+    that is no longer alive. A holder on another host counts as alive until its lease
+    expires (we cannot see its processes)."""
+    if leased.lease_expires_at is None or leased.lease_expires_at <= timezone.now():
         return True
-    if not run.lease_holder_pid or run.lease_holder_host != socket.gethostname():
+    if not leased.lease_holder_pid or leased.lease_holder_host != socket.gethostname():
         return False
-    return not _process_alive(run.lease_holder_pid, run.lease_holder_started_at)
+    return not _process_alive(leased.lease_holder_pid, leased.lease_holder_started_at)
+
+
+_holder_gone = holder_gone
 
 
 def _utc_clock(moment: datetime) -> str:
@@ -243,3 +254,97 @@ def _release(run_id: int, holder: LeaseHolder, *, status: str, error: str) -> bo
     if released:
         run_finished.send(sender=Run, run_id=run_id)
     return released
+
+
+# --- leases of other rows (CharToM-QA steps, DynToM generation jobs) ----------------------
+
+
+def call_lease(backend: Backend) -> timedelta:
+    """The longest one call to ``backend`` can take: every attempt times out, and the
+    client waits the longest it may between attempts. A holder blocked in such a call
+    keeps its lease at least this long."""
+    from ..backends.openai_backend import MAX_RETRY_WAIT_S  # loaded with the backend, not here
+
+    retries = int(backend.max_retries)
+    return timedelta(seconds=(retries + 1) * float(backend.timeout_s) + retries * MAX_RETRY_WAIT_S)
+
+
+class LeaseHeld(Exception):
+    """A process that may be alive holds the row; ``seconds`` until its lease expires.
+
+    ``local`` is True when the holder runs on this host (so it is alive: a dead one
+    would have been taken over). The message says who holds ``what`` and until when.
+    """
+
+    def __init__(self, leased: Any, what: str) -> None:
+        now = timezone.now()
+        expires = leased.lease_expires_at or now
+        self.seconds = max(1.0, (expires - now).total_seconds())
+        self.expires_at = expires
+        self.local = bool(leased.lease_holder_pid) and (
+            leased.lease_holder_host == socket.gethostname()
+        )
+        if self.local:
+            message = f"{what} is running in process {leased.lease_holder_pid} on this host"
+        else:
+            holder = (
+                f"process {leased.lease_holder_pid} on host {leased.lease_holder_host}"
+                if leased.lease_holder_pid
+                else "another worker"
+            )
+            message = (
+                f"{what} is held by {holder}, which renews its lease while it works; "
+                f"if that process is gone, it is free after {_utc_clock(expires)} "
+                f"({self.seconds:.0f} s)"
+            )
+        super().__init__(message)
+
+
+def lease_claim(
+    rows: QuerySet, *, free: Q, held: Q, lease: timedelta, what: str, **values: Any
+) -> bool:
+    """Take the one row of ``rows`` for this process, under a lease of ``lease``.
+
+    A row matching ``free`` (queued, failed) is taken with one conditional UPDATE that
+    also writes ``values``; a row matching ``held`` (running) is taken over when its
+    holder is gone (see :func:`holder_gone`), with a compare-and-swap on the holder
+    seen, so two claimants cannot both win. Returns False when the row is in neither
+    state (done, moved on); raises :class:`LeaseHeld` when a holder that may be alive
+    has it.
+    """
+    now = timezone.now()
+    claim = {
+        **values,
+        "lease_expires_at": now + lease,
+        **LeaseHolder.current().as_fields(),
+    }
+    expired = Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
+    if rows.filter(free | (held & expired)).update(**claim):
+        return True
+    row = rows.filter(held).first()
+    if row is None:
+        return False
+    if holder_gone(row):
+        taken = rows.filter(
+            held,
+            lease_expires_at=row.lease_expires_at,
+            lease_holder_host=row.lease_holder_host,
+            lease_holder_pid=row.lease_holder_pid,
+        ).update(**claim)
+        if taken:
+            logger.info("%s: took over from dead process %s", what, row.lease_holder_pid)
+            return True
+        row = rows.filter(held).first()
+        if row is None:
+            return False
+    raise LeaseHeld(row, what)
+
+
+def lease_renew(rows: QuerySet, *, holder: LeaseHolder, lease: timedelta, **values: Any) -> bool:
+    """Extend ``holder``'s lease on the row of ``rows`` to ``lease`` from now (and write
+    ``values``); False when the row is no longer this holder's (taken over, moved on)."""
+    return bool(
+        rows.filter(lease_holder_host=holder.host, lease_holder_pid=holder.pid).update(
+            lease_expires_at=timezone.now() + lease, **values
+        )
+    )

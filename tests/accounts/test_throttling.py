@@ -160,3 +160,63 @@ def test_malformed_tokens_cause_no_server_error_and_guessing_is_still_throttled(
 
     assert all(400 <= status < 500 for status in malformed), malformed
     assert guesses[-1] == 429, guesses
+
+
+PASSWORD_CHANGE = "/accounts/password/"
+
+
+def _change(client, old: str, new: str = "a-new-pw-456!"):
+    return client.post(
+        PASSWORD_CHANGE, {"old_password": old, "new_password1": new, "new_password2": new}
+    )
+
+
+def test_thirty_wrong_old_passwords_are_throttled_and_the_right_one_then_refused(
+    client, researcher
+):
+    client.force_login(researcher)
+
+    answers = [_change(client, f"guess-{n}").status_code for n in range(30)]
+    locked = _change(client, PASSWORD)
+
+    assert answers[:10] == [200] * 10  # the form again, "your old password was entered…"
+    assert set(answers[10:]) == {429}
+    assert locked.status_code == 429
+    assert "Too many failed log-in attempts" in locked.content.decode()
+    assert locked["Retry-After"] == "900"
+    researcher.refresh_from_db()
+    assert researcher.check_password(PASSWORD)  # unchanged
+    # The wrong old passwords counted against the user name: the log-in page refuses too.
+    assert _login(client, "res", PASSWORD).status_code == 429
+
+
+def test_a_right_old_password_below_the_limit_changes_it_and_does_not_count(client, researcher):
+    client.force_login(researcher)
+    for n in range(9):
+        assert _change(client, f"guess-{n}").status_code == 200
+
+    assert _change(client, PASSWORD).status_code == 302
+    researcher.refresh_from_db()
+    assert researcher.check_password("a-new-pw-456!")
+    # Nine failures so far, the right password gave its place back: one more is checked.
+    assert _login(client, "res", "another-guess").status_code == 200
+    assert _login(client, "res", "a-new-pw-456!").status_code == 429
+
+
+def test_a_right_password_gives_its_place_back(client, researcher, settings):
+    settings.TOMLAB_THROTTLE_LOGIN_FAILURES_PER_USERNAME = 3
+    for _ in range(5):
+        assert _login(client, "res", PASSWORD).status_code == 302
+    for n in range(3):
+        assert _login(client, "res", f"guess-{n}").status_code == 200
+    assert _login(client, "res", PASSWORD).status_code == 429
+
+
+def test_a_cache_that_cannot_count_atomically_is_warned_about(settings):
+    from accounts.throttling import cache_check
+
+    assert cache_check() == []  # locmem (or Redis) in the test settings
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "c"}
+    }
+    assert [m.id for m in cache_check()] == ["accounts.W001"]

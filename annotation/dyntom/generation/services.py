@@ -13,6 +13,13 @@ the retry prompt carrying the error, up to ``TOMLAB_GENERATION_MAX_ATTEMPTS`` re
 per step; then the stage is marked ``needs_attention`` with the reason. A finished
 stage waits for validation (``awaiting_validation``); :func:`generated_stage_keep`
 publishes it into the item bank through the DynToM importer.
+
+A running job is held under a lease, as a model run is (:mod:`modeling.runs.leases`):
+the worker process (host, PID, start time) and an expiry, pushed forward at every call
+and long enough to cover the call in flight. A job whose holder died on this host (the
+envelope sweep sends its task again) or whose lease expired is taken over by the next
+delivery of its task; :func:`generation_jobs_requeue_stale` sends the stale jobs no
+envelope will bring back when a worker starts.
 """
 
 from __future__ import annotations
@@ -21,17 +28,19 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.importers.base import ImportDataError
 from benchmarks.models import Benchmark, Work
 from benchmarks.services import benchmark_import
-from common.queueing import job_tasks_register
+from common.queueing import job_tasks_register, queued_job_waiting
 from common.tasks import task_send_on_commit
 from modeling.backends import BackendError
 from modeling.models import Backend, PromptTemplate, Run
@@ -40,6 +49,15 @@ from modeling.runs.direct import (
     run_direct_call,
     run_direct_create,
     run_direct_finish,
+)
+from modeling.runs.leases import (
+    LEASE_RELEASED,
+    LeaseHeld,
+    LeaseHolder,
+    call_lease,
+    holder_gone,
+    lease_claim,
+    lease_renew,
 )
 
 from ...models import MAX_SCENARIOS, MIN_SCENARIOS, GeneratedStage, GenerationJob
@@ -69,6 +87,9 @@ GENERATION_TASK_NAME = "annotation.generation_job"
 job_tasks_register(
     "annotation.generationjob", GENERATION_TASK_NAME, page="annotation:generation-job"
 )
+# The lease of a running job between calls; every call pushes it forward, and a call
+# in flight holds it for as long as that call may take (see _ask).
+JOB_LEASE = timedelta(minutes=5)
 
 
 def _max_attempts() -> int:
@@ -77,6 +98,20 @@ def _max_attempts() -> int:
 
 class StepFailed(Exception):
     """A step that could not produce a valid value; the stage needs attention."""
+
+
+class JobLost(Exception):
+    """Another worker took the job over (this one was taken for dead): stop, finish nothing."""
+
+
+def _jobs(job_id: int):
+    return GenerationJob.objects.filter(pk=job_id, status=GenerationJob.Status.RUNNING)
+
+
+def _job_hold(job: GenerationJob, lease: timedelta = JOB_LEASE) -> None:
+    """Renew this process's lease on the job for ``lease``; :class:`JobLost` if not ours."""
+    if not lease_renew(_jobs(job.pk), holder=LeaseHolder.current(), lease=lease):
+        raise JobLost(f"generation job {job.pk} was taken over")
 
 
 # --- creating and running jobs --------------------------------------------------------
@@ -127,15 +162,30 @@ def generation_job_create(
 
 
 def generation_job_run(*, job_id: int) -> str:
-    """Claim a job with one conditional UPDATE and generate its stages; returns its status.
+    """Claim a job under a lease and generate its stages; returns its status.
 
-    A job left running by a killed worker is claimed again when its task is delivered
-    again; stages and steps already done are kept, and calls already answered come back
-    from their RunCall rows, so nothing is asked twice.
+    A job left running by a worker that is gone (dead on this host, or its lease
+    expired) is taken over when its task is delivered again; stages and steps already
+    done are kept, and calls already answered come back from their RunCall rows, so
+    nothing is asked twice. ``"skipped"`` when the job is finished, or another process
+    on this host runs it; raises :class:`~modeling.runs.leases.LeaseHeld` when a worker
+    on another host holds it (the task tries again when that lease would expire).
     """
-    claimed = GenerationJob.objects.filter(
-        pk=job_id, status__in=[GenerationJob.Status.QUEUED, GenerationJob.Status.RUNNING]
-    ).update(status=GenerationJob.Status.RUNNING, started_at=timezone.now())
+    try:
+        claimed = lease_claim(
+            GenerationJob.objects.filter(pk=job_id),
+            free=Q(status=GenerationJob.Status.QUEUED),
+            held=Q(status=GenerationJob.Status.RUNNING),
+            lease=JOB_LEASE,
+            what=f"generation job {job_id}",
+            status=GenerationJob.Status.RUNNING,
+            started_at=timezone.now(),
+        )
+    except LeaseHeld as exc:
+        if not exc.local:
+            raise
+        logger.info("%s; skipped", exc)
+        return "skipped"
     if not claimed:
         return "skipped"
     job = GenerationJob.objects.select_related(
@@ -171,6 +221,9 @@ def generation_job_run(*, job_id: int) -> str:
             )
             if stage.status == GeneratedStage.Status.GENERATING:
                 _generate_stage(job, stage)
+    except JobLost:
+        logger.warning("generation job %s was taken over by another worker", job.pk)
+        return "skipped"
     except RunBudgetExceeded as exc:
         return _job_finish(
             job, GenerationJob.Status.FAILED, f"stopped: {exc}", Run.Status.BUDGET_EXHAUSTED
@@ -204,9 +257,15 @@ def _job_outcome(job: GenerationJob) -> tuple[str, str, str]:
 
 def _job_finish(job: GenerationJob, status: str, error: str, run_status: str) -> str:
     _progress(job)
-    GenerationJob.objects.filter(pk=job.pk).update(
-        status=status, error=error[:4000], finished_at=timezone.now()
+    holder = LeaseHolder.current()
+    finished = (
+        _jobs(job.pk)
+        .filter(lease_holder_host=holder.host, lease_holder_pid=holder.pid)
+        .update(status=status, error=error[:4000], finished_at=timezone.now(), **LEASE_RELEASED)
     )
+    if not finished:
+        logger.warning("generation job %s was taken over; this worker leaves it", job.pk)
+        return "skipped"
     if job.run_id:
         run_direct_finish(run_id=job.run_id, status=run_status, error=error)
     return status
@@ -226,6 +285,24 @@ def _progress(job: GenerationJob) -> None:
                 for v in (stage.relationship, stage.trajectory, stage.scenarios, stage.questions)
             )
     GenerationJob.objects.filter(pk=job.pk).update(progress_done=done)
+
+
+def generation_jobs_requeue_stale() -> list[int]:
+    """Send again every running job whose holder is gone and whose envelope will not bring
+    it back; called when a worker starts.
+
+    A job whose holder died on this host has its envelope sent again by the sweep (which
+    runs first, on the same signal): that envelope waits, and the job is left to it. A
+    job whose lease expired (its worker died on another host, or before the envelopes)
+    has no one to send it: it is queued here, and its claim takes it over.
+    """
+    sent = []
+    running = GenerationJob.objects.filter(status=GenerationJob.Status.RUNNING).order_by("pk")
+    for job in running:
+        if holder_gone(job) and queued_job_waiting(GENERATION_TASK_NAME, (job.pk,)) is None:
+            task_send_on_commit(GENERATION_TASK_NAME, (job.pk,), queue="default")
+            sent.append(job.pk)
+    return sent
 
 
 # --- one stage ------------------------------------------------------------------------
@@ -265,11 +342,16 @@ def _ask(
     attempts = _max_attempts()
     for attempt in range(1, attempts + 1):
         unit_key = f"generation:job{job.pk}:stage{stage.index}:{step}:{attempt}"
+        # Hold the job for as long as this call may take (its retries included): a
+        # slow reply must not let another worker take the job and pay the call again.
+        _job_hold(job, JOB_LEASE + call_lease(job.backend))
         try:
             call = run_direct_call(run=job.run, unit_key=unit_key, messages=messages)
         except BackendError as exc:
             _record_call(stage, step, attempt, unit_key, None, error=str(exc))
             raise StepFailed(f"{step}: the backend failed: {exc}") from None
+        finally:
+            _job_hold(job)
         try:
             value = read(call.raw_output)
         except ReplyInvalid as exc:

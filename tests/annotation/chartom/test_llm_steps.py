@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from annotation.chartom.workflow import (
 from annotation.models import AnnotationTask, Construction, FieldChange, NoteBatch
 from benchmarks.models import QAItem
 from modeling.models import RunCall
+from modeling.runs.leases import LeaseHeld
 
 # --- reply readers (table-driven) ----------------------------------------------------------
 
@@ -642,7 +644,10 @@ def test_the_celery_task_runs_the_step(at, script) -> None:
 def test_two_claims_of_one_step_give_it_to_one_worker(at) -> None:
     construction = at()
     assert construction_claim(construction.pk) is True
-    assert construction_claim(construction.pk) is False
+    # The holder (this process) is alive: the second claim is refused, by name.
+    with pytest.raises(LeaseHeld, match=f"running in process {os.getpid()} on this host"):
+        construction_claim(construction.pk)
+    assert construction_step_run(construction_id=construction.pk) == "skipped"
 
 
 def test_default_templates_are_ours_and_idempotent() -> None:
