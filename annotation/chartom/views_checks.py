@@ -26,6 +26,7 @@ from annotation.dyntom.validation.views import annotator_required
 from common.request_params import BadNumber, optional_number
 
 from . import judgement, note_checks
+from .board import task_claim
 from .forms_checks import JudgementSampleForm, NoteCheckSampleForm
 from .models import JudgementSample, NoteBatch, NoteCheckLabel, TaskAssignment
 from .workflow import WorkflowError, task_timeout
@@ -145,7 +146,10 @@ def judgement_sample_create(request: HttpRequest) -> HttpResponse:
 
 
 def _next_note(request: HttpRequest, batch: NoteBatch | None = None) -> HttpResponse:
-    slot = note_checks.note_check_take(annotator=request.user, batch=batch)
+    slot = task_claim(
+        annotator=request.user,
+        take=lambda: note_checks.note_check_take(annotator=request.user, batch=batch),
+    )
     if slot is None:
         messages.info(request, "No note left for you to check: thank you.")
         return _redirect(request, reverse("annotation:chartom-checks"))
@@ -219,7 +223,10 @@ def note_check_submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 
 def _next_answer(request: HttpRequest, sample: JudgementSample) -> HttpResponse:
-    slot = judgement.judgement_take(annotator=request.user, sample=sample)
+    slot = task_claim(
+        annotator=request.user,
+        take=lambda: judgement.judgement_take(annotator=request.user, sample=sample),
+    )
     if slot is None:
         messages.info(request, f"No answer of {sample.name!r} left for you to score: thank you.")
         return _redirect(request, reverse("annotation:chartom-checks"))
