@@ -9,6 +9,15 @@ answers odd input with a 500 rather than a form error:
 - ``forms.JSONField`` turns only ``JSONDecodeError`` into a form error, while a
   5,000-digit number in the JSON raises ``ValueError`` (Python's int digit limit).
 
+It also keeps secrets out of changelist queries. A column whose field is marked
+``holds_secrets`` (an encrypted API key, options that hold tokens and headers) must
+answer nothing about its contents, or the changelist becomes an oracle:
+``?api_key__gte=sk-M`` answered "1 backend"/"0 backends", and
+``?options__headers__Authorization__startswith=Bearer%20sk-O`` recovered a header's
+key one character at a time. So no filter (any lookup, key transform, ``has_key``),
+``?o=`` ordering or search field may reach such a field, from its own model or across
+relations: filters and orderings are refused with a 400, search fields are left out.
+
 Rather than patching each app's admin, the default site (``INSTALLED_APPS`` names
 ``InputSafeAdminConfig`` in place of ``django.contrib.admin``) mixes
 :class:`InputSafeAdminMixin` into every ModelAdmin and inline it registers, so admins
@@ -17,14 +26,19 @@ added later are covered too.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from django import forms
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import AutocompleteSelect, AutocompleteSelectMultiple
-from django.core.exceptions import ValidationError
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
+from django.db.models.constants import LOOKUP_SEP
 from django.forms.fields import InvalidJSONInput
 
 _BIGINT = 2**63
@@ -74,8 +88,84 @@ class SafeAutocompleteSelectMultiple(_SafeAutocompleteMixin, AutocompleteSelectM
     pass
 
 
+def reaches_secret(model: type[models.Model], path: str) -> bool:
+    """Whether the lookup, ordering or search ``path`` from ``model`` touches a field
+    marked ``holds_secrets`` (``api_key__startswith``, ``options__headers__x``,
+    ``-backend__options``, ``runs__backend__api_key``…)."""
+    opts = model._meta
+    for part in path.lstrip("-^=@").split(LOOKUP_SEP):
+        try:
+            field = opts.pk if part == "pk" else opts.get_field(part)
+        except FieldDoesNotExist:
+            return False  # a lookup or transform of the last field: checked already
+        if getattr(field, "holds_secrets", False):
+            return True
+        if not field.is_relation or field.related_model is None:
+            return False
+        opts = field.related_model._meta
+    return False
+
+
+@lru_cache(maxsize=1)
+def secret_field_names() -> frozenset[str]:
+    """Names of the fields marked ``holds_secrets`` on any installed model."""
+    return frozenset(
+        field.name
+        for model in apps.get_models()
+        for field in model._meta.get_fields()
+        if getattr(field, "holds_secrets", False)
+    )
+
+
+def names_secret(model: type[models.Model], path: str) -> bool:
+    """Whether ``path`` reaches a secret field, or names one anywhere in it (a lookup
+    such as ``?api_key__gte=`` on a model without the field must not answer either)."""
+    parts = set(path.lstrip("-^=@").split(LOOKUP_SEP))
+    return bool(parts & secret_field_names()) or reaches_secret(model, path)
+
+
+class SecretSafeChangeList(ChangeList):
+    """Refuses ``?o=`` on a column whose ordering reaches a secret field."""
+
+    def get_ordering_field(self, field_name: Any) -> Any:
+        order_field = super().get_ordering_field(field_name)
+        if isinstance(order_field, str) and reaches_secret(self.model, order_field):
+            raise DisallowedModelAdminLookup(f"Ordering by {order_field} is not allowed")
+        if hasattr(order_field, "resolve_expression") and any(
+            reaches_secret(self.model, ref) for ref in _field_refs(order_field)
+        ):
+            raise DisallowedModelAdminLookup("Ordering by a secret is not allowed")
+        return order_field
+
+
+def _field_refs(expression: Any) -> list[str]:
+    refs = [expression.name] if isinstance(getattr(expression, "name", None), str) else []
+    for source in getattr(expression, "get_source_expressions", list)():
+        if source is not None:
+            refs += _field_refs(source)
+    return refs
+
+
 class InputSafeAdminMixin:
-    """Form fields that turn malformed input into form errors (ModelAdmin and inlines)."""
+    """Form fields that turn malformed input into form errors (ModelAdmin and inlines),
+    and changelists that answer nothing about a secret field."""
+
+    def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
+        if names_secret(self.model, lookup):  # type: ignore[attr-defined]
+            return False  # the changelist answers 400 (DisallowedModelAdminLookup)
+        return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]
+
+    def get_search_fields(self, request: Any) -> Any:
+        fields = super().get_search_fields(request)  # type: ignore[misc]
+        return [f for f in fields if not reaches_secret(self.model, f)]  # type: ignore[attr-defined]
+
+    def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
+        changelist = super().get_changelist(request, **kwargs)  # type: ignore[misc]
+        if issubclass(changelist, SecretSafeChangeList):
+            return changelist
+        if changelist is ChangeList:
+            return SecretSafeChangeList
+        return type("SecretSafe" + changelist.__name__, (SecretSafeChangeList, changelist), {})
 
     def formfield_for_dbfield(self, db_field: models.Field, request: Any, **kwargs: Any) -> Any:
         if isinstance(db_field, models.JSONField):

@@ -2,45 +2,40 @@
 
 A backend's API key is write-only: the change form shows an empty password input,
 a blank submission keeps the stored key, and no list column, search field or page
-ever renders it (``has_key`` says whether one is set). It is stored encrypted, and no
-changelist may filter, search or sort on it: a filter such as ``?api_key__gte=sk-M``
-answered "1 backend"/"0 backends" and recovered a whole key by binary search. Secret
-values in ``options`` are shown masked and kept when the mask is sent back. Runs,
-calls, predictions and cached responses are written by the run engine only, so they
-are read-only here; runs are cancelled or resumed through the same services the run
-pages use.
+ever renders it (``has_key`` says whether one is set). It is stored encrypted, and so
+are secret values in ``options``, which are shown masked and kept when the mask is
+sent back. No changelist may filter, search or sort on either column (the admin site,
+``common.admin_input``, refuses any query that reaches a field marked
+``holds_secrets``): ``?api_key__gte=sk-M`` and
+``?options__headers__Authorization__startswith=…`` each recovered a whole key.
+
+Where a key may go is guarded too. Only a backend's creator, a superuser, or someone
+granted ``modeling.change_backend`` explicitly may edit it (others see it read-only);
+moving it to another scheme, host or port drops its stored key and secret options;
+``api_key_env`` and the host must be allowed by the server (``Backend.clean``).
+
+Runs, calls, predictions and cached responses are written by the run engine only, so
+they are read-only here; runs are cancelled or resumed through the same services the
+run pages use.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
-from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from .credentials import restore_redacted
+from .credentials import REDACTED, contains_ciphertext, restore_redacted
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
 from .runs import services
 from .runs.outcome import run_status_label, unparseable_count
-
-# Model fields no admin query string may reach, whatever the path to them
-# (``api_key__startswith``, ``backend__api_key__gte``, ``runs__backend__api_key``…).
-SECRET_FIELDS = frozenset({"api_key"})
-
-
-class NoSecretLookupsMixin:
-    """Refuses filters on secret columns: the admin answers 400 whatever the value."""
-
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
-        if SECRET_FIELDS & set(lookup.split(LOOKUP_SEP)):
-            return False
-        return super().lookup_allowed(lookup, value, request)
 
 
 def _changelist_link(model: type[Model], lookup: str, pk: int, label: object) -> str:
@@ -48,7 +43,7 @@ def _changelist_link(model: type[Model], lookup: str, pk: int, label: object) ->
     return format_html('<a href="{}?{}={}">{}</a>', url, lookup, pk, label)
 
 
-class ReadOnlyAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):
     """Rows the run engine owns: viewable, never added or edited by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -58,13 +53,23 @@ class ReadOnlyAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
         return False
 
 
+def _holds_placeholder(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_placeholder(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_placeholder(item) for item in value)
+    return value == REDACTED
+
+
 class BackendAdminForm(forms.ModelForm):
     # Local servers speak plain http; say so rather than rely on Django 6's https default.
     base_url = forms.URLField(
         required=False,
         max_length=200,
         assume_scheme="http",
-        help_text=Backend._meta.get_field("base_url").help_text,
+        help_text=f"{Backend._meta.get_field('base_url').help_text}. A stored API key and "
+        "secret options belong to this server: changing the scheme, host or port removes "
+        "them, and they must be entered again.",
     )
     # render_value=False: the stored key never reaches the page, not even masked.
     # Not the model field's name: that column holds ciphertext and is not editable.
@@ -74,8 +79,9 @@ class BackendAdminForm(forms.ModelForm):
         strip=True,
         max_length=500,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Write-only, stored encrypted. Leave blank to keep the stored key. "
-        "Prefer “API key env”: the key then stays out of the database.",
+        help_text="Write-only, stored encrypted. Leave blank to keep the stored key (it is "
+        "removed when the base URL moves to another server). Prefer “API key env”: the "
+        "key then stays out of the database.",
     )
     clear_api_key = forms.BooleanField(
         label="Remove the stored API key", required=False, initial=False
@@ -105,8 +111,17 @@ class BackendAdminForm(forms.ModelForm):
             self.initial["options"] = self.instance.redacted_options()
 
     def clean_options(self) -> Any:
+        submitted = self.cleaned_data.get("options")
+        if contains_ciphertext(submitted):
+            raise forms.ValidationError("Values starting with “fernet:” cannot be entered.")
         stored = self.instance.options if self.instance.pk else {}
-        return restore_redacted(self.cleaned_data.get("options"), stored)
+        options = restore_redacted(submitted, stored)
+        if _holds_placeholder(options):
+            raise forms.ValidationError(
+                f"{REDACTED} stands for a stored secret; there is none at that place: "
+                "type the value."
+            )
+        return options
 
     def save(self, commit: bool = True) -> Backend:
         if self.cleaned_data.get("clear_api_key"):
@@ -117,7 +132,7 @@ class BackendAdminForm(forms.ModelForm):
 
 
 @admin.register(Backend)
-class BackendAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
+class BackendAdmin(admin.ModelAdmin):
     form = BackendAdminForm
     list_display = (
         "name",
@@ -129,12 +144,14 @@ class BackendAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
         "max_concurrency",
         "price_input_per_1k",
         "price_output_per_1k",
+        "created_by",
         "created_at",
     )
     list_filter = ("kind",)
-    # Never the key: a search would reveal it one guess at a time.
+    list_select_related = ("created_by",)
+    # Never the key or the options: a search would reveal them one guess at a time.
     search_fields = ("name", "default_model", "base_url", "model_path")
-    readonly_fields = ("created_at", "has_key")
+    readonly_fields = ("created_by", "created_at", "has_key", "shown_options")
     fieldsets = (
         (None, {"fields": ("name", "kind", "default_model", "base_url", "model_path")}),
         ("Credentials", {"fields": ("api_key_env", "has_key", "new_api_key", "clear_api_key")}),
@@ -150,14 +167,52 @@ class BackendAdmin(NoSecretLookupsMixin, admin.ModelAdmin):
                 )
             },
         ),
-        (None, {"fields": ("options", "created_at")}),
+        (None, {"fields": ("options", "created_by", "created_at")}),
     )
+    # Someone else's backend, shown read-only: no write-only inputs, options masked.
+    view_fieldsets = (
+        (None, {"fields": ("name", "kind", "default_model", "base_url", "model_path")}),
+        ("Credentials", {"fields": ("api_key_env", "has_key")}),
+        fieldsets[2],
+        (None, {"fields": ("shown_options", "created_by", "created_at")}),
+    )
+
+    def has_change_permission(self, request: HttpRequest, obj: Backend | None = None) -> bool:
+        if obj is None:
+            return super().has_change_permission(request)
+        return obj.may_be_changed_by(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Backend | None = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or obj.may_be_changed_by(request.user))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Backend | None = None) -> Any:
+        if obj is not None and not self.has_change_permission(request, obj):
+            return self.view_fieldsets
+        return super().get_fieldsets(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Backend, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+        if obj.dropped_secrets:
+            self.message_user(
+                request,
+                f"The base URL now points at another server, so "
+                f"{' and '.join(obj.dropped_secrets)} of {obj.name} were removed: "
+                "enter them again for the new server.",
+                messages.WARNING,
+            )
 
     # No ordering=: sorting by this column would sort by the ciphertext's presence only,
     # but a sortable secret-derived column is one review away from sorting by the key.
     @admin.display(description="key stored", boolean=True)
     def has_key(self, obj: Backend) -> bool:
         return obj.has_api_key
+
+    @admin.display(description="options")
+    def shown_options(self, obj: Backend) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.redacted_options(), indent=2))
 
 
 @admin.register(PromptTemplate)

@@ -1,4 +1,4 @@
-"""Backend credentials: API keys encrypted at rest, and secret-looking options redacted.
+"""Backend credentials: API keys and secret options encrypted at rest, and shown redacted.
 
 A stored key is a Fernet token (AES-128-CBC + HMAC-SHA256) under a key derived from
 ``settings.SECRET_KEY`` with HKDF-SHA256, prefixed with ``fernet:``, so the column
@@ -6,11 +6,18 @@ holds ciphertext only and a database dump or a lookup on the column teaches noth
 about the key. Keys encrypted under a retired secret stay readable while that secret
 is listed in ``SECRET_KEY_FALLBACKS`` (Django's own rotation setting).
 https://cryptography.io/en/latest/fernet/
+
+Option values named like secrets (``headers.Authorization``, ``api_key``, ``token``…)
+or shaped like one ("Bearer …") are stored the same way, each as its own ciphertext
+string inside the JSON, so a lookup on ``options`` (``options__icontains``, a key
+transform, ``has_key`` on a value) only ever meets ciphertext; ``Backend.get_options``
+decrypts them for the LLM client.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 from functools import lru_cache
 from typing import Any
@@ -84,6 +91,10 @@ class EncryptedSecretField(models.TextField):
     but only ever see ciphertext; the admin and the API refuse lookups on it anyway.
     """
 
+    # Marks a column no admin or API lookup, search or ordering may reach
+    # (common.admin_input refuses them by this attribute, whatever the model).
+    holds_secrets = True
+
     def pre_save(self, model_instance: models.Model, add: bool) -> str:
         value = getattr(model_instance, self.attname) or ""
         if value and not is_ciphertext(value):
@@ -135,7 +146,7 @@ def redact_secrets(value: Any) -> Any:
         }
     if isinstance(value, list):
         return [redact_secrets(item) for item in value]
-    if isinstance(value, str) and _SECRET_VALUE.match(value):
+    if isinstance(value, str) and (_SECRET_VALUE.match(value) or is_ciphertext(value)):
         return REDACTED
     return value
 
@@ -156,3 +167,118 @@ def restore_redacted(edited: Any, stored: Any) -> Any:
             for i, item in enumerate(edited)
         ]
     return edited
+
+
+# --- secret options: encrypted value by value -----------------------------------------
+
+
+def _is_secret_value(value: Any) -> bool:
+    return isinstance(value, str) and bool(_SECRET_VALUE.match(value))
+
+
+def _encrypt_option(value: Any) -> str:
+    if isinstance(value, str) and is_ciphertext(value):
+        return value  # stored already (or put back from the stored options)
+    # JSON inside, so a secret that is a number or an object comes back as it was.
+    return encrypt_secret(json.dumps(value))
+
+
+def encrypt_option_secrets(value: Any) -> Any:
+    """A copy of ``value`` with every entry :func:`redact_secrets` masks encrypted."""
+    if isinstance(value, dict):
+        return {
+            key: _encrypt_option(item) if _secret_entry(key, item) else encrypt_option_secrets(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [encrypt_option_secrets(item) for item in value]
+    if _is_secret_value(value):
+        return _encrypt_option(value)
+    return value
+
+
+def decrypt_option_secrets(value: Any) -> Any:
+    """A copy of stored options with every encrypted value in plaintext again."""
+    if isinstance(value, dict):
+        return {key: decrypt_option_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [decrypt_option_secrets(item) for item in value]
+    if isinstance(value, str) and is_ciphertext(value):
+        return json.loads(decrypt_secret(value))
+    return value
+
+
+def option_secret_values(options: Any, *, under_secret: bool = False) -> list[str]:
+    """Every secret string in plaintext ``options`` (secret entries, credential-shaped
+    values, and all header values), for masking what a server echoes."""
+    found: list[str] = []
+    if isinstance(options, dict):
+        for key, item in options.items():
+            secret = under_secret or _secret_entry(key, item) or str(key).lower() == "headers"
+            found += option_secret_values(item, under_secret=secret)
+    elif isinstance(options, list):
+        for item in options:
+            found += option_secret_values(item, under_secret=under_secret)
+    elif (
+        isinstance(options, str | int | float)
+        and not isinstance(options, bool)
+        and (under_secret or _is_secret_value(options))
+    ):
+        found.append(str(options))
+    return found
+
+
+def drop_carried_secrets(edited: Any, stored: Any) -> tuple[Any, int]:
+    """``edited`` without the encrypted values it carries over from ``stored`` at the
+    same place, and how many were dropped (the backend moved to another server)."""
+    if isinstance(edited, dict):
+        kept, dropped = {}, 0
+        for key, item in edited.items():
+            before = stored.get(key) if isinstance(stored, dict) else None
+            if isinstance(item, str) and is_ciphertext(item) and item == before:
+                dropped += 1
+                continue
+            kept[key], n = drop_carried_secrets(item, before)
+            dropped += n
+        return kept, dropped
+    if isinstance(edited, list):
+        items, dropped = [], 0
+        for i, item in enumerate(edited):
+            before = stored[i] if isinstance(stored, list) and i < len(stored) else None
+            if isinstance(item, str) and is_ciphertext(item) and item == before:
+                dropped += 1
+                continue
+            kept, n = drop_carried_secrets(item, before)
+            items.append(kept)
+            dropped += n
+        return items, dropped
+    return edited, 0
+
+
+def contains_ciphertext(value: Any) -> bool:
+    """Whether any string in ``value`` is (or pretends to be) stored ciphertext."""
+    if isinstance(value, dict):
+        return any(contains_ciphertext(item) for item in value.values())
+    if isinstance(value, list):
+        return any(contains_ciphertext(item) for item in value)
+    return isinstance(value, str) and is_ciphertext(value)
+
+
+class EncryptedOptionsField(models.JSONField):
+    """A JSON column whose secret-looking values are stored as ciphertext, one by one.
+
+    Like :class:`EncryptedSecretField`, plaintext secrets are encrypted on save and in
+    ``update()``; the instance attribute then holds the stored form.
+    """
+
+    holds_secrets = True
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        value = encrypt_option_secrets(getattr(model_instance, self.attname))
+        setattr(model_instance, self.attname, value)
+        return value
+
+    def get_db_prep_save(self, value: Any, connection: Any) -> Any:
+        if not hasattr(value, "resolve_expression"):
+            value = encrypt_option_secrets(value)
+        return super().get_db_prep_save(value, connection)

@@ -9,15 +9,20 @@ without paying twice and a finished run re-runs for free.
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
 from benchmarks.fields import BulkJSONField
 
+from .backends.policy import host_refusal, key_env_refusal, origin
 from .credentials import (
     CredentialUnreadable,
+    EncryptedOptionsField,
     EncryptedSecretField,
+    decrypt_option_secrets,
     decrypt_secret,
+    drop_carried_secrets,
     encrypt_secret,
     redact_secrets,
 )
@@ -36,6 +41,13 @@ class Backend(models.Model):
     The API key is read from the environment variable ``api_key_env`` names (preferred:
     the database then holds no secret), else from ``api_key``, which stores ciphertext
     only (see ``modeling.credentials``); :meth:`get_api_key` is the one way to read it.
+    Secret option values are stored encrypted too; :meth:`get_options` decrypts them.
+
+    A stored key belongs to the server it was entered for: saving the backend with a
+    base URL of another scheme, host or port drops the stored key and secret options
+    (``dropped_secrets`` says what went), so nobody can send a key typed for one server
+    to another by editing the URL alone. Which variables and hosts are allowed at all is
+    the operator's (``modeling.backends.policy``).
     """
 
     class Kind(models.TextChoices):
@@ -64,7 +76,12 @@ class Backend(models.Model):
     timeout_s = models.FloatField(default=120.0)
     price_input_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=0)
     price_output_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=0)
-    options = models.JSONField(default=dict, blank=True, help_text="backend-specific settings")
+    # Secret values (headers.Authorization, *_key, *token, *secret…) hold ciphertext.
+    options = EncryptedOptionsField(default=dict, blank=True, help_text="backend-specific settings")
+    # Who may edit it besides holders of modeling.change_backend (see may_be_changed_by).
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +92,61 @@ class Backend(models.Model):
 
     def __repr__(self) -> str:
         return f"<Backend {self.name} {self.kind}>"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        update_fields = kwargs.get("update_fields")
+        self.dropped_secrets: list[str] = []
+        if update_fields is None or "base_url" in update_fields:
+            self.dropped_secrets = self._drop_secrets_if_moved()
+        if self.dropped_secrets and update_fields is not None:
+            kwargs["update_fields"] = {*update_fields, "api_key", "options"}
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        errors = {}
+        if _ENV_NAME.regex.match(self.api_key_env or "") and (
+            reason := key_env_refusal(self.api_key_env)
+        ):
+            errors["api_key_env"] = reason
+        if self.kind == self.Kind.OPENAI and (reason := host_refusal(self.base_url)):
+            errors["base_url"] = reason
+        if errors:
+            raise ValidationError(errors)
+
+    def _drop_secrets_if_moved(self) -> list[str]:
+        """Drop the stored key and secret options carried over to another origin.
+
+        Compared with the row as stored (one query; backends are seldom saved), so no
+        way of loading or editing the instance can skip the check.
+        """
+        if self.pk is None:
+            return []
+        stored = Backend.objects.filter(pk=self.pk).values("base_url", "api_key", "options").first()
+        if stored is None or origin(stored["base_url"]) == origin(self.base_url):
+            return []
+        dropped = []
+        # Unchanged ciphertext is the old server's key; a key typed with the new URL
+        # was encrypted afresh (or is still plaintext) and is kept.
+        if self.api_key and self.api_key == stored["api_key"]:
+            self.api_key = ""
+            dropped.append("the stored API key")
+        self.options, count = drop_carried_secrets(self.options, stored["options"])
+        if count:
+            dropped.append(f"{count} secret option value(s)")
+        return dropped
+
+    def may_be_changed_by(self, user: Any) -> bool:
+        """Whether ``user`` may edit (or delete) this backend: its creator, a superuser,
+        or someone granted ``modeling.change_backend`` explicitly. The researcher role
+        holds every modeling permission as a group; that alone does not count here,
+        since editing a backend decides where its key is sent."""
+        if not user.is_authenticated or not user.is_active:
+            return False
+        if user.is_superuser or (self.pk is None and user.has_perm("modeling.add_backend")):
+            return True
+        if self.created_by_id is not None and self.created_by_id == user.pk:
+            return True
+        return _holds_explicit_change_backend(user)
 
     @property
     def has_api_key(self) -> bool:
@@ -95,9 +167,33 @@ class Backend(models.Model):
             # A config error fails the run with this message instead of a traceback.
             raise BackendConfigError(f"backend {self.name}: {exc}") from None
 
+    def get_options(self) -> dict[str, Any]:
+        """``options`` with secret values in plaintext: for the LLM client only."""
+        from .backends.base import BackendConfigError
+
+        try:
+            return decrypt_option_secrets(self.options or {})
+        except (CredentialUnreadable, ValueError) as exc:
+            raise BackendConfigError(f"backend {self.name}: a secret option: {exc}") from None
+
     def redacted_options(self) -> dict[str, Any]:
         """``options`` as it may be shown or logged: secret-looking values masked."""
         return redact_secrets(self.options or {})
+
+
+def _holds_explicit_change_backend(user: Any) -> bool:
+    from django.contrib.auth.models import Group, Permission
+
+    from accounts.roles import RESEARCHER
+
+    permission = Permission.objects.filter(
+        content_type__app_label="modeling", codename="change_backend"
+    ).first()
+    if permission is None:
+        return False
+    if user.user_permissions.filter(pk=permission.pk).exists():
+        return True
+    return Group.objects.filter(user=user, permissions=permission).exclude(name=RESEARCHER).exists()
 
 
 class PromptTemplate(models.Model):

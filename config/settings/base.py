@@ -246,13 +246,14 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "filters": {
         "redact_tokens": {"()": "common.log_redaction.RedactInviteTokens"},
+        "redact_secrets": {"()": "common.log_redaction.RedactSecrets"},
         "no_denial_tracebacks": {"()": "accounts.log_filters.NoTracebackForDenials"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "plain",
-            "filters": ["redact_tokens", "no_denial_tracebacks"],
+            "filters": ["no_denial_tracebacks"],
         }
     },
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
@@ -262,8 +263,19 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         # runserver's request lines: through our console handler, so tokens are redacted.
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # gunicorn's error log ("Error handling request /s/p/<token>/"), in the worker
+        # processes that load Django: through the same redacting handler.
+        "gunicorn.error": {"handlers": ["console"], "propagate": False},
     },
 }
+# Every handler, whoever adds it (a file, mail_admins), redacts URL tokens and secrets
+# first (common.log_redaction); Celery's own worker handlers get them by a signal there.
+for _handler in LOGGING["handlers"].values():
+    _handler["filters"] = [
+        "redact_tokens",
+        "redact_secrets",
+        *(f for f in _handler.get("filters", []) if f not in ("redact_tokens", "redact_secrets")),
+    ]
 
 TOMLAB_SHARED_DATA = Path(
     env.str("TOMLAB_SHARED_DATA", default=str(BASE_DIR.parent / "shared" / "data"))
@@ -316,6 +328,17 @@ TOMLAB_BASELINE_ENCODER = env.str("TOMLAB_BASELINE_ENCODER", default="")
 TOMLAB_BASELINE_CHECKPOINT_DIR = Path(
     env.str("TOMLAB_BASELINE_CHECKPOINT_DIR", default=str(DATA_DIR / "baselines"))
 )
+
+# Where LLM backends may send keys (modeling/backends/policy.py; docs/operations.md,
+# Security). The environment variables a backend may name as its key's: exact names,
+# or prefixes ending in *. The server's own settings (DJANGO_*, DATABASE_URL, CELERY_*,
+# any variable this package reads) are refused whatever this says.
+TOMLAB_BACKEND_KEY_ENVS = env.list(
+    "TOMLAB_BACKEND_KEY_ENVS", default=["OPENAI_API_KEY", "TOMLAB_KEY_*"]
+)
+# Hosts (host or host:port) backends may call; empty: any. Checked on save and again
+# whenever a worker makes a client for a backend (the list may have changed since).
+TOMLAB_BACKEND_HOSTS = env.list("TOMLAB_BACKEND_HOSTS", default=[])
 
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

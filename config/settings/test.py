@@ -40,9 +40,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
     # Keys of this run and xdist worker only: a demo, another run or another xdist
     # worker on the same Redis sees none of them.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "global_keyprefix": f"{DATA_DIR.parent.name}-{DATA_DIR.name}:"
-    }  # noqa: F405
+    _prefix = f"{DATA_DIR.parent.name}-{DATA_DIR.name}:"  # noqa: F405
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": _prefix}
 
 # Short leases so the kill-the-worker test resumes within seconds.
 MODELING_RUN_LEASE_S = int(os.environ.get("MODELING_RUN_LEASE_S", "3"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status, viewsets
 from rest_framework.decorators import action
@@ -24,17 +25,22 @@ from modeling.runs import selectors, services
 
 from . import filters, serializers
 
+# Every endpoint: a query on a secret column is a 400 before any filtering.
+FILTER_BACKENDS = (filters.NoSecretLookups, DjangoFilterBackend)
+
 
 def _service_error(exc: ValueError) -> ValidationError:
     return ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]})
 
 
 class BackendViewSet(viewsets.ReadOnlyModelViewSet):
-    """Configured LLM endpoints (never their keys)."""
+    """Configured LLM endpoints (never their keys or options)."""
 
     queryset = selectors.backend_list()
     serializer_class = serializers.BackendSerializer
-    # Only these: a filter or ordering on api_key would let a client binary-search it.
+    filter_backends = FILTER_BACKENDS
+    # Only these: a filter or ordering on api_key or options would let a client
+    # binary-search a key.
     filterset_fields = ("kind",)
 
 
@@ -43,6 +49,7 @@ class PromptTemplateViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = selectors.prompt_template_list()
     serializer_class = serializers.PromptTemplateSerializer
+    filter_backends = FILTER_BACKENDS
     filterset_class = filters.PromptTemplateFilter
 
 
@@ -51,6 +58,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = selectors.run_list().select_related("created_by")
     serializer_class = serializers.RunSerializer
+    filter_backends = FILTER_BACKENDS
     filterset_class = filters.RunFilter
     # The input nests objects (selection, params), which only JSON carries.
     parser_classes = (JSONParser,)
@@ -99,6 +107,7 @@ class RunPredictionListApi(generics.ListAPIView):
     """A run's predictions, in the order they were made, with raw outputs."""
 
     serializer_class = serializers.PredictionSerializer
+    filter_backends = FILTER_BACKENDS
     filterset_class = filters.PredictionFilter
 
     def get_queryset(self) -> QuerySet[Prediction]:

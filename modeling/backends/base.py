@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 from django.utils.module_loading import import_string
 
+from .secrets import mask_secrets
+
 
 class BackendConfig(Protocol):
     """What a backend reads of its configuration: a ``modeling.models.Backend`` row, or any
@@ -29,6 +31,8 @@ class BackendConfig(Protocol):
     options: dict[str, Any]
 
     def get_api_key(self) -> str: ...
+
+    def get_options(self) -> dict[str, Any]: ...
 
 
 class BackendError(Exception):
@@ -101,11 +105,21 @@ class ChatResult:
 
 
 class ChatBackend:
-    """Base class: subclasses implement :meth:`complete`; batching is optional."""
+    """Base class: subclasses implement :meth:`complete`; batching is optional.
+
+    A subclass that sends credentials lists them in :attr:`secrets`, and raises
+    :class:`BackendError` with text passed through :meth:`mask`: error text a server
+    sent back is stored, shown and logged, and servers echo the key they were sent.
+    """
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
         self.name = config.name
+        self.secrets: list[str] = []
+
+    def mask(self, text: str) -> str:
+        """``text`` with this backend's secrets (and any secret-shaped string) masked."""
+        return mask_secrets(text, self.secrets)
 
     def complete(self, request: ChatRequest) -> ChatResult:  # pragma: no cover - interface
         raise NotImplementedError

@@ -5,6 +5,11 @@ switched off (``max_retries=0``) and replaced by ours, so every backend row deci
 its retries, the backoff is capped, ``Retry-After`` is honoured whatever its size up
 to a limit, and each attempt is logged without the key. The key comes from the
 environment variable ``api_key_env`` names, else from the row; it is never logged.
+``options["headers"]`` are sent with every request (a proxy's own auth header).
+
+Before any request the client checks the server's rules (``policy``): the variable
+must be one backends may read, the host one they may call. Every error it raises has
+the key, the secret options and the header values masked, since servers echo them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from typing import Any
 
 import openai
 
+from common.log_redaction import remember_secrets
+
+from ..credentials import option_secret_values
 from .base import BackendConfigError, BackendError, ChatBackend, ChatRequest, ChatResult
+from .policy import effective_base_url, host_refusal, key_env_refusal
+from .secrets import secret_parts
 
 logger = logging.getLogger(__name__)
 
@@ -75,16 +85,34 @@ class OpenAIChatBackend(ChatBackend):
 
     def __init__(self, config) -> None:
         super().__init__(config)
+        # Checked again here, not only when saved: the settings may have changed since,
+        # and a row saved before the rules existed must not send DJANGO_SECRET_KEY.
+        if reason := key_env_refusal(config.api_key_env):
+            raise BackendConfigError(f"backend {config.name}: api_key_env: {reason}")
+        base_url = effective_base_url(config.base_url)
+        if reason := host_refusal(base_url):
+            raise BackendConfigError(f"backend {config.name}: base_url: {reason}")
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         if config.api_key_env and not key and not config.api_key:
             raise BackendConfigError(
                 f"backend {config.name}: environment variable {config.api_key_env} is not set"
             )
+        key = key or config.get_api_key()
+        options = config.get_options()
+        headers = options.get("headers") or {}
+        if not isinstance(headers, dict):
+            raise BackendConfigError(f"backend {config.name}: options.headers must be an object")
+        headers = {str(name): str(value) for name, value in headers.items()}
+        self.secrets = [
+            part for value in [key, *option_secret_values(options)] for part in secret_parts(value)
+        ]
+        remember_secrets(self.secrets)  # for the log filter (common.log_redaction)
         self._client = openai.OpenAI(
-            api_key=key or config.get_api_key() or PLACEHOLDER_KEY,
-            base_url=config.base_url or None,
+            api_key=key or PLACEHOLDER_KEY,
+            base_url=base_url,
             timeout=config.timeout_s,
             max_retries=0,
+            default_headers=headers or None,
         )
         self.max_retries = config.max_retries
 
@@ -110,14 +138,16 @@ class OpenAIChatBackend(ChatBackend):
             except openai.APIError as exc:
                 attempt += 1
                 if not _retryable(exc) or attempt > self.max_retries:
+                    # Not chained (from None): a logged traceback would print the
+                    # client's exception, whose message holds the server's body.
                     raise BackendError(
-                        f"{self.name}: {_describe(exc)} (after {attempt} attempt(s))"
-                    ) from exc
+                        self.mask(f"{self.name}: {_describe(exc)} (after {attempt} attempt(s))")
+                    ) from None
                 wait = self._wait_for(exc, attempt)
                 logger.info(
                     "%s: %s; retry %d/%d in %.1fs",
                     self.name,
-                    _describe(exc),
+                    self.mask(_describe(exc)),
                     attempt,
                     self.max_retries,
                     wait,
@@ -127,7 +157,7 @@ class OpenAIChatBackend(ChatBackend):
             except ValueError as exc:
                 # A body that is not the JSON it claims to be: the server is broken,
                 # and asking again rarely helps.
-                raise BackendError(f"{self.name}: malformed response: {exc}") from exc
+                raise BackendError(self.mask(f"{self.name}: malformed response: {exc}")) from None
             latency_ms = int((time.monotonic() - started) * 1000)
             return self._result(completion, latency_ms)
 

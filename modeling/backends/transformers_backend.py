@@ -140,7 +140,7 @@ class TransformersChatBackend(ChatBackend):
             raise BackendConfigError(
                 f"backend {self.name}: model path {self.model_path} is not a directory"
             )
-        options = config.options or {}
+        options = config.get_options()
         try:
             self.device = torch.device(
                 options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")

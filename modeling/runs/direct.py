@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..backends import BackendError, ChatResult, get_backend
+from ..backends.secrets import mask_secrets
 from ..models import Backend, CachedResponse, Run, RunCall
 from ..pipelines import CallUnit
 from .recording import _Budget, _cost, _estimate, _request_for
@@ -73,8 +74,9 @@ def run_direct_call(
     (checked before sending) and its counters. A call already done under ``unit_key``
     is returned as it is, so a job that runs again repeats nothing. Raises
     :class:`RunBudgetExceeded`, or :class:`~modeling.backends.BackendError` after marking
-    the call ``error``. ``params`` overrides the run's sampling parameters for this
-    call (ToMPro's stage 1 samples at a temperature of its own).
+    the call ``error``; its text has the backend's secrets masked (servers echo the key
+    they were sent), so callers may store and show it. ``params`` overrides the run's
+    sampling parameters for this call (ToMPro's stage 1 samples at a temperature of its own).
     """
     call, created = RunCall.objects.get_or_create(
         run=run, unit_key=unit_key, sample_index=sample_index
@@ -105,11 +107,14 @@ def run_direct_call(
             result = backend.complete(request)
         except BackendError as exc:
             was_error = call.status == RunCall.Status.ERROR
+            masked = backend.mask(str(exc))
             RunCall.objects.filter(pk=call.pk).update(
-                status=RunCall.Status.ERROR, error=str(exc)[:2000], finished_at=timezone.now()
+                status=RunCall.Status.ERROR, error=masked[:2000], finished_at=timezone.now()
             )
             if not was_error:
                 Run.objects.filter(pk=run.pk).update(error_calls=F("error_calls") + 1)
+            if masked != str(exc):  # a backend that did not mask its own error
+                raise type(exc)(masked) from None
             raise
         finally:
             backend.close()
@@ -156,10 +161,13 @@ def run_direct_call(
 
 
 def run_direct_finish(*, run_id: int, status: str, error: str = "") -> None:
-    """End a direct-call run (succeeded, failed, budget_exhausted, …) unless it has ended."""
+    """End a direct-call run (succeeded, failed, budget_exhausted, …) unless it has ended.
+
+    ``error`` is stored with every secret a backend of this process sent masked.
+    """
     if (
         Run.objects.filter(pk=run_id)
         .exclude(status__in=Run.FINISHED)
-        .update(status=status, error=error[:2000], finished_at=timezone.now())
+        .update(status=status, error=mask_secrets(error)[:2000], finished_at=timezone.now())
     ):
         run_finished.send(sender=Run, run_id=run_id)

@@ -16,6 +16,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from ..backends import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
+from ..backends.secrets import mask_secrets
 from ..models import CachedResponse, Run, RunCall
 from ..pipelines import get_pipeline
 from .direct import RunBudgetExceeded, run_direct_call
@@ -94,7 +95,7 @@ def run_execute(
             run.pk,
             holder,
             status=Run.Status.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
+            error=mask_secrets(f"{type(exc).__name__}: {exc}")[:2000],
         )
         return Run.Status.FAILED
     except BaseException:
@@ -393,7 +394,7 @@ def _complete(backend: ChatBackend, request: ChatRequest) -> ChatResult | Backen
         return exc
     except Exception as exc:  # a backend bug must fail this call, not the whole run
         logger.exception("backend %s crashed", backend.name)
-        return BackendError(f"{type(exc).__name__}: {exc}")
+        return BackendError(backend.mask(f"{type(exc).__name__}: {exc}"))
 
 
 def _call_in_batches(
@@ -475,7 +476,7 @@ def _generate_into(
     except Exception as exc:  # a backend bug fails the batch's calls, not the run
         logger.exception("backend %s crashed", backend.name)
         for request in requests:
-            out.put((request, BackendError(f"{type(exc).__name__}: {exc}")))
+            out.put((request, BackendError(backend.mask(f"{type(exc).__name__}: {exc}"))))
 
 
 def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:

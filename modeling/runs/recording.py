@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from ..backends import BackendError, ChatRequest, ChatResult
+from ..backends.secrets import mask_secrets
 from ..models import Backend, CachedResponse, Prediction, Run, RunCall
 from ..pipelines import CallUnit, Pipeline
 
@@ -369,11 +370,16 @@ class _Recorder:
                     status=RunCall.Status.DONE
                 ).update(
                     status=RunCall.Status.ERROR,
-                    error=str(outcome.result)[:2000],
+                    # Masked by the backend already; again here, for any error text
+                    # that reached the recorder another way.
+                    error=mask_secrets(str(outcome.result))[:2000],
                     finished_at=now,
                 )
                 logger.warning(
-                    "run %s call %s failed: %s", self.run.pk, outcome.call.unit_key, outcome.result
+                    "run %s call %s failed: %s",
+                    self.run.pk,
+                    outcome.call.unit_key,
+                    mask_secrets(str(outcome.result)),
                 )
             if done or errors:
                 # Cached calls cost nothing now; tokens still count, as the run used them.

@@ -34,8 +34,8 @@ def test_completion_carries_text_tokens_and_sampling_params(openai_backend, llm_
 def test_key_from_environment_is_sent_and_never_logged(
     openai_backend, llm_server, monkeypatch, caplog
 ):
-    monkeypatch.setenv("TOMLAB_TEST_KEY", "sk-very-secret-42")
-    openai_backend.api_key_env = "TOMLAB_TEST_KEY"
+    monkeypatch.setenv("TOMLAB_KEY_TEST", "sk-very-secret-42")
+    openai_backend.api_key_env = "TOMLAB_KEY_TEST"
     llm_server.enqueue(status=500)
     llm_server.enqueue("fine")
     with caplog.at_level(logging.DEBUG):
@@ -46,9 +46,9 @@ def test_key_from_environment_is_sent_and_never_logged(
 
 
 def test_missing_key_variable_is_a_config_error(openai_backend, monkeypatch):
-    monkeypatch.delenv("TOMLAB_NO_SUCH_KEY", raising=False)
-    openai_backend.api_key_env = "TOMLAB_NO_SUCH_KEY"
-    with pytest.raises(BackendConfigError, match="TOMLAB_NO_SUCH_KEY is not set"):
+    monkeypatch.delenv("TOMLAB_KEY_NO_SUCH", raising=False)
+    openai_backend.api_key_env = "TOMLAB_KEY_NO_SUCH"
+    with pytest.raises(BackendConfigError, match="TOMLAB_KEY_NO_SUCH is not set"):
         get_backend(openai_backend)
 
 

@@ -45,3 +45,69 @@ def test_the_development_servers_request_lines_go_through_the_redacting_handler(
     handlers = logging.getLogger("django.server").handlers
     assert handlers, "django.server has no handler of its own"
     assert all(any(isinstance(f, RedactInviteTokens) for f in h.filters) for h in handlers)
+
+
+# --- issue 26, item 11: public-link tokens, tracebacks, every handler -------------------
+
+
+def _capture(handler: logging.Handler) -> tuple[io.StringIO, io.TextIOBase]:
+    stream = io.StringIO()
+    return stream, handler.setStream(stream)
+
+
+def test_a_404_on_a_public_link_logs_the_path_without_the_token(client):
+    handler = _console_handler()
+    stream, old_stream = _capture(handler)
+    token = secrets.token_urlsafe(16)
+    try:
+        response = client.get(f"/s/p/{token}/?PROLIFIC_PID=abc")
+    finally:
+        handler.setStream(old_stream)
+
+    assert response.status_code == 404
+    logged = stream.getvalue()
+    assert "Not Found: /s/p/[token]/" in logged
+    assert token not in logged
+
+
+def test_an_error_record_is_redacted_in_its_traceback_too():
+    """django.request's 500 records carry the path as an argument and, in the exception
+    text of the traceback, wherever the view's error repeated it."""
+    handler = _console_handler()
+    stream, old_stream = _capture(handler)
+    invite, public = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    try:
+        try:
+            raise ValueError(f"no study for /s/p/{public}/ (from /s/{invite}/consent/)")
+        except ValueError:
+            logging.getLogger("django.request").error(
+                "Internal Server Error: %s", f"/s/p/{public}/", exc_info=True
+            )
+    finally:
+        handler.setStream(old_stream)
+
+    logged = stream.getvalue()
+    assert "Internal Server Error: /s/p/[token]/" in logged
+    assert "ValueError: no study for /s/p/[token]/ (from /s/[token]/consent/)" in logged
+    assert public not in logged and invite not in logged
+
+
+def test_tokens_in_query_strings_are_redacted():
+    assert redact_tokens("GET /x/?token=Ab12Cd34&page=2") == "GET /x/?token=[token]&page=2"
+    assert redact_tokens("/s/p/AbCdEfGh1234/?public_token=zz99") == (
+        "/s/p/[token]/?public_token=[token]"
+    )
+
+
+def test_every_handler_in_logging_redacts_tokens_and_secrets():
+    from django.conf import settings as live
+
+    handlers = live.LOGGING["handlers"]
+    assert handlers
+    for name, config in handlers.items():
+        assert {"redact_tokens", "redact_secrets"} <= set(config.get("filters", [])), name
+    # gunicorn's error log (in its workers) goes through the same handlers.
+    gunicorn = logging.getLogger("gunicorn.error")
+    assert gunicorn.handlers and all(
+        any(isinstance(f, RedactInviteTokens) for f in h.filters) for h in gunicorn.handlers
+    )

@@ -26,6 +26,16 @@ class Command(BaseCommand):
             Backend._meta.get_field("api_key_env").run_validators(o["api_key_env"])
         except ValidationError as exc:
             raise CommandError(f"--api-key-env: {' '.join(exc.messages)}") from None
+        # The server's rules on key variables and hosts (TOMLAB_BACKEND_KEY_ENVS, _HOSTS).
+        try:
+            Backend(kind=o["kind"], base_url=o["base_url"], api_key_env=o["api_key_env"]).clean()
+        except ValidationError as exc:
+            raise CommandError(
+                "; ".join(
+                    f"--{field.replace('_', '-')}: {' '.join(messages)}"
+                    for field, messages in exc.message_dict.items()
+                )
+            ) from None
         backend, created = Backend.objects.update_or_create(
             name=o["name"],
             defaults=dict(
