@@ -397,7 +397,8 @@ def note_batch_start(
         batch = NoteBatch.objects.select_for_update().get(pk=batch_id)
         if batch.backend_id is not None:
             raise WorkflowError(
-                f"note batch {batch.name!r} already runs on backend {batch.backend.name}"
+                f"note batch {batch.name!r} already runs on backend {batch.backend.name}; "
+                "to send failed or stalled steps again, use Retry all on the batch's page"
             )
         model = model or backend.default_model or backend.model_path
         if not model:
