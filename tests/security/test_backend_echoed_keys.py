@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import pytest
 from django.urls import reverse
 
+from common import log_redaction
 from common.log_redaction import RedactSecrets, mask_secrets
 from modeling.backends import BackendError
 from modeling.backends.secrets import mask_secrets as backend_mask_secrets
@@ -160,7 +161,10 @@ def test_direct_calls_raise_and_store_masked_errors_for_their_callers(echoing_ba
     assert run.error == call.error
 
 
-def test_mask_secrets_masks_given_and_secret_shaped_values():
+def test_mask_secrets_masks_given_and_secret_shaped_values(monkeypatch):
+    # Secrets remembered by earlier tests' clients in this process would be masked too.
+    monkeypatch.setattr(log_redaction, "_remembered", {})
+    monkeypatch.setattr(log_redaction, "_pattern", None)
     text = (
         "key=s3cr3t-value-99 header Bearer abc.DEF-123456 basic Basic dXNlcjpwYXNz "
         "openai sk-proj-Ab12****************wxyz; Bearer tokens expire; Basic information"
