@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -122,3 +123,14 @@ def drain_queue(name: str = "default") -> list[tuple[str, list]]:
         finally:
             queue.close()
     return taken
+
+
+def wait_for(predicate, *, timeout: float, what: str, log: Path | None = None) -> None:
+    """Poll ``predicate`` until true; on timeout fail with the worker log's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    detail = log.read_text()[-4000:] if log and log.exists() else ""
+    raise AssertionError(f"timed out waiting for {what}\n{detail}")

@@ -28,7 +28,7 @@ from common.models import QueuedJob
 from common.queueing import job_key
 from common.tasks import task_send
 from modeling.models import Run, RunCall
-from tests.celery_worker import pool_children, purge_queues, start_worker, stop_worker
+from tests.celery_worker import pool_children, purge_queues, start_worker, stop_worker, wait_for
 
 from .test_generation import MALFORMED, GenerationResponder, backend, pools, step_of
 
@@ -82,16 +82,6 @@ def test_worker_generates_with_live_progress_and_a_retried_reply(
     assert DynToMQuestion.objects.filter(stage__work=work).count() == 56
 
 
-def _wait(predicate, *, timeout: float, what: str, log) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    detail = log.read_text()[-4000:] if log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{detail}")
-
-
 def test_a_job_sent_twice_runs_once_and_a_killed_pool_process_is_taken_over(
     backend, pools, llm_server, tmp_path, monkeypatch
 ):
@@ -119,9 +109,9 @@ def test_a_job_sent_twice_runs_once_and_a_killed_pool_process_is_taken_over(
     log = tmp_path / "worker.log"
     worker = start_worker(log, name="generation-prefork", pool="prefork", concurrency=2)
     try:
-        _wait(lambda: len(pool_children(worker)) == 2, timeout=60, what="the pool", log=log)
+        wait_for(lambda: len(pool_children(worker)) == 2, timeout=60, what="the pool", log=log)
         job = generation_job_create(backend=backend, stage_count=1, scenario_count=4, seed=9)
-        _wait(
+        wait_for(
             lambda: llm_server.request_count == 2 and len(llm_server.answered) == 1,
             timeout=90,
             what="the job's trajectory call to be in flight",
@@ -135,7 +125,7 @@ def test_a_job_sent_twice_runs_once_and_a_killed_pool_process_is_taken_over(
         # The job sent a second time (a message delivered again, a person's re-send):
         # the other pool process finds it held by a live process and leaves it.
         second = task_send(GENERATION_TASK_NAME, (job.pk,), queue="default")
-        _wait(
+        wait_for(
             lambda: QueuedJob.objects.get(pk=second.pk).finished_at is not None,
             timeout=30,
             what="the second delivery to be done",
@@ -148,7 +138,7 @@ def test_a_job_sent_twice_runs_once_and_a_killed_pool_process_is_taken_over(
         in_flight = llm_server.requests[-1]
         with lock:
             state["hold"] = False
-        _wait(
+        wait_for(
             lambda: GenerationJob.objects.get(pk=job.pk).is_finished,
             timeout=90,
             what="the job to be taken over and finished",

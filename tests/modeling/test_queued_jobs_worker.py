@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -22,21 +21,11 @@ from modeling.models import Run, RunCall
 from modeling.runs.services import RUN_TASK_NAME, run_create
 from reports.models import ReportJob
 from reports.services import REPORT_TASK_NAME, report_job_create
-from tests.celery_worker import purge_queues, start_worker, stop_worker
+from tests.celery_worker import purge_queues, start_worker, stop_worker, wait_for
 
 from .conftest import prompt_keys
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def _wait(predicate, *, timeout: float, what: str, log=None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    detail = log.read_text()[-4000:] if log and log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{detail}")
 
 
 def test_killed_worker_with_jobs_queued_every_job_finishes_once(
@@ -83,7 +72,7 @@ def test_killed_worker_with_jobs_queued_every_job_finishes_once(
         unsent = report_job_create(benchmark="dyntom", enqueue=False)
         queued_job_create(REPORT_TASK_NAME, (unsent.pk,))
 
-        _wait(
+        wait_for(
             lambda: llm_server.request_count == 1,
             timeout=90,
             what="the first worker to send its first (held) call",
@@ -103,7 +92,7 @@ def test_killed_worker_with_jobs_queued_every_job_finishes_once(
         monkeypatch.setenv("TOMLAB_REQUEUE_AFTER_S", "0")
         second = start_worker(log, name="second")
         jobs = [*runs, *reports, unsent]
-        _wait(
+        wait_for(
             lambda: all(
                 type(job).objects.get(pk=job.pk).status in ("succeeded", "failed") for job in jobs
             ),
@@ -112,7 +101,7 @@ def test_killed_worker_with_jobs_queued_every_job_finishes_once(
             log=log,
         )
         # Duplicates still on the broker are taken and dropped before the worker stops.
-        _wait(
+        wait_for(
             lambda: not QueuedJob.objects.filter(taken_at__isnull=True).exists(),
             timeout=60,
             what="every envelope to be taken",

@@ -9,30 +9,19 @@ import json
 import os
 import signal
 import threading
-import time
 
 import pytest
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run, RunCall
 from modeling.runs.services import run_create
-from tests.celery_worker import purge_queues, start_worker, stop_worker
+from tests.celery_worker import purge_queues, start_worker, stop_worker, wait_for
 
 from .conftest import prompt_keys
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ANSWERED_BEFORE_KILL = 5
-
-
-def _wait(predicate, *, timeout: float, what: str, log=None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    detail = log.read_text()[-3000:] if log and log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{detail}")
 
 
 def test_killed_worker_run_resumes_without_paying_twice(
@@ -61,7 +50,7 @@ def test_killed_worker_run_resumes_without_paying_twice(
     second = None
     try:
         run = run_create(benchmark="dyntom", method="vanilla", backend=openai_backend, selection={})
-        _wait(
+        wait_for(
             lambda: (
                 llm_server.request_count == ANSWERED_BEFORE_KILL + 2
                 and Run.objects.get(pk=run.pk).done_calls == ANSWERED_BEFORE_KILL
@@ -79,7 +68,7 @@ def test_killed_worker_run_resumes_without_paying_twice(
         with lock:
             state["hold"] = False
         second = start_worker(log, name="second")
-        _wait(
+        wait_for(
             lambda: Run.objects.get(pk=run.pk).is_finished,
             timeout=120,
             what="the second worker to finish the run",

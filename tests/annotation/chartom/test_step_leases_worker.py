@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -30,23 +29,13 @@ from annotation.models import Construction, NoteBatch
 from common.models import QueuedJob
 from common.queueing import job_key
 from modeling.models import RunCall
-from tests.celery_worker import pool_children, purge_queues, start_worker, stop_worker
+from tests.celery_worker import pool_children, purge_queues, start_worker, stop_worker, wait_for
 
 from .test_llm_steps import Script
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 HELD_SAMPLE = 2  # the third question sample is in flight when its process dies
-
-
-def _wait(predicate, *, timeout: float, what: str, log) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    detail = log.read_text()[-4000:] if log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{detail}")
 
 
 def test_a_killed_pool_process_question_step_is_taken_over_and_paid_once(
@@ -88,10 +77,10 @@ def test_a_killed_pool_process_question_step_is_taken_over_and_paid_once(
     log = tmp_path / "worker.log"
     worker = start_worker(log, name="chartom-prefork", pool="prefork", concurrency=1)
     try:
-        _wait(lambda: len(pool_children(worker)) == 1, timeout=60, what="the pool", log=log)
+        wait_for(lambda: len(pool_children(worker)) == 1, timeout=60, what="the pool", log=log)
         with transaction.atomic():
             step_enqueue(construction.pk)
-        _wait(
+        wait_for(
             lambda: (
                 llm_server.request_count == HELD_SAMPLE + 1
                 and len(llm_server.answered) == HELD_SAMPLE
@@ -106,7 +95,7 @@ def test_a_killed_pool_process_question_step_is_taken_over_and_paid_once(
         in_flight = llm_server.requests[-1]
 
         os.kill(child, signal.SIGKILL)
-        _wait(
+        wait_for(
             lambda: child not in pool_children(worker) and len(pool_children(worker)) == 1,
             timeout=30,
             what="the worker to replace its pool process",
@@ -116,7 +105,7 @@ def test_a_killed_pool_process_question_step_is_taken_over_and_paid_once(
 
         with lock:
             state["hold"] = False
-        _wait(
+        wait_for(
             lambda: Construction.objects.get(pk=construction.pk).stage == "question_choice",
             timeout=90,
             what="the step to be taken over and finished",
@@ -168,7 +157,7 @@ def test_a_starting_worker_picks_up_a_step_abandoned_elsewhere(
     log = tmp_path / "worker.log"
     worker = start_worker(log, name="chartom-start")
     try:
-        _wait(
+        wait_for(
             lambda: Construction.objects.get(pk=abandoned.pk).stage == "extract",
             timeout=60,
             what="the starting worker to send the abandoned step again",
