@@ -7,10 +7,14 @@ with the most utterances as the main characters (the candidates), keep the first
 clear) and the rest as testing scenes, where each main character who speaks or is
 named in the narration is masked as P0, P1, … — in the speaker slot, the heading,
 action lines and parentheticals, not in what characters say, as in the released
-data (a masked character who only appears in the action has 0 lines). The codes are
-a random permutation per scene drawn from ``seed``, the title and the scene's
-position, so an import is reproducible and a re-import with the same seed changes
-nothing.
+data (a masked character who only appears in the action has 0 lines).
+
+Codes follow the order in which the masked characters first appear in the scene, read
+top to bottom: the heading, then each line in turn (an action line's names left to
+right; a dialogue line's speaker, then names in its parentheticals). The first to
+appear is P0, as in TVShowGuess and the paper's prompts (``P0: …`` opens the scene).
+Nothing in it depends on the process, so two imports of one script (any
+``PYTHONHASHSEED``) give the same codes, and a re-import changes nothing.
 
 The result is an ordinary ``tom-in-amc`` Work (kind movie) with every speaker as a
 Character (the main ones ``is_main``, cue spellings in ``aliases``), so
@@ -20,7 +24,6 @@ imports back with ``import_benchmark tom-in-amc`` onto the same rows.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,12 +97,10 @@ class ScreenplayImporter(BenchmarkImporter):
         split: str = "",
         progress: ProgressCallback | None = None,
         title: str | None = None,
-        seed: int = 0,
     ) -> None:
         super().__init__(split=split, progress=progress)
         self.report = ScreenplayImportReport()
         self.title = (title or "").strip() or None
-        self.seed = seed
 
     def run(self, path: Path) -> ImportReport:
         if path.is_dir():
@@ -145,7 +146,7 @@ class ScreenplayImporter(BenchmarkImporter):
             raise ImportDataError(
                 f"title longer than {KEY_MAX} characters: {title[:60]!r}…", path=path
             )
-        movie = build_movie(play, title=title, seed=self.seed, source=path.name)
+        movie = build_movie(play, title=title, source=path.name)
         self._report_parse(path, play, movie)
         self.progress(len(movie.scenes))
         return movie
@@ -159,8 +160,7 @@ class ScreenplayImporter(BenchmarkImporter):
             f"{path.name}: {movie.title!r} (title from {title_from}; {play.layout} layout, "
             f"{play.encoding}): {len(movie.scenes)} scenes ({len(movie.scenes) - testing} "
             f"history, {testing} testing), {len(movie.characters)} speaking characters, "
-            f"{len(movie.instances)} masked instances ({silent} only named in the action; "
-            f"seed {self.seed})"
+            f"{len(movie.instances)} masked instances ({silent} only named in the action)"
         )
         counts = {c.name.lower(): c.count for c in movie.characters}
         report.notes.append(
@@ -284,7 +284,6 @@ def screenplay_import(
     *,
     path: Path | str,
     title: str | None = None,
-    seed: int = 0,
     split: str = "",
     progress: ProgressCallback | None = None,
 ) -> ScreenplayImportReport:
@@ -293,12 +292,12 @@ def screenplay_import(
     Raises :class:`~benchmarks.importers.ImportDataError` naming the file (and line)
     when a script cannot be used; nothing is written then.
     """
-    importer = ScreenplayImporter(split=split, progress=progress, title=title, seed=seed)
+    importer = ScreenplayImporter(split=split, progress=progress, title=title)
     importer.run(Path(path))
     return importer.report
 
 
-def build_movie(play: Screenplay, *, title: str, seed: int, source: str) -> Movie:
+def build_movie(play: Screenplay, *, title: str, source: str) -> Movie:
     """Scenes in the ToM-in-AMC layout, masked codes and instances, for one script."""
     infos, canonical = characters(play.scenes)
     mains = [info for info in infos if not info.group][:MAIN_CHARACTERS]
@@ -330,7 +329,8 @@ def build_movie(play: Screenplay, *, title: str, seed: int, source: str) -> Movi
         part = Scene.Part.TESTING if testing else Scene.Part.TRAINING
         source_id = f"{part}-{position - history if testing else position:04d}"
         speakers: Counter = Counter()
-        present: list[str] = []  # main characters in the scene, speaking or not
+        # Main characters in the scene, speaking or not, in reading order.
+        present: list[str] = masker.names_in(scene.heading)
         for item in scene.items:
             if isinstance(item, Action):
                 present += masker.names_in(item.text)
@@ -343,13 +343,11 @@ def build_movie(play: Screenplay, *, title: str, seed: int, source: str) -> Movi
                 present += [canonical[m] for m in group_members(key) if m in canonical]
             present += masker.names_in(name_of[key], any_case=True)
             present += (n for kind, t in item.parts if kind == "paren" for n in masker.names_in(t))
-        present += masker.names_in(scene.heading)
         # Like the release (a masked "ivo": 0 who only appears in the action), every
         # main character the scene's narration names is masked, not only the speakers:
         # a name left in the action would rule that candidate out.
         masked = [key for key in dict.fromkeys(present) if key in main_keys] if testing else []
-        order = random.Random(f"{seed}/{title}/{position}").sample(range(len(masked)), len(masked))
-        codes = {key: f"P{n}" for key, n in zip(masked, order, strict=True)}
+        codes = {key: f"P{n}" for n, key in enumerate(masked)}
         lines: list[dict[str, str]] = []
         if scene.heading:
             lines.append({"type": "scene", "title": masker.mask(scene.heading, codes), "text": ""})

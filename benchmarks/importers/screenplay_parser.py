@@ -118,6 +118,15 @@ _CUE_EXTENSION_RE = re.compile(r"\s*\([^()]*\)\s*$")
 _CUE_CONTD_RE = re.compile(r"\s+(?:CONT'D|CONT\u2019D|CONTD|CONT\.|CONTINUED|CONT)\s*$", re.I)
 _CONTD_RE = re.compile(r"\bCONT(?:'D|\u2019D|D|\.|INUED|INUING)?(?![A-Z])", re.I)
 _CUE_TEXT_RE = re.compile(r"[^\W_][\w .'\u2019&/#\-,]*")  # capitals: checked apart
+# A title page line that quotes the title: "PULP FICTION" -- by ...
+_QUOTED_TITLE_RE = re.compile(r'^["\u201c]([^"\u201c\u201d]+)["\u201d](?=\s|$|[-,:\u2013\u2014])')
+# A byline after the title: '-- by A & B', ', written by A', 'screenplay by A'.
+_BYLINE_RE = re.compile(
+    r"(?:\s*(?:--?|[\u2013\u2014,:])\s*(?:(?:an?\s+)?(?:original\s+)?"
+    r"(?:screenplay|story|script|teleplay|screen\s*play)\s+)?(?:written\s+)?by\s+"
+    r"|\s+(?:(?:original\s+)?(?:screenplay|story|script|teleplay)|written)\s+by\s+).*$",
+    re.IGNORECASE,
+)
 _TITLE_SUFFIX_RE = re.compile(
     r"[\s:\-\u2013\u2014,]*\b(?:(?:final|revised|shooting|first|second|third|fourth|production)\s+)*"
     r"(?:draft|script|screenplay)\b.*$",
@@ -538,21 +547,21 @@ def _take_title(
             elif key:
                 fields[key] = (fields[key] + " " + line.text).strip()
         dropped["title page"] += end - first
-        return fields.get("title", ""), [None] * end + lines[end:]
+        return _clean_title(fields.get("title", ""), lines), [None] * end + lines[end:]
     # IMSDb appends "<title> / Writers : ... / Genres : ... / User Comments".
     for index in range(len(lines) - 1, max(first, len(lines) - 40), -1):
         line = lines[index]
         if line is not None and _IMSDB_FOOTER_RE.match(line.text):
             previous = next((lines[j] for j in range(index - 1, first, -1) if lines[j]), None)
             if previous is not None:
-                return _clean_title(previous.text), lines
+                return _clean_title(previous.text, lines), lines
     title = ""
     for line in lines[first:]:
         if line is None:
             continue
         if heading_text(line.text, fountain=fountain) is not None:
             break
-        candidate = _clean_title(line.text)
+        candidate = _clean_title(line.text, lines)
         if candidate and _plausible_title(line.text):
             title = candidate
             break
@@ -569,12 +578,48 @@ def _plausible_title(text: str) -> bool:
     )
 
 
-def _clean_title(text: str) -> str:
-    title = _TITLE_SUFFIX_RE.sub("", text).strip(" :-\u2013\u2014,")
-    title = re.sub(r"\s+", " ", title or text.strip())
+def _clean_title(text: str, lines: list[_Line | None]) -> str:
+    """A title line without quotes, byline or draft label, in the case the script uses.
+
+    ``"PULP FICTION" -- by Quentin Tarantino & Roger Avary`` -> ``Pulp Fiction``: a
+    quoted title is what is inside the quotes; a byline goes from a separator or a
+    "written by"/"screenplay by" to the end ("Stand by Me" keeps its "by"). A title in
+    capitals takes the spelling it has elsewhere in the file (an IMSDb footer, the
+    narration), else each word capitalised.
+    """
+    text = text.strip()
+    quoted = _QUOTED_TITLE_RE.match(text)
+    if quoted:
+        text = quoted.group(1)
+    text = _BYLINE_RE.sub("", text)
+    # "ALIEN by Dan O'Bannon": a title in capitals, then "by" and a name written in
+    # lower case letters too, is a byline ("STAND BY ME" is not).
+    text = re.sub(r"^([^a-z]*[A-Z][^a-z]*?)\s+by\s+(?=\S*[a-z]).*$", r"\1", text)
+    title = _TITLE_SUFFIX_RE.sub("", text).strip(" :-\u2013\u2014,\"'\u201c\u201d")
+    title = re.sub(r"\s+", " ", title or text.strip(" \"'\u201c\u201d"))
     if title == title.upper():
-        title = " ".join(w.capitalize() if len(w) > 1 else w for w in title.lower().split())
+        title = _spelling_elsewhere(title, lines) or " ".join(
+            w.capitalize() for w in title.lower().split()
+        )
     return title
+
+
+def _spelling_elsewhere(title: str, lines: list[_Line | None]) -> str | None:
+    """The most frequent mixed-case spelling of ``title`` in the file, if any."""
+    if not re.search(r"[A-Z]", title):
+        return None
+    pattern = re.compile(
+        r"(?<!\w)" + r"\s+".join(map(re.escape, title.split())) + r"(?!\w)", re.IGNORECASE
+    )
+    spellings: Counter = Counter()
+    for line in lines:
+        if line is None:
+            continue
+        for match in pattern.finditer(line.text):
+            found = re.sub(r"\s+", " ", match.group())
+            if found != found.upper() and found != found.lower():
+                spellings[found] += 1
+    return spellings.most_common(1)[0][0] if spellings else None
 
 
 def _drop_footer(lines: list[_Line | None], dropped: Counter) -> list[_Line | None]:
@@ -999,12 +1044,16 @@ class NameMasker:
             return None
         return key
 
-    def names_in(self, text: str, *, any_case: bool = False) -> set[str]:
-        """Canonical keys of the characters ``text`` names."""
+    def names_in(self, text: str, *, any_case: bool = False) -> list[str]:
+        """Canonical keys of the characters ``text`` names, in the order it first names them.
+
+        A list, not a set: mask codes are handed out in this order, and a set's order
+        would change with ``PYTHONHASHSEED`` from one process to the next.
+        """
         if self.pattern is None:
-            return set()
+            return []
         found = (self._key(m, any_case) for m in self.pattern.finditer(text))
-        return {key for key in found if key}
+        return list(dict.fromkeys(key for key in found if key))
 
     def mask(self, text: str, codes: dict[str, str], *, any_case: bool = False) -> str:
         """``text`` with every character in ``codes`` (key -> "P0") replaced by its code."""

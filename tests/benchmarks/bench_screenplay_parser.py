@@ -61,7 +61,7 @@ def measure_one(path: Path, *, with_import: bool) -> dict[str, float]:
     result = {"mb": path.stat().st_size / MB, "baseline_mb": _peak_mb()}
     started, cpu = time.perf_counter(), time.process_time()
     play = parse_screenplay(path.read_bytes())
-    movie = build_movie(play, title="bench", seed=0, source=path.name)
+    movie = build_movie(play, title="bench", source=path.name)
     result["parse_s"] = time.perf_counter() - started
     result["parse_cpu"] = time.process_time() - cpu
     result["scenes"] = len(movie.scenes)

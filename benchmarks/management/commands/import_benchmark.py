@@ -26,9 +26,6 @@ class Command(BaseCommand):
             "--title", help="screenplay: the movie's title (default: the script's title page)"
         )
         parser.add_argument(
-            "--seed", type=int, help="screenplay: seed for the per-scene mask codes (default 0)"
-        )
-        parser.add_argument(
             "--books",
             metavar="DIR",
             help="chartom-qa: a folder of Project Gutenberg books; items without "
@@ -45,9 +42,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         fmt = options["format"]
         show_bar = not options["no_progress"] and options["verbosity"] > 0
-        screenplay = {k: options[k] for k in ("title", "seed") if options[k] is not None}
+        screenplay = {k: options[k] for k in ("title",) if options[k] is not None}
         if screenplay and (fmt != "screenplay" or options["background"]):
-            raise CommandError("--title and --seed apply to a screenplay import in the foreground")
+            raise CommandError("--title applies to a screenplay import in the foreground")
         if "title" in screenplay and len(options["paths"]) > 1:
             raise CommandError("--title names one movie; give one PATH")
         books = Path(options["books"]) if options["books"] else None
