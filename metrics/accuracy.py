@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -218,35 +218,47 @@ def accuracy_vs_chance(correct: int, total: int, chance: float | None) -> str | 
     return NEAR_CHANCE
 
 
+def majority_choice(options: Sequence[Hashable], frequency: Mapping[Hashable, float]) -> Hashable:
+    """The option ``frequency`` ranks highest; a tie goes to the option listed first.
+
+    The one definition of the Majority guess: ``train_baseline majority`` writes it as a
+    prediction and the reports score it (:func:`majority_baseline`), so the two agree.
+    ToM-in-AMC lists candidates by utterances, so a tie goes to the character who
+    speaks most. A missing option counts 0.
+    """
+    if not options:
+        raise ValueError("every unit needs at least one candidate")
+    best = options[0]
+    for option in options[1:]:
+        if frequency.get(option, 0) > frequency.get(best, 0):
+            best = option
+    return best
+
+
 def majority_baseline(
     golds: Sequence[Hashable],
-    candidates: Sequence[Collection[Hashable]],
+    candidates: Sequence[Sequence[Hashable]],
     frequency: Mapping[Hashable, float],
 ) -> float | None:
-    """Expected accuracy of always naming the most frequent candidate.
+    """Accuracy of always naming the most frequent candidate (:func:`majority_choice`).
 
     ToM-in-AMC Table 4 lists a "Majority" row (34.9 dev / 36.0 test) above "Random"
-    (22.1 / 25.0) without defining it; we read it as the usual majority-class baseline
-    restricted to each unit's options: for every masked speaker, guess the candidate
-    that ``frequency`` ranks highest, where ``frequency`` counts how often each
-    character is the gold answer in the *training* scenes (counting on the evaluated
-    scenes themselves would leak the answers). Keys are whatever identifies a character
-    (e.g. ``(work_key, name)``); a candidate missing from ``frequency`` counts 0. A tie
-    at the top is scored as the expected value of picking one of the tied uniformly, so
-    the result does not depend on the order of the candidates. ``None`` for no units.
+    (22.1 / 25.0); §5 describes it as the most frequent character in the training part.
+    For every masked speaker, guess the candidate that ``frequency`` ranks highest, where
+    ``frequency`` counts how often each character is a masked speaker in the *training*
+    scenes (counting on the evaluated scenes themselves would leak the answers). Keys
+    are whatever identifies a character (e.g. ``(work_id, name)``); ``candidates`` are
+    in their listed order, which settles ties. ``None`` for no units.
     """
     if len(golds) != len(candidates):
         raise ValueError(f"{len(golds)} gold answers but {len(candidates)} candidate sets")
     if not golds:
         return None
-    total = 0.0
-    for gold, options in zip(golds, candidates, strict=True):
-        if not options:
-            raise ValueError("every unit needs at least one candidate")
-        best = max(frequency.get(c, 0) for c in options)
-        top = [c for c in options if frequency.get(c, 0) == best]
-        total += (gold in top) / len(top)
-    return total / len(golds)
+    hits = sum(
+        majority_choice(options, frequency) == gold
+        for gold, options in zip(golds, candidates, strict=True)
+    )
+    return hits / len(golds)
 
 
 def speaker_difficulty(n_speakers: int) -> str:

@@ -16,7 +16,6 @@ query, so no report, table or export ever counts them.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from benchmarks.models import (
     Work,
 )
 from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
+from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
 from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study
 
@@ -218,33 +218,29 @@ def speaker_item_rows(benchmark: str) -> list[dict[str, Any]]:
 
 
 def character_frequencies(benchmark: str) -> tuple[dict[tuple[int, str], int], set[int]]:
-    """How often each character is a masked speaker, for the majority baseline.
+    """How often each character is a masked speaker, for the Majority row.
 
-    Counted on a work's training scenes (ToM-in-AMC's first 3/5 of the movie), since
-    counting on the evaluated scenes would leak their answers. A work without training
-    scenes (TVShowGuess) falls back to its gold answers; those work ids come back as
+    Counted on a work's history scenes exactly as ``train_baseline majority`` counts
+    them (``modeling.baselines.data.history_counts``: the release's ``char_map``, or a
+    screenplay import's history masked the way the baselines mask it), never on the
+    evaluated scenes, whose answers that would leak. Only a work with no history part
+    at all (TVShowGuess) falls back to its gold answers; those work ids come back as
     the second value so the table can say its baseline is optimistic there.
     """
-    counts: dict[tuple[int, str], int] = defaultdict(int)
-    training = Scene.objects.filter(
-        work__benchmark=_benchmark(benchmark), part=Scene.Part.TRAINING
-    ).values_list("work_id", "char_map")
-    for work_id, char_map in training.iterator(chunk_size=CHUNK):
-        for name in char_map or {}:
-            counts[(work_id, name)] += 1
-    trained = {work_id for work_id, _ in counts}
-    fallback: set[int] = set()
+    counts, with_history = history_counts(benchmark=_benchmark(benchmark))
     golds = (
         SpeakerInstance.objects.filter(scene__work__benchmark=benchmark)
-        .exclude(scene__work_id__in=trained)
+        .exclude(scene__work_id__in=with_history)
         .values("scene__work_id", "gold_character__name")
         .annotate(n=Count("pk"))
         .order_by()
     )
+    fallback: set[int] = set()
     for row in golds:
         fallback.add(row["scene__work_id"])
-        counts[(row["scene__work_id"], row["gold_character__name"])] += row["n"]
-    return dict(counts), fallback
+        key = (row["scene__work_id"], row["gold_character__name"])
+        counts[key] = counts.get(key, 0) + row["n"]
+    return counts, fallback
 
 
 def speaker_annotation_rows(benchmark: str) -> list[dict[str, Any]]:

@@ -24,6 +24,8 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from django.db.models import F
+
 from benchmarks.models import Character, Scene, SpeakerInstance, Work
 
 HISTORY_SHARE = (3, 5)  # ToM-in-AMC §4: "the first 3/5 of the movie script for training"
@@ -46,6 +48,8 @@ class Example:
     label: int
     candidates: list[int]  # classes it may be (the instance's candidate list)
     instance_id: int | None = None  # the SpeakerInstance predicted, for test examples
+    # "<scene source id>/<code>": names the example in any database (ids differ).
+    natural_key: str = ""
 
 
 @dataclass
@@ -113,17 +117,11 @@ def _task(work: Work) -> Task:
         by_scene.setdefault(row["scene_id"], []).append(row)
     has_history_part = any(s["part"] == Scene.Part.TRAINING for s in scenes)
     if has_history_part:
-        aliases = {
-            c["name"]: [c["name"], *(c["aliases"] or [])] for c in characters if c["is_main"]
-        }
+        aliases = _main_aliases(characters)
         for scene in scenes:
             if scene["part"] != Scene.Part.TRAINING:
                 continue
-            lines, char_map = scene["lines"], scene["char_map"] or {}
-            if not char_map:
-                lines, char_map = mask_history_scene(
-                    lines, aliases, seed=f"{work.key}/{scene['source_id']}"
-                )
+            lines, char_map = history_scene(scene, aliases, work_key=work.key)
             examples = [
                 Example(scene["id"], code, index[name], list(range(len(classes))))
                 for name, code in sorted(char_map.items(), key=lambda item: item[1])
@@ -146,15 +144,72 @@ def _task(work: Work) -> Task:
     for scene in tested:
         task.scenes[scene["id"]] = _lines(scene["lines"])
         task.tests[scene["id"]] = [
-            Example(scene["id"], r["code"], index[r["gold"]], _candidates(r, index), r["id"])
+            Example(
+                scene["id"],
+                r["code"],
+                index[r["gold"]],
+                _candidates(r, index),
+                r["id"],
+                natural_key=f"{scene['source_id']}/{r['code']}",
+            )
             for r in by_scene[scene["id"]]
         ]
     return task
 
 
-def _gold_name():
-    from django.db.models import F
+def _main_aliases(characters: list[dict]) -> dict[str, list[str]]:
+    return {c["name"]: [c["name"], *(c["aliases"] or [])] for c in characters if c["is_main"]}
 
+
+def history_scene(
+    scene: dict, aliases: dict[str, list[str]], *, work_key: str
+) -> tuple[list[dict], dict[str, str]]:
+    """A history scene as the baselines read it: its lines and ``{name: code}``.
+
+    The release's own ``char_map`` where it has one; a screenplay import's scene (names
+    in clear) is masked here (:func:`mask_history_scene`). ``scene`` needs ``lines``,
+    ``char_map`` and ``source_id``.
+    """
+    if scene["char_map"]:
+        return scene["lines"], scene["char_map"]
+    return mask_history_scene(scene["lines"], aliases, seed=f"{work_key}/{scene['source_id']}")
+
+
+def history_counts(*, benchmark: str) -> tuple[dict[tuple[int, str], int], set[int]]:
+    """How often each character is a masked speaker in its work's history scenes.
+
+    What the Majority baseline counts (ToM-in-AMC §5: the most frequent character in
+    the training part), read through :func:`history_scene` as the trained baselines read
+    it, so ``train_baseline majority`` and the reports' Majority row count the same
+    thing. Returns ``{(work id, name): n}`` and the ids of the works that have a history
+    part (TVShowGuess works have none: nothing to count there).
+    """
+    counts: dict[tuple[int, str], int] = {}
+    scenes = (
+        Scene.objects.filter(work__benchmark=benchmark, part=Scene.Part.TRAINING)
+        .order_by("work_id", "position")
+        .values("work_id", "lines", "char_map", "source_id", work_key=F("work__key"))
+    )
+    with_history: set[int] = set()
+    aliases: dict[int, dict[str, list[str]]] | None = None
+    for scene in scenes.iterator(chunk_size=500):
+        with_history.add(scene["work_id"])
+        if not scene["char_map"] and aliases is None:
+            # Only screenplay imports need the aliases: one query for every work.
+            rows: dict[int, list[dict]] = {}
+            for c in Character.objects.filter(work__benchmark=benchmark, is_main=True).values(
+                "work_id", "name", "aliases", "is_main"
+            ):
+                rows.setdefault(c["work_id"], []).append(c)
+            aliases = {work_id: _main_aliases(cs) for work_id, cs in rows.items()}
+        work_aliases = (aliases or {}).get(scene["work_id"], {})
+        _, char_map = history_scene(scene, work_aliases, work_key=scene["work_key"])
+        for name in char_map:
+            counts[(scene["work_id"], name)] = counts.get((scene["work_id"], name), 0) + 1
+    return counts, with_history
+
+
+def _gold_name():
     return F("gold_character__name")
 
 

@@ -35,6 +35,7 @@ from django.db import transaction
 from torch import nn
 from torch.nn import functional as F
 
+from metrics import majority_choice
 from modeling.models import Prediction, Run
 
 from .config import BaselineConfig
@@ -135,15 +136,13 @@ def _predict_counting(run: Run, config: BaselineConfig, tasks: list[Task], hooks
         counts = Counter(e.label for e in task.history_examples)
         for example in task.test_examples:
             if run.method == "random":
-                rng = random.Random(f"{config.seed}:{example.instance_id}")
+                # Keyed by what names the instance in any install, not its row id, so a
+                # re-import elsewhere (a replication package) draws the same guesses.
+                rng = random.Random(f"{config.seed}:{task.key}/{example.natural_key}")
                 label = rng.choice(example.candidates)
                 details = {}
             else:
-                # Most frequent in the task's history; ties (and no history) go to the
-                # candidate listed first, which is the character with most utterances.
-                label = max(
-                    example.candidates, key=lambda c: (counts[c], -example.candidates.index(c))
-                )
+                label = majority_choice(example.candidates, counts)
                 details = {"history_count": counts[label]}
             rows.append(_prediction(run, task, example, label, details))
     _write_predictions(rows)

@@ -346,7 +346,8 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
         "Instances are masked speakers; a scene is correct when all its speakers are. "
         "95% CIs: percentile bootstrap over scenes. Random: expected accuracy of a uniform "
         "guess among the candidates. Majority: the candidate most often a masked speaker "
-        "in the work's training scenes."
+        "in the work's history (training) scenes, a tie going to the candidate listed "
+        "first; the guess train_baseline majority writes."
     )
     if data.frequency_fallback:
         note += (

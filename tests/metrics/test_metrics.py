@@ -27,6 +27,7 @@ from metrics import (
     correlation_matrix,
     length_ratio,
     majority_baseline,
+    majority_choice,
     mean_sd,
     pearson,
     penalty_rate,
@@ -204,18 +205,21 @@ def test_chance_baseline_is_the_mean_of_one_over_k():
 
 def test_majority_baseline_names_the_most_frequent_candidate():
     frequency = {"Ann": 5, "Bob": 3, "Cy": 3}
-    golds = ["Ann", "Bob", "Cy", "Dee"]
+    golds = ["Ann", "Bob", "Cy", "Dee", "Eve"]
     candidates = [
-        {"Ann", "Bob"},  # Ann (5) picked, gold Ann -> 1
-        {"Bob", "Cy"},  # Bob and Cy tie at 3, gold Bob -> expected 1/2
-        {"Ann", "Cy"},  # Ann picked, gold Cy -> 0
-        {"Dee", "Eve"},  # neither in frequency: both 0, tie -> 1/2
+        ["Ann", "Bob"],  # Ann (5) picked, gold Ann -> 1
+        ["Cy", "Bob"],  # Cy and Bob tie at 3: the first listed, Cy; gold Bob -> 0
+        ["Ann", "Cy"],  # Ann picked, gold Cy -> 0
+        ["Dee", "Eve"],  # neither counted: the first listed, Dee; gold Dee -> 1
+        ["Dee", "Eve"],  # the same guess, gold Eve -> 0
     ]
-    # (1 + 1/2 + 0 + 1/2) / 4 = 0.5
-    assert majority_baseline(golds, candidates, frequency) == pytest.approx(0.5)
+    assert majority_baseline(golds, candidates, frequency) == pytest.approx(2 / 5)
+    assert [majority_choice(c, frequency) for c in candidates] == ["Ann", "Cy", "Ann", "Dee", "Dee"]
     assert majority_baseline([], [], frequency) is None
     with pytest.raises(ValueError):
         majority_baseline(["Ann"], [], frequency)
+    with pytest.raises(ValueError):
+        majority_baseline(["Ann"], [[]], frequency)
 
 
 @pytest.mark.parametrize(

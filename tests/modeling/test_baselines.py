@@ -287,6 +287,34 @@ def test_counting_baselines_answer_every_dev_instance_at_once(method, movies, ca
     assert "accuracy" in capsys.readouterr().out
 
 
+def test_random_guesses_do_not_depend_on_row_ids(movies, shared_data):
+    def guesses() -> dict[tuple[str, str, str], str]:
+        call_command("train_baseline", "random", "--eval-split", "dev", "--seed", "3")
+        run = Run.objects.filter(method="random").latest("pk")
+        return {
+            (p.speaker_instance.scene.work.key, p.speaker_instance.scene.source_id,
+             p.speaker_instance.code): p.parsed_answer
+            for p in run.predictions.select_related("speaker_instance__scene__work")
+        }  # fmt: skip
+
+    first = guesses()
+    dev = SpeakerInstance.objects.filter(scene__work__split="dev")
+    ids = set(dev.values_list("pk", flat=True))
+    # A fresh import of the same script: new row ids, the same instances.
+    dead_poets = movies["dev"]
+    Run.objects.all().delete()
+    SpeakerInstance.objects.filter(scene__work=dead_poets).delete()  # protects the characters
+    dead_poets.delete()
+    # Another movie first takes the freed ids (SQLite hands them out again).
+    for name, split in (("star_wars_a_new_hope.txt", "test"), ("dead_poets_society.txt", "dev")):
+        script = shared_data / "screenplays" / name
+        call_command("import_benchmark", "screenplay", str(script), "--split", split, verbosity=0)
+    assert not ids & set(dev.values_list("pk", flat=True))
+
+    assert guesses() == first
+    assert len(set(first.values())) > 1
+
+
 def test_train_baseline_protonet_then_leopard_and_mtl_end_to_end(movies, tiny_encoder, capsys):
     common = [
         "--train-split", "train", "--eval-split", "dev", "--encoder", str(tiny_encoder),
