@@ -291,6 +291,8 @@ class DesignView:
                     if counts.get(pid, (0, 0)) == (0, 0) and self.design.slots
                     else ""
                 ),
+                # Gets questions, but read != not-read cannot hold for them: say why.
+                "note": self.design.unbalanced.get(pid, ""),
             }
             for pid, p in self.participants.items()
         ]
@@ -340,6 +342,7 @@ def _design(study: Study) -> DesignView:
         readers={pid: declared[pid] for pid in participants},
         fixed=fixed,
         seed=study.seed,
+        titles={w: work.title for w, work in books.items()},
     )
     undeclared = active.exclude(pk__in=list(participants)).order_by("created_at")
     refused = [Participant.NoWork.READ_ALL, Participant.NoWork.READ_NONE]
