@@ -112,8 +112,16 @@ class Study(models.Model):
     idle_timeout_minutes = models.PositiveIntegerField(default=0)
     allow_cant_tell = models.BooleanField(default=False, help_text="offer “can't tell”")
     ask_confidence = models.BooleanField(default=False, help_text="confidence rating per scene")
-    # Raters who fail more attention checks than this are flagged as excluded.
+    # The exclusion rule: more failed attention checks than this, or (when above 0) a
+    # median time per item below this share of the cohort's median, marks a participant
+    # excluded (``Participant.excluded_at``); a researcher may override either way.
     attention_max_failures = models.PositiveSmallIntegerField(default=0)
+    fast_exclusion_share = models.FloatField(
+        default=0, help_text="exclude below this share of the cohort's median time (0: off)"
+    )
+    # Bumped whenever the exit questions change; each version's text is kept
+    # (``StudyTextVersion``) so exports pair every answer with the question it answered.
+    exit_questions_version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -208,6 +216,14 @@ class Participant(models.Model):
         ALL_TAKEN = "all_taken", "every item already had all its participants"
         CLOSED = "closed", "the study was closed"
 
+    class ExclusionSource(models.TextChoices):
+        RULE = "rule", "the study's exclusion rule"
+        RESEARCHER = "researcher", "a researcher"
+
+    class ExclusionOverride(models.TextChoices):
+        INCLUDE = "include", "keep in, whatever the rule says"
+        EXCLUDE = "exclude", "leave out, whatever the rule says"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -240,6 +256,19 @@ class Participant(models.Model):
     # deleted and queued to be built again (reports.hooks): when, and how many jobs.
     report_jobs_rebuilt_at = models.DateTimeField(null=True, blank=True)
     report_jobs_rebuilt = models.PositiveIntegerField(default=0)
+    exit_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="version of the exit questions answered"
+    )
+    # Excluded from reports and exports by default: by the study's rule or by a
+    # researcher (who may also keep someone the rule would exclude). ``excluded_at`` is
+    # the current state; the override and its reason are the researcher's decision.
+    excluded_at = models.DateTimeField(null=True, blank=True)
+    exclusion_source = models.CharField(max_length=12, choices=ExclusionSource.choices, blank=True)
+    exclusion_reason = models.TextField(blank=True, default="")
+    exclusion_override = models.CharField(
+        max_length=10, choices=ExclusionOverride.choices, blank=True
+    )
+    exclusion_override_reason = models.TextField(blank=True, default="")
     # Submitted scenes when the current sitting began (the break screen resets it).
     sitting_start = models.PositiveIntegerField(default=0)
     # Open assignments released after the idle timeout; cleared once the rater is told.
@@ -439,3 +468,30 @@ class ChoiceAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.assignment} round {self.round}: option {self.option}"
+
+
+class StudyTextVersion(models.Model):
+    """Every version of a text a participant was shown: instructions, consent, the exit
+    questions. Exports and replication packages pair each answer with the text it
+    answered; ``content`` is the text, or the exit questions' list as stored on the study.
+    """
+
+    class Kind(models.TextChoices):
+        INSTRUCTIONS = "instructions", "instructions"
+        CONSENT = "consent", "consent"
+        EXIT_QUESTIONS = "exit_questions", "exit questions"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="text_versions")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    version = models.PositiveIntegerField()
+    content = BulkJSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study_id", "kind", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "kind", "version"], name="text_version_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study} {self.kind} v{self.version}"
