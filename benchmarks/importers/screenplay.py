@@ -17,21 +17,26 @@ Nothing in it depends on the process, so two imports of one script (any
 ``PYTHONHASHSEED``) give the same codes, and a re-import changes nothing.
 
 The result is an ordinary ``tom-in-amc`` Work (kind movie) with every speaker as a
-Character (the main ones ``is_main``, cue spellings in ``aliases``), so
+Character (the main ones ``is_main``; in ``aliases`` the cue spellings and, for a main
+character, the full and titled names the script calls it by, see
+:func:`names_in_text`, masked as a whole like a cue), so
 ``export_benchmark tom-in-amc`` writes it in the release's JSON layout and that file
 imports back with ``import_benchmark tom-in-amc`` onto the same rows.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
 from ..models import Benchmark, Character, Scene, SpeakerInstance, Split, Work
+from ..perturbation import FUNCTION_WORDS, GIVEN_NAME_TITLES, TITLES, guess_gender
 from .base import (
     BenchmarkImporter,
     ImportDataError,
@@ -41,9 +46,12 @@ from .base import (
     upsert,
 )
 from .screenplay_parser import (
+    AGE_WORDS,
+    TITLE_WORDS,
     Action,
     CharacterInfo,
     NameMasker,
+    ParsedScene,
     Screenplay,
     ScreenplayError,
     characters,
@@ -60,6 +68,9 @@ HISTORY_SHARE = (3, 5)  # "the first 3/5 of the movie script for training"
 SUFFIXES = (".txt", ".fountain", ".spmd")
 EXAMPLES = 5  # problems quoted per kind in a warning
 KEY_MAX = Work._meta.get_field("key").max_length
+# A word the script also writes in lower case ("Hill", "Will") is a surname after a
+# given name only when seen this often as one ("Jenny Hill" 8 times).
+SEEN_AS_NAME = 3
 
 
 @dataclass
@@ -300,6 +311,12 @@ def screenplay_import(
 def build_movie(play: Screenplay, *, title: str, source: str) -> Movie:
     """Scenes in the ToM-in-AMC layout, masked codes and instances, for one script."""
     infos, canonical = characters(play.scenes)
+    common = lowercase_words(play.scenes)
+    mains = [info for info in infos if not info.group][:MAIN_CHARACTERS]
+    # The full and titled names the script calls a lead by are spellings of it too:
+    # stored as aliases, masked whole ("EDWARD BLOOM" -> "P0", not "P0 BLOOM").
+    found = names_in_text(play.scenes, infos, mains, common)
+    infos = [replace(info, variants=info.variants + found.get(info.key, [])) for info in infos]
     mains = [info for info in infos if not info.group][:MAIN_CHARACTERS]
     main_keys = {info.key for info in mains}
     ordered = mains + [info for info in infos if info.key not in main_keys]
@@ -310,7 +327,6 @@ def build_movie(play: Screenplay, *, title: str, source: str) -> Movie:
         for variant in info.variants:
             for word in name_key(variant).split():
                 owners.setdefault(word.removesuffix("'S"), set()).add(info.key)
-    common = lowercase_words(play.scenes)
     forms = {
         info.key: mask_words(
             info,
@@ -389,6 +405,171 @@ def build_movie(play: Screenplay, *, title: str, source: str) -> Movie:
         scenes=rows,
         instances=instances,
     )
+
+
+_NAME_WORD = r"[^\W\d_]+(?:-[^\W\d_]+)*"  # "Kenobi", "Obi-Wan"; no possessive
+_BEFORE = r"(?<![\w'\u2019.-])"  # a whole word: not after "'" ("Ben's") or "St."
+# "General Kenobi" is a titled surname, "Master Luke" a titled given name.
+_TITLE_RE = "|".join(
+    sorted(
+        (t for t in TITLE_WORDS if t.lower() not in GIVEN_NAME_TITLES), key=lambda t: (-len(t), t)
+    )
+)
+# Titles that go with a surname: "Mr. Keating" makes KEATING a surname, "Master Luke"
+# does not make LUKE one.
+_SURNAME_TITLE_RE = "MRS|MR|MS|MISS|DR|PROFESSOR|PROF"
+
+
+def _texts(scenes: list[ParsedScene]) -> Iterator[str]:
+    for scene in scenes:
+        yield scene.heading
+        for item in scene.items:
+            if isinstance(item, Action):
+                yield item.text
+            else:
+                yield from (text for _, text in item.parts)
+
+
+def _style(word: str) -> str:
+    """ "upper", "title" ("Bloom", "McAllister") or "lower": a name's words share one."""
+    if word.isupper():
+        return "upper"
+    return "title" if word[:1].isupper() else "lower"
+
+
+def _pairs(texts: list[str], first: str, second: str) -> Counter:
+    """(first word, second word) as written, for each "<first> <second>" in ``texts``."""
+    pattern = re.compile(rf"{_BEFORE}({first})\s+({second})(?!\w)", re.IGNORECASE)
+    return Counter((m.group(1), m.group(2)) for t in texts for m in pattern.finditer(t))
+
+
+def names_in_text(
+    scenes: list[ParsedScene],
+    infos: list[CharacterInfo],
+    mains: list[CharacterInfo],
+    common: set[str],
+) -> dict[str, list[str]]:
+    """The full and titled names the script calls each main character by, upper case.
+
+    Cues are mostly one given name ("EDWARD", "HAN"); the narration and dialogue say
+    "Edward Bloom", "Han Solo". Three conservative rules over whole words of the
+    headings, action lines, speech and parentheticals:
+
+    - Full name: the lead's one-word cue followed by a capitalised word ("Edward
+      Bloom", "EDWARD BLOOM"). Both words in one style, title case or capitals
+      ("Edward WHISTLES" is a sound, "HAN" over "Thanks" a cue over its speech); the
+      cue word not possessive ("Luke's X-wing"); the next word of two letters or more,
+      no title, age or function word ("EDWARD AND"), no character's first cue word
+      ("Luke Threepio"), and a word the script also writes in lower case ("Hill") only
+      if seen ``SEEN_AS_NAME`` times or more in title case after the cue word.
+    - Title + surname: a title before one of the lead's surnames ("Mr. Keating",
+      "General Kenobi"). The surnames are its full names' last words, a titled cue's
+      ("MR. NOLAN") and a one-word cue the script writes after Mr., Mrs., Ms., Miss,
+      Dr. or Prof. ("KEATING"). Only a surname that no other character's cue or full
+      name has: "Mr. Bloom" may be Edward or Will, "Mr. Perry" is Neil's father.
+      Titles of the other gender than most of them are left out ("Mrs. Keating").
+    - Given name + surname of a lead called by its surname: a capitalised word that
+      ``gender-guesser`` knows as a first name before it ("John Keating"), with the
+      guards of the first rule and the one-owner condition of the second.
+
+    Each form once (spellings that differ only in stops and spaces are one), most
+    frequent first. Only the script is read, so a re-import finds the same forms.
+    """
+    texts = [t for t in _texts(scenes) if t]
+    first_words = set()
+    for info in infos:
+        words = [w for w in info.key.split() if w not in AGE_WORDS]
+        if words and words[0] not in TITLE_WORDS:
+            first_words.add(words[0].removesuffix("'S"))
+
+    def is_name(word: str, beside: str, title_case_seen: int) -> bool:
+        return (
+            len(word) >= 2
+            and _style(word) == _style(beside) != "lower"
+            and word.upper() not in TITLE_WORDS | AGE_WORDS | first_words
+            and word.casefold() not in FUNCTION_WORDS
+            and (word.lower() not in common or title_case_seen >= SEEN_AS_NAME)
+        )
+
+    def title_case_seen(pairs: Counter, index: int) -> Counter:
+        seen: Counter = Counter()
+        for pair, n in pairs.items():
+            if _style(pair[index]) == "title":
+                seen[pair[index].upper()] += n
+        return seen
+
+    found: dict[str, Counter] = {info.key: Counter() for info in mains}
+    surnames: dict[str, list[str]] = {}  # main key -> its surnames, upper case
+    called_by: dict[str, str] = {}  # main key -> the surname its cue is
+    for info in mains:
+        words = [w for w in info.key.split() if w not in AGE_WORDS]
+        surnames[info.key] = []
+        if (
+            len(words) == 2
+            and words[0] in TITLE_WORDS
+            and words[0].lower() not in GIVEN_NAME_TITLES
+        ):
+            called_by[info.key] = words[1]
+        if len(words) != 1 or words[0] in TITLE_WORDS:
+            continue
+        pairs = _pairs(texts, re.escape(words[0]), _NAME_WORD)
+        seen = title_case_seen(pairs, 1)
+        for (given, surname), n in pairs.items():
+            if is_name(surname, given, seen[surname.upper()]):
+                found[info.key][f"{given} {surname}".upper()] += n
+                surnames[info.key].append(surname.upper())
+        if _pairs(texts, rf"(?:{_SURNAME_TITLE_RE})\.?", re.escape(words[0])):
+            called_by[info.key] = words[0]
+    owners: dict[str, set[str]] = {}
+    for info in infos:
+        for word in info.key.split():
+            owners.setdefault(word, set()).add(info.key)
+    for key, names in surnames.items():
+        for surname in names:
+            owners.setdefault(surname, set()).add(key)
+    for info in mains:
+        own = [called_by[info.key]] if info.key in called_by else []
+        for surname in dict.fromkeys([*surnames[info.key], *own]):
+            if owners.get(surname) != {info.key}:
+                continue
+            titled: Counter = Counter()
+            for (title, name), n in _pairs(
+                texts, rf"(?:{_TITLE_RE})\.?", re.escape(surname)
+            ).items():
+                if _style(title.rstrip(".")) == _style(name) != "lower":
+                    titled[f"{title} {name}".upper()] += n
+            gender_of = {
+                form: TITLES.get(form.split()[0].rstrip(".").lower(), "") for form in titled
+            }
+            genders: Counter = Counter()
+            for form, n in titled.items():
+                genders[gender_of[form]] += n
+            majority = next((g for g, _ in genders.most_common() if g), "")
+            for form, n in titled.items():
+                if gender_of[form] in ("", majority):
+                    found[info.key][form] += n
+            if surname != called_by.get(info.key):
+                continue
+            pairs = _pairs(texts, _NAME_WORD, re.escape(surname))
+            seen = title_case_seen(pairs, 0)
+            for (given, name), n in pairs.items():
+                if (
+                    is_name(given, name, seen[given.upper()])
+                    and guess_gender(given)[1] != "unknown"
+                ):
+                    found[info.key][f"{given} {name}".upper()] += n
+    cues = {info.key: {name_key(v) for v in info.variants} for info in mains}
+    out = {key: _spellings(counts, cues[key]) for key, counts in found.items()}
+    return {key: forms for key, forms in out.items() if forms}
+
+
+def _spellings(counts: Counter, cues: set[str]) -> list[str]:
+    """Most frequent first; "MR. KEATING" and "MR KEATING" are one form; no cue again."""
+    out: dict[str, str] = {}
+    for form, _ in counts.most_common():
+        if name_key(form) not in cues:
+            out.setdefault(name_key(form), form)
+    return list(out.values())
 
 
 def _code_order(item: tuple[str, str]) -> int:

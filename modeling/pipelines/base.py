@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from benchmarks.models import Character, Work
     from modeling.models import PromptTemplate, Run
 
 
@@ -96,3 +97,8 @@ class Pipeline:
     def units_for_run(self, *, run: Run) -> list[CallUnit]:
         """The units of ``run`` (after :meth:`prepare`); by default from its selection."""
         return self.build_units(selection=run.selection, template=run.template)
+
+    def name_maps(self, *, run: Run) -> list[tuple[Work, dict[str, str], list[Character]]]:
+        """(work, perturbation map, its characters) per work whose names ``run`` shows
+        perturbed, for the run page; none by default."""
+        return []

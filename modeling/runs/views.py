@@ -20,10 +20,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import researcher_required as researcher_only
+from benchmarks.perturbation import name_forms_table
 from modeling.runs import prompt_templates
 
 from ..baselines.services import baseline_run_create
 from ..models import PromptTemplate, Run
+from ..pipelines import get_pipeline, pipeline_benchmarks
 from . import selectors, services
 from .forms import BaselineRunForm, RunForm, TemplateReviseForm
 from .outcome import run_first_reply, run_status_label
@@ -120,8 +122,21 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **_progress_context(run),
         **_calls_context(request, run),
         "has_mental_states": run.mental_states.exists(),
+        "name_forms": _name_forms(run),
     }
     return render(request, "modeling/run_detail.html", context)
+
+
+def _name_forms(run: Run) -> list[dict[str, Any]]:
+    """Per work a perturbed run shows under other names: the forms it replaced."""
+    # Trained baselines and construction batches (chartom-qa-build) have no pipeline
+    # that renames anyone.
+    if run.kind == Run.Kind.TRAINED or run.benchmark not in pipeline_benchmarks():
+        return []
+    return [
+        {"work": work, "rows": name_forms_table(name_map, characters)}
+        for work, name_map, characters in get_pipeline(run.benchmark).name_maps(run=run)
+    ]
 
 
 def _poll_response(request: HttpRequest, run: Run) -> HttpResponse:

@@ -1,7 +1,8 @@
 """Name perturbation for a study's raters (ToM-in-AMC, Appendix A).
 
 For a study with ``perturb_names``, every main character of a work is shown under a
-gender-matched common first name: one consistent mapping per work, stored on
+gender-matched common first name (and a common surname, for every form the work calls
+it by): one consistent mapping per work, stored on
 :class:`~studies.models.StudyWork` (``name_map``, original -> shown) so reports know
 exactly what each rater saw. The mapping itself is ``benchmarks.perturbation``, which
 model runs use too; it is re-exported here for the study code.
@@ -24,6 +25,7 @@ from benchmarks.perturbation import (
     display_text,
     gender_for,
     guess_gender,
+    name_forms_table,
     name_parts,
     name_words,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "display_text",
     "gender_for",
     "guess_gender",
+    "name_forms_table",
     "name_maps_build",
     "name_parts",
     "name_words",

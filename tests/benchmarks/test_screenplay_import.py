@@ -44,7 +44,7 @@ REAL = {
     ),
     "star_wars_a_new_hope.txt": (
         "Star Wars: A New Hope", 480, 288,
-        {"luke": 253, "han": 152, "threepio": 119, "ben": 81, "leia": 57}, 59, 92, 65,
+        {"luke": 253, "han": 152, "threepio": 119, "ben": 81, "leia": 57}, 59, 93, 66,
     ),
     "big_fish.fountain": (
         "Big Fish", 193, 115,
@@ -160,7 +160,8 @@ def test_dead_poets_repairs_and_unparsed_lines_are_reported(shared_data: Path) -
     assert "15 line(s) could not be parsed and were kept as action text" in err
     assert "line 2016: 'Then I saw the Congo creeping through'" in err
     keating = Character.objects.get(name="keating")
-    assert keating.aliases == ["KEATING"]
+    # The script's "Mr. Keating" and "John Keating" are Keating's too.
+    assert keating.aliases == ["KEATING", "MR. KEATING", "JOHN KEATING"]
     nolan = Character.objects.get(name="mr. nolan")
     assert (nolan.is_main, nolan.aliases) == (False, ["MR. NOLAN", "MR NOLAN"])
     first = Scene.objects.get(position=0)
@@ -184,7 +185,7 @@ def test_star_wars_footer_title_page_and_wrapped_headings(shared_data: Path) -> 
     assert "EXT. TATOOINE - MOS EISLEY - STREET - ALLEYWAY - USED SPEEDER LOT" in headings
     assert not any(h.endswith("-") for h in headings)
     luke = Character.objects.get(name="luke")
-    assert luke.aliases == ["LUKE", "LUKE'S VOICE"]
+    assert luke.aliases == ["LUKE", "LUKE'S VOICE", "LUKE SKYWALKER"]
     last = Scene.objects.order_by("-position").first()
     assert not any("Writers" in line["text"] or "THE END" in line["text"] for line in last.lines)
     # "INT. LUKE'S X-WING" with Luke speaking: the possessive stays after the code.
@@ -198,8 +199,9 @@ def test_big_fish_fountain_prologue_aliases_and_mojibake(shared_data: Path) -> N
     _, err = run_import(shared_data / "screenplays" / "big_fish.fountain")
 
     edward = Character.objects.get(name="edward")
-    assert edward.aliases == ["EDWARD", "ADULT EDWARD", "YOUNG EDWARD"]
-    assert Character.objects.get(name="will").aliases == ["WILL", "YOUNG WILL"]
+    # Cue spellings, then the full names the narration uses.
+    assert edward.aliases == ["EDWARD", "ADULT EDWARD", "YOUNG EDWARD", "EDWARD BLOOM"]
+    assert Character.objects.get(name="will").aliases == ["WILL", "YOUNG WILL", "WILL BLOOM"]
     assert Character.objects.get(name="dr. bennett").aliases == ["DR. BENNETT", "YOUNG DR. BENNETT"]
     assert not Character.objects.filter(name__contains="\u00c2").exists()
     # Before the first heading Edward narrates: kept as a scene without a heading.

@@ -155,7 +155,7 @@ class SpeakerGuessPipeline(Pipeline):
 
     # -- items ---------------------------------------------------------------------------
 
-    def works(self, selection: dict[str, Any]):
+    def _selected_works(self, selection: dict[str, Any]):
         works = Work.objects.filter(benchmark=self.benchmark)
         if keys := selection.get("works"):
             works = works.filter(key__in=keys)
@@ -165,7 +165,11 @@ class SpeakerGuessPipeline(Pipeline):
         if limit := selection.get("limit"):
             works = works[: int(limit)]
         return works.prefetch_related(
-            Prefetch("characters", queryset=Character.objects.order_by("position", "name")),
+            Prefetch("characters", queryset=Character.objects.order_by("position", "name"))
+        )
+
+    def works(self, selection: dict[str, Any]):
+        return self._selected_works(selection).prefetch_related(
             Prefetch(
                 "scenes",
                 queryset=Scene.objects.order_by("position").prefetch_related(
@@ -196,6 +200,16 @@ class SpeakerGuessPipeline(Pipeline):
             seed=int(options.get("perturb_seed", 0)),
             redact_title=method != NAMES_ONLY,
         )
+
+    def name_maps(self, *, run) -> list[tuple[Work, dict[str, str], list[Character]]]:
+        options = run.params.get("options", {})
+        if not options.get("perturb_names"):
+            return []
+        maps = []
+        for work in self._selected_works(run.selection):  # no scenes: a page reads this
+            view = self.view(work, run.method, options)
+            maps.append((work, view.name_map, view.characters))
+        return maps
 
     # -- stage 1 -------------------------------------------------------------------------
 
