@@ -13,7 +13,7 @@ from django.dispatch import receiver
 
 from modeling.runs.signals import predictions_changed, run_finished
 from studies.participation.services import participant_report_jobs_rebuilt_record
-from studies.participation.signals import participant_withdrawn
+from studies.participation.signals import participant_withdrawn, participants_exclusion_changed
 
 from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh, dyntom_run_ids
 from .services import report_jobs_rebuild_after_withdrawal
@@ -47,6 +47,18 @@ def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> No
     # In the writer's transaction: answers changed in place keep count and ids.
     dyntom_outcomes_invalidate(run_ids=run_ids)
     _refresh_after_commit(list(run_ids))
+
+
+@receiver(participants_exclusion_changed, dispatch_uid="reports.jobs.rebuild_after_exclusion")
+def rebuild_jobs_after_exclusion(
+    sender: Any, *, study: Any, participants: list[Any], **kwargs: Any
+) -> None:
+    """Stored report jobs read before someone was excluded (or taken back in) could
+    count them wrongly: emptied and queued again, as after a withdrawal."""
+    with transaction.atomic():
+        report_jobs_rebuild_after_withdrawal(
+            benchmark=study.benchmark, since=min(p.created_at for p in participants)
+        )
 
 
 @receiver(participant_withdrawn, dispatch_uid="reports.jobs.rebuild_after_withdrawal")

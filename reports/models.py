@@ -25,6 +25,10 @@ class ReportJob(models.Model):
     benchmark = models.CharField(max_length=20, choices=Benchmark.choices)
     # Null: every run of the benchmark (as build_report's run_ids=None); else the ids.
     run_ids = models.JSONField(null=True, blank=True)
+    # The studies picked (None: the default selection) and whether excluded
+    # participants count, as the page's "What this report compares" asked.
+    study_ids = models.JSONField(null=True, blank=True)
+    include_excluded = models.BooleanField(default=False)
     seed = models.PositiveIntegerField(default=0, help_text="bootstrap seed")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)

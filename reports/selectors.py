@@ -11,7 +11,9 @@ guess or imported annotation with every item attribute a researcher may want to 
 
 Human study responses (``studies``) are read the same way: ``report_studies`` picks the
 studies, ``human_guess_rows`` their answers. Withdrawn participants are left out at the
-query, so no report, table or export ever counts them.
+query, so no report, table or export ever counts them; excluded participants
+(``Participant.excluded_at``) too unless the caller passes ``include_excluded=True``.
+Only test items count: practice scenes and attention checks never do.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, TextField
 from django.db.models.functions import Cast
 from django.db.models.query import ValuesListIterable
 
@@ -35,7 +37,7 @@ from benchmarks.models import (
 from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
-from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study
+from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study, StudyItem
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
@@ -268,21 +270,39 @@ def speaker_annotation_rows(benchmark: str) -> list[dict[str, Any]]:
 
 
 def report_studies(
-    benchmark: str, *, study_ids: Sequence[int] | None = None
+    benchmark: str,
+    *,
+    study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
 ) -> list[dict[str, Any]]:
-    """The human studies a report covers, oldest first: every study of the benchmark that
-    is not a draft by default, each with its participant counts (``participant_count``
-    invited or joined, ``withdrawn_count`` of them, left out of every number).
+    """The human studies a report covers, oldest first, each with its participant counts
+    (``participant_count`` invited or joined, ``withdrawn_count`` of them, left out of
+    every number, and ``excluded_count``, not withdrawn but excluded) and
+    ``counted_answers`` (the answers a report reads from it with ``include_excluded``).
 
-    Raises ``ValueError`` naming the ids that are not studies of this benchmark, as
-    ``report_runs`` does for runs.
+    By default (``study_ids`` None) the studies ``study_choices`` ticks: neither drafts
+    nor closed studies without a counted answer. Raises ``ValueError`` naming the ids
+    that are not studies of this benchmark, as ``report_runs`` does for runs.
+    """
+    rows = study_choices(benchmark, include_excluded=include_excluded)
+    if study_ids is None:
+        return [s for s in rows if s["default"]]
+    wanted = set(study_ids)
+    missing = sorted(wanted - {s["id"] for s in rows})
+    if missing:
+        raise ValueError(f"no {benchmark} study with id {', '.join(map(str, missing))}")
+    return [s for s in rows if s["id"] in wanted]
+
+
+def study_choices(benchmark: str, *, include_excluded: bool = False) -> list[dict[str, Any]]:
+    """Every study of the benchmark, oldest first, as ``report_studies`` rows plus
+    ``default``: whether a report covers it when no studies are picked.
+
+    A draft has no answers and may never run, and a closed study without a counted
+    answer never will have one: neither is a system to compare by default (an empty
+    study beside a run would only add an empty row).
     """
     studies = Study.objects.filter(benchmark=_benchmark(benchmark))
-    if study_ids is not None:
-        studies = studies.filter(pk__in=list(study_ids))
-    else:
-        # A draft has no answers and may never run: not a system to compare by default.
-        studies = studies.exclude(status=Study.Status.DRAFT)
     rows = list(
         studies.order_by("pk")
         .annotate(
@@ -290,6 +310,14 @@ def report_studies(
             withdrawn_count=Count(
                 "participants",
                 filter=Q(participants__withdrawn_at__isnull=False),
+                distinct=True,
+            ),
+            excluded_count=Count(
+                "participants",
+                filter=Q(
+                    participants__withdrawn_at__isnull=True,
+                    participants__excluded_at__isnull=False,
+                ),
                 distinct=True,
             ),
         )
@@ -303,39 +331,82 @@ def report_studies(
             "tags",
             "participant_count",
             "withdrawn_count",
+            "excluded_count",
         )
     )
-    if study_ids is not None:
-        missing = sorted(set(study_ids) - {s["id"] for s in rows})
-        if missing:
-            raise ValueError(f"no {benchmark} study with id {', '.join(map(str, missing))}")
+    answers = counted_answer_counts(
+        benchmark, [s["id"] for s in rows], include_excluded=include_excluded
+    )
+    for row in rows:
+        row["counted_answers"] = answers.get(row["id"], 0)
+        row["default"] = row["status"] != Study.Status.DRAFT and not (
+            row["status"] == Study.Status.CLOSED and not row["counted_answers"]
+        )
     return rows
 
 
-def _counted_responses(study_ids: Iterable[int], prefix: str = "") -> Q:
+def excluded_count(studies: Iterable[Mapping[str, Any]]) -> int:
+    """Excluded (not withdrawn) participants of ``study_choices`` rows: the number the
+    report's switch, its facts and its notes give."""
+    return sum(s["excluded_count"] for s in studies)
+
+
+def counted_answer_counts(
+    benchmark: str, study_ids: Iterable[int], *, include_excluded: bool = False
+) -> dict[int, int]:
+    """Per study: the answers a report counts (masked-speaker guesses, or final
+    multiple-choice picks), one aggregate query; studies without any are absent."""
+    ids = list(study_ids)
+    if not ids:
+        return {}
+    if benchmark in SPEAKER_BENCHMARKS:
+        answers = _human_guesses(ids, include_excluded=include_excluded)
+    else:
+        answers = _choice_answers(ids, include_excluded=include_excluded)
+    study = "assignment__participant__study_id"
+    rows = answers.order_by().values(study).annotate(n=Count("pk")).values_list(study, "n")
+    return dict(rows)
+
+
+def _counted_participants(prefix: str, include_excluded: bool) -> Q:
+    """Responses (reached through ``prefix``) whose participant and item count: not
+    withdrawn, not excluded unless ``include_excluded``, and a test item (practice
+    scenes and attention checks are not answers to the benchmark)."""
+    q = Q(
+        **{
+            f"{prefix}participant__withdrawn_at__isnull": True,
+            f"{prefix}study_item__role": StudyItem.Role.TEST,
+        }
+    )
+    if not include_excluded:
+        q &= Q(**{f"{prefix}participant__excluded_at__isnull": True})
+    return q
+
+
+def _counted_responses(
+    study_ids: Iterable[int], prefix: str = "", *, include_excluded: bool = False
+) -> Q:
     """Scene responses (assignments, reached through ``prefix``) whose answers count:
-    the studies' non-withdrawn participants' finished scenes.
+    the studies' counted participants' (``_counted_participants``) finished scenes.
 
     A scene counts once submitted (its answers are final and scored); an imported
     study's responses count as they are, since they were never submitted here.
     """
-    ids = list(study_ids)
-    return Q(
-        **{
-            f"{prefix}participant__study_id__in": ids,
-            f"{prefix}participant__withdrawn_at__isnull": True,
-            # Practice scenes and attention checks are not answers to the benchmark.
-            f"{prefix}study_item__role": "test",
-        }
-    ) & (
-        Q(**{f"{prefix}status": Assignment.Status.SUBMITTED})
-        | Q(**{f"{prefix}participant__study__imported": True})
+    return (
+        Q(**{f"{prefix}participant__study_id__in": list(study_ids)})
+        & _counted_participants(prefix, include_excluded)
+        & (
+            Q(**{f"{prefix}status": Assignment.Status.SUBMITTED})
+            | Q(**{f"{prefix}participant__study__imported": True})
+        )
     )
 
 
-def _human_guesses(study_ids: Iterable[int]):
+def _human_guesses(study_ids: Iterable[int], *, include_excluded: bool = False):
     """Guesses of the studies' counted scene responses (``_counted_responses``)."""
-    return Guess.objects.filter(_counted_responses(study_ids, "assignment__"))
+    return Guess.objects.filter(
+        _counted_responses(study_ids, "assignment__", include_excluded=include_excluded)
+    )
 
 
 # The order of human answers everywhere (tables, exports): by study, rater, the rater's
@@ -352,7 +423,9 @@ HUMAN_ORDER = (
 )
 
 
-def human_guess_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+def human_guess_rows(
+    study_ids: Iterable[int], *, include_excluded: bool = False
+) -> Iterator[dict[str, Any]]:
     """One row per human answer: the rater's scene response and the item's attributes.
 
     ``participant_id`` identifies the rater (never the invite token); ``seen``,
@@ -361,7 +434,7 @@ def human_guess_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
     studies), ``tags`` and ``evidence`` to the answer.
     """
     return (
-        _human_guesses(study_ids)
+        _human_guesses(study_ids, include_excluded=include_excluded)
         .annotate(speakers=_scene_speaker_count("instance__scene_id"))
         .order_by(*HUMAN_ORDER)
         .values(
@@ -401,7 +474,7 @@ def _client_side_rows(queryset: QuerySet, chunk_size: int = 10 * CHUNK) -> Itera
 
 
 def human_answer_columns(
-    study_ids: Iterable[int],
+    study_ids: Iterable[int], *, include_excluded: bool = False
 ) -> Iterator[tuple[int, int, int, str, bool | None, str | None]]:
     """``(study_id, assignment_id, instance_id, answer, correct, tags)`` per counted
     human answer, in ``human_guess_rows``' order: what the report tables read.
@@ -412,7 +485,7 @@ def human_answer_columns(
     ``human_response_rows``.
     """
     rows = (
-        _human_guesses(study_ids)
+        _human_guesses(study_ids, include_excluded=include_excluded)
         .order_by(*HUMAN_ORDER)
         .values_list(
             "assignment__participant__study_id",
@@ -427,13 +500,13 @@ def human_answer_columns(
 
 
 def human_response_rows(
-    study_ids: Iterable[int],
+    study_ids: Iterable[int], *, include_excluded: bool = False
 ) -> Iterator[tuple[int, int, bool, bool | None, int | None, int, Any]]:
     """``(assignment_id, participant_id, seen, history_needed, total_ms, active_ms,
     instructions_version)`` per counted scene response of the studies (unordered; one
     per ``human_answer_columns`` assignment, plus any that has no answer)."""
     return _client_side_rows(
-        Assignment.objects.filter(_counted_responses(study_ids))
+        Assignment.objects.filter(_counted_responses(study_ids, include_excluded=include_excluded))
         .order_by()
         .values_list(
             "id",
@@ -452,18 +525,27 @@ def human_response_size(
 ) -> dict[str, Any]:
     """How many human answers a report would read, and when they last changed.
 
-    For cache fingerprints: a new answer, a submitted scene or a withdrawal changes it.
+    For cache fingerprints: a new answer, a submitted scene, a withdrawal, an exclusion
+    or its reversal changes it (every answer is counted, excluded or not).
     """
     studies = Study.objects.filter(benchmark=_benchmark(benchmark))
     if study_ids is not None:
         studies = studies.filter(pk__in=list(study_ids))
     ids = list(studies.values_list("pk", flat=True))
-    size = _human_guesses(ids).aggregate(
+    size = _human_guesses(ids, include_excluded=True).aggregate(
         human_answers=Count("pk"), last_human_answer=Max("updated_at")
     )
-    size["withdrawn"] = Participant.objects.filter(
-        study_id__in=ids, withdrawn_at__isnull=False
-    ).count()
+    excluded = Q(excluded_at__isnull=False)
+    # Count, id sum and latest time of the excluded: excluding one participant and
+    # keeping another in changes the sum, even where the count stays.
+    size.update(
+        Participant.objects.filter(study_id__in=ids).aggregate(
+            withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
+            excluded=Count("pk", filter=excluded),
+            excluded_ids=Sum("pk", filter=excluded),
+            last_excluded=Max("excluded_at"),
+        )
+    )
     size["studies"] = len(ids)
     return size
 
@@ -619,19 +701,26 @@ def long_format_rows(
     *,
     run_ids: Sequence[int] | None = None,
     study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """One flat dict per prediction (``source`` "model") or human answer ("human").
 
     Keys are ``long_format_columns(benchmark)``. Predictions of the selected runs stream
     in run order; then, for the speaker benchmarks, every answer in the selected human
-    studies (default: all of the benchmark's; withdrawn participants left out), then
+    studies (default: ``report_studies``'; withdrawn participants left out, excluded
+    ones too unless ``include_excluded``), then
     the imported TVShowGuess annotations, scored against the gold speaker when the
     annotator wrote a name.
     """
     columns = long_format_columns(benchmark)
     runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids)}
     studies = (
-        {s["id"]: s for s in report_studies(benchmark, study_ids=study_ids)}
+        {
+            s["id"]: s
+            for s in report_studies(
+                benchmark, study_ids=study_ids, include_excluded=include_excluded
+            )
+        }
         if benchmark in SPEAKER_BENCHMARKS or study_ids is not None
         else {}
     )
@@ -704,7 +793,8 @@ def long_format_rows(
                 **(_annotation_labels(annotation) if annotation else {}),
             }
         )
-    for g in human_guess_rows(studies) if studies else ():
+    guesses = human_guess_rows(studies, include_excluded=include_excluded) if studies else ()
+    for g in guesses:
         annotation = by_instance.get(g["instance_id"])
         yield flat(
             {
@@ -770,19 +860,29 @@ def _human_fields(guess: dict[str, Any], study: dict[str, Any]) -> dict[str, Any
     }
 
 
-def human_choice_rows(study_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+def _choice_answers(study_ids: Iterable[int], *, include_excluded: bool = False):
+    """Final picks of the studies' counted participants' submitted assignments (a
+    CharToM-QA question is final after its revision, a DynToM stage once every
+    question is answered)."""
+    return ChoiceAnswer.objects.filter(
+        _counted_participants("assignment__", include_excluded),
+        assignment__participant__study_id__in=list(study_ids),
+        assignment__status=Assignment.Status.SUBMITTED,
+    )
+
+
+def human_choice_rows(
+    study_ids: Iterable[int], *, include_excluded: bool = False
+) -> Iterator[dict[str, Any]]:
     """Final picks of multiple-choice studies (CharToM-QA, DynToM), one row per pick.
 
-    Only non-withdrawn participants' submitted assignments count (a CharToM-QA question
-    is final after its revision, a DynToM stage once every question is answered), as
-    do imported studies' rows. ``seen``: the participant had read the book.
+    Only counted participants' submitted assignments count (``_choice_answers``:
+    withdrawn participants, practice and attention items left out, excluded
+    participants too unless ``include_excluded``). ``seen``: the participant had read
+    the book.
     """
     return (
-        ChoiceAnswer.objects.filter(
-            assignment__participant__study_id__in=list(study_ids),
-            assignment__participant__withdrawn_at__isnull=True,
-            assignment__status=Assignment.Status.SUBMITTED,
-        )
+        _choice_answers(study_ids, include_excluded=include_excluded)
         .order_by("pk")
         .values(
             "round",

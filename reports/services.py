@@ -74,13 +74,29 @@ def _build(
     run_ids: Sequence[int] | None,
     seed: int,
     counts: dict[int, dict[str, int]] | None = None,
+    *,
+    study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
 ) -> Report:
     # Imported here: the table builders pull in every metric; pages that never build
     # (index, job progress) do not pay for that import.
     from .tables import build_report
 
-    ids = list(run_ids) if run_ids is not None else None
-    return build_report(benchmark, run_ids=ids, seed=seed, counts=counts)
+    return build_report(
+        benchmark,
+        run_ids=list(run_ids) if run_ids is not None else None,
+        study_ids=list(study_ids) if study_ids is not None else None,
+        seed=seed,
+        counts=counts,
+        include_excluded=include_excluded,
+    )
+
+
+def _ids_key(ids: Sequence[int] | None) -> str:
+    """A selection in a cache key: "all" (the default) is not "none" ([])."""
+    if ids is None:
+        return "all"
+    return ",".join(map(str, sorted(ids))) or "none"
 
 
 def report_data_size(
@@ -116,6 +132,8 @@ def report_build_cached(
     *,
     benchmark: str,
     run_ids: Sequence[int] | None = None,
+    study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
     seed: int = 0,
     size: dict[str, int] | None = None,
     counts: dict[int, dict[str, int]] | None = None,
@@ -126,16 +144,24 @@ def report_build_cached(
     ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
     """
     size = size if size is not None else report_data_size(benchmark=benchmark, run_ids=run_ids)
-    runs = ",".join(map(str, sorted(run_ids))) if run_ids is not None else "all"
-    # Human answers change the tables too: a new answer must not wait out the cache.
+    # Human answers change the tables too: a new answer, a withdrawal or an exclusion
+    # must not wait out the cache.
     human = selectors.human_response_size(benchmark)
     fingerprint = hashlib.sha1(
         repr((sorted(size.items()), sorted(human.items()))).encode()
     ).hexdigest()[:16]
-    key = f"reports:report:v1:{benchmark}:{seed}:{runs}:{fingerprint}"
+    selection = f"{_ids_key(run_ids)}:{_ids_key(study_ids)}:{int(include_excluded)}"
+    key = f"reports:report:v2:{benchmark}:{seed}:{selection}:{fingerprint}"
     report = cache.get(key)
     if report is None:
-        report = _build(benchmark, run_ids, seed, counts)
+        report = _build(
+            benchmark,
+            run_ids,
+            seed,
+            counts,
+            study_ids=study_ids,
+            include_excluded=include_excluded,
+        )
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
     return report
@@ -146,19 +172,26 @@ def report_job_create(
     *,
     benchmark: str,
     run_ids: Sequence[int] | None = None,
+    study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
     seed: int = 0,
     created_by=None,
     enqueue: bool = True,
 ) -> ReportJob:
     """Record a background report build and, once committed, queue it for a worker.
 
-    Raises ``ValueError`` for an unknown benchmark or ids that are not its runs, so a
-    job never fails later for a typo.
+    Raises ``ValueError`` for an unknown benchmark or ids that are not its runs or
+    studies, so a job never fails later for a typo. The job keeps the study selection
+    and "include excluded", so it builds the report that was asked for.
     """
     selectors.report_runs(benchmark, run_ids=run_ids)
+    if study_ids is not None:
+        selectors.report_studies(benchmark, study_ids=study_ids)
     job = ReportJob.objects.create(
         benchmark=benchmark,
         run_ids=sorted(set(run_ids)) if run_ids is not None else None,
+        study_ids=sorted(set(study_ids)) if study_ids is not None else None,
+        include_excluded=include_excluded,
         seed=seed,
         created_by=created_by,
     )
@@ -206,7 +239,13 @@ def report_job_execute(*, job_id: int) -> str:
     job = ReportJob.objects.get(pk=job_id)
     mine = ReportJob.objects.filter(pk=job_id, status=ReportJob.Status.RUNNING, started_at=started)
     try:
-        report = _build(job.benchmark, job.run_ids, job.seed)
+        report = _build(
+            job.benchmark,
+            job.run_ids,
+            job.seed,
+            study_ids=job.study_ids,
+            include_excluded=job.include_excluded,
+        )
         result = report.as_json()
     except Exception as exc:
         logger.exception("report job %s failed", job_id)

@@ -4,7 +4,8 @@ jobs whose progress region polls itself with htmx and gets 286 once finished.
 
 Every view checks the researcher role itself; raters and annotators get 403 on pages,
 images and downloads alike. ``?runs=1,2`` (or ``runs=1&runs=2`` from the selector's
-checkboxes) limits a report to those runs; without it every run of the benchmark counts.
+checkboxes), ``?studies=…`` and ``?include_excluded=1`` pick what a report compares
+(``reports.selection``); every download link carries the same selection.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -43,6 +43,12 @@ from modeling.pipelines import pipeline_benchmarks
 from . import charts, exports, selectors, services
 from .models import ReportJob
 from .report_types import Cell, Report, Table
+from .selection import (
+    BadSelection,
+    ReportSelection,
+    selection_and_studies,
+    selection_from_query,
+)
 from .tables.training import training_report
 
 JOB_PROGRESS_PARTIAL = "reports/job_detail.html#job-progress"
@@ -74,48 +80,21 @@ def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
 # --- request parsing ----------------------------------------------------------------------
 
 
-class BadRunSelection(ValueError):
-    pass
-
-
 def _benchmark(benchmark: str) -> str:
     if benchmark not in Benchmark.values:
         raise Http404(f"no benchmark {benchmark!r}")
     return benchmark
 
 
-def _run_ids(request: HttpRequest) -> list[int] | None:
-    """``?runs=1,2`` or ``?runs=1&runs=2``; None (every run) when absent or empty."""
-    ids: set[int] = set()
-    for value in request.GET.getlist("runs"):
-        try:
-            ids.update(number_list(value, name="runs"))
-        except BadNumber as exc:
-            raise BadRunSelection(f"not a list of run ids: {exc}") from None
-    return sorted(ids) or None
-
-
-def _selection(request: HttpRequest, benchmark: str) -> list[int] | None:
-    """The selected run ids, checked against the benchmark's runs (BadRunSelection)."""
-    run_ids = _run_ids(request)
-    if run_ids is not None:
-        try:
-            selectors.report_runs(benchmark, run_ids=run_ids)
-        except ValueError as exc:
-            raise BadRunSelection(str(exc)) from None
-    return run_ids
-
-
-def _query(run_ids: list[int] | None) -> str:
-    return "?" + urlencode({"runs": ",".join(map(str, run_ids))}) if run_ids else ""
-
-
-def _file_stem(benchmark: str, run_ids: list[int] | None, job: ReportJob | None = None) -> str:
+def _file_stem(benchmark: str, selection: ReportSelection, job: ReportJob | None = None) -> str:
     stem = f"{benchmark}-report"
     if job is not None:
         stem += f"-job{job.pk}"
-    if run_ids:
-        stem += "-runs-" + "-".join(map(str, run_ids))
+    for name, ids in (("runs", selection.run_ids), ("studies", selection.study_ids)):
+        if ids is not None:
+            stem += f"-{name}-" + ("-".join(map(str, ids)) or "none")
+    if selection.include_excluded:
+        stem += "-with-excluded"
     return stem
 
 
@@ -239,12 +218,12 @@ def display_table(table: Table) -> DisplayTable:
 
 
 def _report_body(
-    report: Report, *, url: Callable[..., str], query: str, live: tuple[str, list[int] | None]
+    report: Report, *, url: Callable[..., str], query: str, long_query: str
 ) -> dict[str, Any]:
     """Tables with their charts and every download URL. ``url(name, **kwargs)`` reverses
-    the live or the job variant of a route; ``live`` is (benchmark, run_ids) for the
+    the live or the job variant of a route; ``long_query`` is the selection of the
     long-format exports, which always stream from the database."""
-    benchmark, run_ids = live
+    benchmark = report.benchmark
     tables = []
     placed: set[str] = set()
     by_table: dict[str, list[dict[str, Any]]] = {}
@@ -265,7 +244,6 @@ def _report_body(
         placed.add(table.key)
         shown.csv_url = url("table-csv", key=table.key) + query
         tables.append(shown)
-    long_query = _query(run_ids)
     return {
         "report": report,
         "facts": [
@@ -349,45 +327,66 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         "runnable": benchmark in pipeline_benchmarks(),
     }
     try:
-        run_ids = _selection(request, benchmark)
-    except BadRunSelection as exc:
-        context.update(error=str(exc), run_ids=None, selected=set())
+        selection, studies = selection_and_studies(request.GET, benchmark=benchmark)
+    except BadSelection as exc:
+        context.update(
+            error=str(exc),
+            selection=ReportSelection(),
+            selected=set(),
+            studies=selectors.study_choices(benchmark),
+            selected_studies=set(),
+        )
         return render(request, "reports/report_detail.html", context, status=400)
-    query = _query(run_ids)
+    run_ids = selection.run_ids
+    query = selection.query()
+    if "picked" in request.GET:
+        # The form sends every ticked box; the canonical URL is the one to share.
+        return redirect(reverse("reports:report", args=[benchmark]) + query)
+    selected_studies = (
+        set(selection.study_ids)
+        if selection.study_ids is not None
+        else {s["id"] for s in studies if s["default"]}
+    )
     size = _data_size(benchmark, run_ids, counts)
     big = services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts)
     context.update(
-        run_ids=run_ids,
+        selection=selection,
+        selection_params=selection.params().items(),
         run_ids_text=",".join(map(str, run_ids or [])),
-        selected=set(run_ids) if run_ids else {r.pk for r in runs},
+        selected=set(run_ids) if run_ids is not None else {r.pk for r in runs},
+        studies=studies,
+        selected_studies=selected_studies,
+        # The switch's count: the excluded participants of the studies in this report.
+        excluded_count=selectors.excluded_count(s for s in studies if s["id"] in selected_studies),
         size=size,
         big=big,
         query=query,
     )
     if not big:
         report = services.report_build_cached(
-            benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+            benchmark=benchmark, **selection.build_kwargs(), size=size, counts=counts
         )
         context.update(
-            _report_body(report, url=_live_urls(benchmark), query=query, live=(benchmark, run_ids))
+            _report_body(report, url=_live_urls(benchmark), query=query, long_query=query)
         )
     return render(request, "reports/report_detail.html", context)
 
 
-def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, list[int] | None]:
-    """The report behind a chart or table download (BadRunSelection, Http404 if too big)."""
-    run_ids = _selection(request, _benchmark(benchmark))
+def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, ReportSelection]:
+    """The report behind a chart or table download (BadSelection, Http404 if too big)."""
+    selection = selection_from_query(request.GET, benchmark=_benchmark(benchmark))
+    run_ids = selection.run_ids
     counts = selectors.run_prediction_counts(benchmark=benchmark)
     size = _data_size(benchmark, run_ids, counts)
     if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts):
         raise Http404("This report is built in the background: start a report job.")
     report = services.report_build_cached(
-        benchmark=benchmark, run_ids=run_ids, size=size, counts=counts
+        benchmark=benchmark, **selection.build_kwargs(), size=size, counts=counts
     )
-    return report, run_ids
+    return report, selection
 
 
-def _bad_selection(exc: BadRunSelection) -> HttpResponse:
+def _bad_selection(exc: BadSelection) -> HttpResponse:
     return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
 
 
@@ -436,11 +435,11 @@ def _table_response(report: Report, key: str, stem: str) -> HttpResponse:
 @researcher_required
 def report_chart(request: HttpRequest, benchmark: str, key: str, fmt: str) -> HttpResponse:
     try:
-        report, run_ids = _live_report(request, benchmark)
-    except BadRunSelection as exc:
+        report, selection = _live_report(request, benchmark)
+    except BadSelection as exc:
         return _bad_selection(exc)
     layout = chart_layout(request)
-    return _chart_response(report, key, fmt, _file_stem(benchmark, run_ids), layout=layout)
+    return _chart_response(report, key, fmt, _file_stem(benchmark, selection), layout=layout)
 
 
 @require_GET
@@ -463,26 +462,27 @@ def report_export(request: HttpRequest, benchmark: str, fmt: str) -> HttpRespons
     benchmark = _benchmark(benchmark)
     try:
         if fmt == "json":
-            run_ids = _selection(request, benchmark)
+            selection = selection_from_query(request.GET, benchmark=benchmark)
+            rows = selectors.long_format_rows(benchmark, **selection.build_kwargs())
             return _stream(
-                exports.long_format_json(selectors.long_format_rows(benchmark, run_ids=run_ids)),
+                exports.long_format_json(rows),
                 "application/json",
-                f"{_file_stem(benchmark, run_ids)}-long.json",
+                f"{_file_stem(benchmark, selection)}-long.json",
             )
-        report, run_ids = _live_report(request, benchmark)
-    except BadRunSelection as exc:
+        report, selection = _live_report(request, benchmark)
+    except BadSelection as exc:
         return _bad_selection(exc)
-    return _tables_response(report, fmt, _file_stem(benchmark, run_ids))
+    return _tables_response(report, fmt, _file_stem(benchmark, selection))
 
 
 @require_GET
 @researcher_required
 def report_table_csv(request: HttpRequest, benchmark: str, key: str) -> HttpResponse:
     try:
-        report, run_ids = _live_report(request, benchmark)
-    except BadRunSelection as exc:
+        report, selection = _live_report(request, benchmark)
+    except BadSelection as exc:
         return _bad_selection(exc)
-    return _table_response(report, key, _file_stem(benchmark, run_ids))
+    return _table_response(report, key, _file_stem(benchmark, selection))
 
 
 @require_GET
@@ -491,14 +491,14 @@ def report_tidy_csv(request: HttpRequest, benchmark: str) -> HttpResponse:
     """One row per prediction or human answer, streamed: ``pandas.read_csv`` reads it as is."""
     benchmark = _benchmark(benchmark)
     try:
-        run_ids = _selection(request, benchmark)
-    except BadRunSelection as exc:
+        selection = selection_from_query(request.GET, benchmark=benchmark)
+    except BadSelection as exc:
         return _bad_selection(exc)
-    rows = selectors.long_format_rows(benchmark, run_ids=run_ids)
+    rows = selectors.long_format_rows(benchmark, **selection.build_kwargs())
     return _stream(
         exports.tidy_csv(rows, selectors.long_format_columns(benchmark)),
         "text/csv; charset=utf-8",
-        f"{_file_stem(benchmark, run_ids)}-tidy.csv",
+        f"{_file_stem(benchmark, selection)}-tidy.csv",
     )
 
 
@@ -538,7 +538,9 @@ def chartom_text_similarity(request: HttpRequest) -> HttpResponse:
         f"RougeL {bert} of run(s) {', '.join(map(str, ids))} queued for a GPU worker; "
         "Table 7 shows them once scored.",
     )
-    return redirect(reverse("reports:report", args=[benchmark]) + _query(run_ids))
+    return redirect(
+        reverse("reports:report", args=[benchmark]) + ReportSelection(run_ids=run_ids).query()
+    )
 
 
 # --- background jobs ----------------------------------------------------------------------
@@ -547,12 +549,12 @@ def chartom_text_similarity(request: HttpRequest) -> HttpResponse:
 @require_POST
 @researcher_required
 def report_job_create(request: HttpRequest, benchmark: str) -> HttpResponse:
-    """Queue a background build of the report with the posted run selection."""
+    """Queue a background build of the report with the posted selection."""
     benchmark = _benchmark(benchmark)
     try:
-        run_ids = _run_ids_from(request.POST.get("runs", ""))
+        selection = selection_from_query(request.POST, benchmark=benchmark)
         job = services.report_job_create(
-            benchmark=benchmark, run_ids=run_ids, created_by=request.user
+            benchmark=benchmark, **selection.build_kwargs(), created_by=request.user
         )
     except ValueError as exc:
         messages.error(request, str(exc))
@@ -565,7 +567,7 @@ def _run_ids_from(text: str) -> list[int] | None:
     try:
         ids = sorted(set(number_list(text, name="runs")))
     except BadNumber as exc:
-        raise BadRunSelection(f"not a list of run ids: {exc}") from None
+        raise BadSelection("runs", f"not a list of run ids: {exc}") from None
     return ids or None
 
 
@@ -578,7 +580,7 @@ def _job_context(job: ReportJob) -> dict[str, Any]:
                 report,
                 url=_job_urls(job),
                 query="",
-                live=(job.benchmark, job.run_ids),
+                long_query=ReportSelection(run_ids=job.run_ids).query(),
             )
         )
     return context
@@ -612,7 +614,7 @@ def _finished_report(job_id: int) -> tuple[ReportJob, Report]:
 @researcher_required
 def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    stem = _file_stem(job.benchmark, job.run_ids, job)
+    stem = _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
     return _chart_response(report, key, fmt, stem, layout=chart_layout(request))
 
 
@@ -620,11 +622,15 @@ def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> H
 @researcher_required
 def report_job_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    return _tables_response(report, fmt, _file_stem(job.benchmark, job.run_ids, job))
+    return _tables_response(
+        report, fmt, _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
+    )
 
 
 @require_GET
 @researcher_required
 def report_job_table_csv(request: HttpRequest, job_id: int, key: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    return _table_response(report, key, _file_stem(job.benchmark, job.run_ids, job))
+    return _table_response(
+        report, key, _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
+    )

@@ -46,7 +46,17 @@ class StudyAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "benchmark", "perturb_names", "one_to_one", "reveal", "imported")
     search_fields = ("name", "instructions")
-    readonly_fields = ("item_set_hash", "instructions_version", "created_at", "updated_at")
+    readonly_fields = (
+        "item_set_hash",
+        "instructions_version",
+        "exit_questions_version",
+        # Edited from the study page, which keeps every version a participant saw.
+        "instructions",
+        "consent",
+        "exit_questions",
+        "created_at",
+        "updated_at",
+    )
     # The completion and no-work URLs: https when typed without a scheme, as the study
     # page's form does (and Django 6's default).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -41,6 +41,18 @@ class WorkChoiceField(forms.ModelMultipleChoiceField):
         return f"{obj.title} ({obj.get_benchmark_display()}, {obj.n_test} test scenes)"
 
 
+# Study fields the scene-study form sets as they are.
+SCENE_SETTINGS = (
+    "overlap",
+    "min_seen",
+    "min_unseen",
+    "one_to_one",
+    "reveal",
+    "perturb_names",
+    "open_join",
+)
+
+
 class StudyCreateForm(forms.Form):
     name = forms.CharField(label="Study name", max_length=200)
     works = WorkChoiceField(
@@ -93,15 +105,46 @@ class StudyCreateForm(forms.Form):
     instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False)
     consent = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, study: Study | None = None, **kwargs: Any) -> None:
+        """``study``: the draft being edited (its own name is not taken)."""
         super().__init__(*args, **kwargs)
+        self.study = study
         self.fields["works"].queryset = works_for_studies()
+
+    @classmethod
+    def for_study(cls, study: Study, data: Any = None) -> StudyCreateForm:
+        """The form for editing ``study``, filled with its settings."""
+        sampling = study.sampling or {}
+        initial = {
+            "name": study.name,
+            "works": [sw.work_id for sw in study.study_works.order_by("position")],
+            "scenes": sampling.get("by", ALL) if sampling.get("mode") == "stratified" else ALL,
+            "per_stratum": sampling.get("per_stratum"),
+            "tags": "\n".join(study.tags),
+            **{name: getattr(study, name) for name in (*SCENE_SETTINGS, "seed")},
+            "instructions": study.instructions,
+            "consent": study.consent,
+        }
+        return cls(data, initial=initial, study=study)
+
+    def sampling_changed(self) -> bool:
+        """Whether the scenes must be drawn again: a sampling setting differs from the
+        study's (a new study always draws them)."""
+        if self.study is None:
+            return True
+        works = sorted(w.pk for w in self.cleaned_data["works"])
+        if works != sorted(self.initial["works"]):
+            return True
+        return any(
+            self.cleaned_data[name] != self.initial.get(name)
+            for name in ("scenes", "per_stratum", "seed")
+        )
 
     def clean_name(self) -> str:
         from .participation.recruitment import study_name_taken
 
         name = self.cleaned_data["name"].strip()
-        if study_name_taken(name):
+        if study_name_taken(name, exclude_id=self.study.pk if self.study else None):
             raise forms.ValidationError("a study with this name exists already; choose another")
         return name
 
@@ -128,17 +171,8 @@ class StudyCreateForm(forms.Form):
     def study_settings(self) -> dict[str, Any]:
         """Study fields for ``study_create``."""
         d = self.cleaned_data
-        keys = (
-            "overlap",
-            "min_seen",
-            "min_unseen",
-            "one_to_one",
-            "reveal",
-            "perturb_names",
-            "open_join",
-        )
         return {
-            **{k: d[k] for k in keys},
+            **{k: d[k] for k in SCENE_SETTINGS},
             "seed": d["seed"],
             "tags": d["tags"],
             "instructions": d["instructions"],

@@ -1,6 +1,11 @@
 """Per-rater quality at a glance: agreement with the other raters and with the gold,
-time per scene with speed outliers, and attention checks with the study's exclusion
-rule. One query for the answers, the arithmetic in plain Python.
+time per scene with speed outliers, and attention checks. One query for the answers,
+the arithmetic in plain Python.
+
+Only test items count toward accuracy, agreement and time: practice answers are never
+scored here, attention checks only count as checks passed or failed. Whether a rater
+is excluded is the ledger's stored state (``studies.participation.ledger``), which
+applies the study's rule with :func:`below_share` and :func:`cohort_median` from here.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ QUALITY_COLUMNS = [
     "attention_failed",
     "excluded",
     "withdrawn",
+    # From the participant ledger (studies.participation.ledger), the page's one source.
+    "status",
+    "status_at",
+    "exclusion_source",
+    "exclusion_reason",
 ]
 
 
@@ -40,7 +50,10 @@ class RaterQuality:
     too_fast: bool = False
     attention_checks: int = 0
     attention_failed: int = 0
-    excluded: bool = False
+
+    @property
+    def excluded(self) -> bool:
+        return self.participant.excluded_at is not None
 
     def row(self) -> dict:
         p = self.participant
@@ -64,13 +77,25 @@ def _round(value: float | None, digits: int = 3) -> float | str:
     return "" if value is None else round(value, digits)
 
 
+def cohort_median(medians: list[float]) -> float | None:
+    """The typical rater's time: the median of the raters' own medians (two at least)."""
+    return median(medians) if len(medians) >= 2 else None
+
+
+def below_share(value: float | None, typical: float | None, share: float) -> bool:
+    """Whether ``value`` is under ``share`` of the ``typical`` time (False without both)."""
+    return value is not None and typical is not None and value < share * typical
+
+
 def study_quality(
-    study: Study, participants: list[Participant] | None = None
+    study: Study, participants: list[Participant] | None = None, *, checks_only: bool = False
 ) -> list[RaterQuality]:
     """One row per participant who submitted anything, in invitation order.
 
     ``participants``: the study's participants when the caller has them already (the
-    study page does), so the whole table costs one query.
+    study page does), so the whole table costs one query. ``checks_only``: read the
+    attention checks' answers only (the exclusion rule without a time share needs no
+    more, and runs as participants answer).
     """
     if participants is None:
         participants = list(Participant.objects.filter(study=study).order_by("created_at", "pk"))
@@ -79,7 +104,10 @@ def study_quality(
     guesses = Guess.objects.filter(
         assignment__participant__study=study,
         assignment__status=Assignment.Status.SUBMITTED,
-    ).values_list(
+    )
+    if checks_only:
+        guesses = guesses.filter(assignment__study_item__role=StudyItem.Role.ATTENTION)
+    guesses = guesses.values_list(
         "assignment__participant_id",
         "assignment_id",
         "assignment__study_item__role",
@@ -121,10 +149,7 @@ def study_quality(
             row.median_s = median(times[pid].values()) / 1000
         row.attention_checks = len(attention[pid])
         row.attention_failed = sum(not ok for ok in attention[pid].values())
-        row.excluded = row.attention_failed > study.attention_max_failures
-    medians = [r.median_s for r in rows.values() if r.median_s is not None]
-    if len(medians) >= 2:
-        typical = median(medians)
-        for row in rows.values():
-            row.too_fast = row.median_s is not None and row.median_s < FAST_SHARE * typical
+    typical = cohort_median([r.median_s for r in rows.values() if r.median_s is not None])
+    for row in rows.values():
+        row.too_fast = below_share(row.median_s, typical, FAST_SHARE)
     return [r for r in rows.values() if r.scenes or r.attention_checks]

@@ -46,6 +46,11 @@ urlpatterns = [
         name="choice-answer",
     ),
     path(
+        "<invite_token:token>/choices/<int:assignment_id>/pick/",
+        choice_views.pick,
+        name="choice-pick",
+    ),
+    path(
         "<invite_token:token>/choices/<int:assignment_id>/result/",
         choice_views.result,
         name="choice-result",

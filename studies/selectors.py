@@ -7,7 +7,7 @@ a page costs a fixed number of queries however many raters or scenes a study has
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
@@ -15,6 +15,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from benchmarks.models import Benchmark, Character, Scene, Work
 
 from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
+from .participation.ledger import LedgerRow, ledger_counts, study_ledger
 from .scene.sampling import SceneRow
 
 STUDY_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
@@ -142,24 +143,30 @@ class ProgressSummary:
     submitted: int
     needed: int  # submissions the study needs in all (scenes not held back x overlap)
     no_work: int = 0  # told there was nothing for them to answer (no completion code)
+    # Participants per ledger status (studies.participation.ledger.STATUSES order).
+    statuses: dict[str, int] = field(default_factory=dict)
 
 
 def progress_summary(
-    study: Study, participants: list[Participant], scenes: list[StudyItem]
+    study: Study, rows: list[LedgerRow], scenes: list[StudyItem]
 ) -> ProgressSummary:
+    """The study page's tiles: participants by their ledger status (``rows`` from
+    ``study_ledger``, the one source of those counts) and scene answers against quotas."""
     open_scenes = [s for s in scenes if not s.held_back]
+    statuses = ledger_counts(rows)
     return ProgressSummary(
-        participants=len(participants),
-        active=sum(p.withdrawn_at is None for p in participants),
-        withdrawn=sum(p.withdrawn_at is not None for p in participants),
-        finished=sum(p.finished_at is not None for p in participants),
+        participants=len(rows),
+        active=len(rows) - statuses["withdrawn"],
+        withdrawn=statuses["withdrawn"],
+        finished=statuses["finished"],
         scenes=len(scenes),
         held_back=len(scenes) - len(open_scenes),
         open_scenes=len(open_scenes),
         scenes_full=sum(s.n_submitted >= study.overlap for s in open_scenes),
         submitted=sum(min(s.n_submitted, study.overlap) for s in open_scenes),
         needed=len(open_scenes) * study.overlap,
-        no_work=sum(participant_has_no_work(p) for p in participants),
+        no_work=statuses["no_work"],
+        statuses=statuses,
     )
 
 
@@ -174,12 +181,9 @@ def participant_has_no_work(participant: Participant) -> bool:
 
 
 def study_no_work_count(study: Study) -> int:
-    """How many participants have "no work available" (:func:`participant_has_no_work`)."""
-    return (
-        Participant.objects.filter(study=study, no_work_at__isnull=False, withdrawn_at__isnull=True)
-        .exclude(assignments__isnull=False)
-        .count()
-    )
+    """How many participants have "no work available": the ledger's count, as the study
+    page's tile shows it."""
+    return ledger_counts(study_ledger(study=study))["no_work"]
 
 
 LEAK_KINDS = ("blocking", "shown", "speech")
@@ -224,11 +228,20 @@ def leak_counts(study: Study) -> dict[str, int]:
     return dict(counts)
 
 
-def study_responses(study: Study) -> QuerySet[Assignment]:
-    """Every submitted scene of the study, with its rater, scene and guesses."""
+def study_responses(study: Study, *, include_excluded: bool = False) -> QuerySet[Assignment]:
+    """Every submitted scene of the study, with its rater, scene and guesses.
+
+    Excluded participants (``Participant.excluded_at``) are left out unless asked for.
+    """
+    answers = Assignment.objects.filter(
+        participant__study=study, status=Assignment.Status.SUBMITTED
+    )
+    if not include_excluded:
+        answers = answers.filter(participant__excluded_at__isnull=True)
     return (
-        Assignment.objects.filter(participant__study=study, status=Assignment.Status.SUBMITTED)
-        .select_related("participant__user", "study_item__scene", "study_item__study_work__work")
+        answers.select_related(
+            "participant__user", "study_item__scene", "study_item__study_work__work"
+        )
         .prefetch_related(
             Prefetch(
                 "guesses",
@@ -241,21 +254,69 @@ def study_responses(study: Study) -> QuerySet[Assignment]:
     )
 
 
+def excluded_left_out(study: Study) -> int:
+    """How many excluded participants have answers that exports leave out by default."""
+    return (
+        Participant.objects.filter(study=study, excluded_at__isnull=False)
+        .filter(
+            Q(assignments__status=Assignment.Status.SUBMITTED)
+            | Q(assignments__choices__isnull=False)
+        )
+        .distinct()
+        .count()
+    )
+
+
+# Who answered, and whether reports count them: the first columns of every row-level
+# export (scene answers, multiple-choice picks, exit answers).
+PARTICIPANT_COLUMNS = ["participant_id", "participant", "withdrawn", "excluded", "exclusion_reason"]
+# What the item was there for: practice and attention checks never count in scores.
+ROLE_COLUMNS = ["role", "practice", "attention_check"]
+
+
+def participant_fields(participant: Participant) -> dict[str, Any]:
+    """The :data:`PARTICIPANT_COLUMNS` of one participant's rows."""
+    return {
+        "participant_id": participant.pk,
+        "participant": str(participant),
+        "withdrawn": participant.withdrawn_at is not None,
+        "excluded": participant.excluded_at is not None,
+        "exclusion_reason": participant.exclusion_reason,
+    }
+
+
+def role_fields(item: StudyItem) -> dict[str, Any]:
+    """The :data:`ROLE_COLUMNS` of one item's rows."""
+    return {
+        "role": item.role,
+        "practice": item.role == StudyItem.Role.PRACTICE,
+        "attention_check": item.role == StudyItem.Role.ATTENTION,
+    }
+
+
+def seconds(ms: int | None) -> float | None:
+    """Milliseconds as seconds for exports (None stays None: not timed)."""
+    return None if ms is None else round(ms / 1000, 3)
+
+
 RESPONSE_COLUMNS = [
-    "participant_id",
-    "participant",
-    "withdrawn",
+    *PARTICIPANT_COLUMNS,
     "work",
     "scene",
+    *ROLE_COLUMNS,
     "seen",
     "code",
     "answer",
     "answer_shown",
+    "cant_tell",
     "gold",
     "correct",
+    "confidence",
     "history_needed",
     "tags",
     "evidence",
+    "seconds_total",
+    "seconds_active",
     "total_ms",
     "active_ms",
     "first_shown_at",
@@ -268,35 +329,38 @@ RESPONSE_COLUMNS = [
 ]
 
 
-def response_rows(study: Study) -> list[dict[str, Any]]:
-    """One flat row per masked-speaker answer: the CSV export (and its tests)."""
+def response_rows(study: Study, *, include_excluded: bool = False) -> list[dict[str, Any]]:
+    """One flat row per masked-speaker answer: responses.csv, responses.json and the API."""
     name_maps = {
         sw.pk: sw.name_map or {} for sw in StudyWork.objects.filter(study=study).only("name_map")
     }
     from .scene.perturbation import display_name
 
     rows = []
-    for a in study_responses(study):
-        p = a.participant
+    for a in study_responses(study, include_excluded=include_excluded):
         version = a.version or {}
         name_map = name_maps.get(a.study_item.study_work_id, {}) if study.perturb_names else {}
+        who, role = participant_fields(a.participant), role_fields(a.study_item)
         for g in a.guesses.all():
             rows.append(
                 {
-                    "participant_id": p.pk,
-                    "participant": str(p),
-                    "withdrawn": p.withdrawn_at is not None,
+                    **who,
                     "work": a.study_item.study_work.work.key,
                     "scene": a.study_item.scene.source_id,
+                    **role,
                     "seen": a.seen,
                     "code": g.instance.code,
                     "answer": g.answer,
                     "answer_shown": display_name(g.answer, name_map),
+                    "cant_tell": g.cant_tell,
                     "gold": g.instance.gold_character.name,
                     "correct": g.correct,
+                    "confidence": a.confidence,
                     "history_needed": a.history_needed,
                     "tags": ";".join(g.tags or []),
                     "evidence": g.evidence,
+                    "seconds_total": seconds(a.total_ms),
+                    "seconds_active": seconds(a.active_ms),
                     "total_ms": a.total_ms,
                     "active_ms": a.active_ms,
                     "first_shown_at": a.first_shown_at.isoformat() if a.first_shown_at else "",

@@ -18,12 +18,17 @@ from .errors import (
     StudyError,  # views, commands and tests import it from here
 )
 from .models import (
+    Assignment,
     Study,
     StudyItem,
+    StudyTextVersion,
     StudyWork,
 )
 from .scene.leaks import LeakReport, leaks_check
 from .scene.perturbation import name_maps_build
+
+# (work id, StudyItem fields) for each item of a study, in order.
+ItemPlan = list[tuple[int, dict[str, Any]]]
 
 # -- set-up -----------------------------------------------------------------------------
 
@@ -55,6 +60,45 @@ def item_set_hash(study: Study) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def scene_items(works: list[Work], scenes: list[Scene] | None = None) -> ItemPlan:
+    """A scene study's items: every testing scene of ``works`` with masked speakers, or
+    only those of them in ``scenes`` (a sample)."""
+    chosen = {s.pk for s in scenes} if scenes is not None else None
+    candidates = (
+        Scene.objects.filter(work__in=works, part=Scene.Part.TESTING, instances__isnull=False)
+        .distinct()
+        .order_by("position")
+    )
+    return [
+        (scene.work_id, {"scene": scene, "position": scene.position})
+        for scene in candidates
+        if chosen is None or scene.pk in chosen
+    ]
+
+
+def study_items_set(*, study: Study, works: list[Work], items: ItemPlan) -> None:
+    """Give ``study`` these works, in order, and these items (replacing any it had).
+
+    ``items`` are (work id, StudyItem fields) pairs, as :func:`scene_items` and
+    ``choice.services.choice_items_sample`` draw them.
+    """
+    if not works:
+        raise StudyError("choose at least one work")
+    if wrong := [w.key for w in works if w.benchmark != study.benchmark]:
+        raise StudyError(f"not {study.benchmark} works: {', '.join(wrong)}")
+    if not items:
+        raise StudyError("the chosen works have no items this study can ask")
+    study.study_works.all().delete()  # their items go with them
+    study_works = {
+        work.pk: StudyWork.objects.create(study=study, work=work, position=position)
+        for position, work in enumerate(works)
+    }
+    StudyItem.objects.bulk_create(
+        StudyItem(study=study, study_work=study_works[work_id], **fields)
+        for work_id, fields in items
+    )
+
+
 @transaction.atomic
 def study_create(
     *,
@@ -73,23 +117,149 @@ def study_create(
         raise StudyError("choose at least one work")
     if wrong := [w.key for w in works if w.benchmark != benchmark]:
         raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    items = scene_items(works, scenes)
+    if not items:
+        raise StudyError("the chosen works have no testing scenes with masked speakers")
     study = Study.objects.create(name=name, benchmark=benchmark, created_by=created_by, **settings_)
-    chosen = {s.pk for s in scenes} if scenes is not None else None
-    for position, work in enumerate(works):
-        study_work = StudyWork.objects.create(study=study, work=work, position=position)
-        candidates = (
-            Scene.objects.filter(work=work, part=Scene.Part.TESTING, instances__isnull=False)
-            .distinct()
-            .order_by("position")
+    study_items_set(study=study, works=works, items=items)
+    return study
+
+
+# -- drafts: edit, duplicate, delete ------------------------------------------------------
+
+
+def _draft_only(study: Study, doing: str) -> None:
+    if study.status != Study.Status.DRAFT:
+        raise StudyError(
+            f"a {study.status} study cannot be {doing}: only drafts can "
+            "(duplicate it to get a draft with the same settings)"
+        )
+
+
+@transaction.atomic
+def study_update(
+    *,
+    study: Study,
+    name: str,
+    instructions: str,
+    consent: str,
+    works: list[Work] | None = None,
+    items: ItemPlan | None = None,
+    **settings_: Any,
+) -> Study:
+    """Change every setting of a draft study (the new-study form's fields).
+
+    ``works`` and ``items`` replace the study's items (the caller re-samples only when
+    a sampling setting changed; the seed they were drawn with is in ``settings_``):
+    practice and attention roles and the leak check's holds start afresh, and a scene
+    study's leak check runs again. The texts go through :func:`study_update_texts`, so
+    a change is a new version. Refused once the study is live or anyone has answered.
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    _draft_only(study, "edited")
+    name = name.strip()
+    if not name:
+        raise StudyError("the study needs a name")
+    if Study.objects.filter(name__iexact=name).exclude(pk=study.pk).exists():
+        raise StudyError("a study with this name exists already; choose another")
+    if (works is None) != (items is None):
+        raise ValueError("pass works and items together")
+    if items is not None and Assignment.objects.filter(study_item__study=study).exists():
+        raise StudyError("items have been handed out: they can no longer be drawn again")
+    study.name = name
+    for field, value in settings_.items():
+        setattr(study, field, value)
+    study.save(update_fields=["name", *settings_, "updated_at"])
+    if works is not None and items is not None:
+        study_items_set(study=study, works=works, items=items)
+        if study.benchmark in ("tom-in-amc", "tvshowguess"):
+            leaks_check(study=study)
+    return study_update_texts(study=study, instructions=instructions, consent=consent)
+
+
+DUPLICATE_SKIPS = {
+    # A copy is a new draft: its own name, link, state and text versions.
+    "id",
+    "name",
+    "status",
+    "public_token",
+    "public_cap",
+    "item_set_hash",
+    "design_applied_at",
+    "imported",
+    "instructions_version",
+    "exit_questions_version",
+    "created_by",
+    "created_at",
+    "updated_at",
+}
+
+
+def duplicate_name(name: str) -> str:
+    """``name (copy)``, or ``name (copy 2)``… when that is taken too."""
+    base = f"{name} (copy)"
+    candidate, n = base, 1
+    while Study.objects.filter(name__iexact=candidate).exists():
+        n += 1
+        candidate = f"{name} (copy {n})"
+    return candidate[:200]
+
+
+@transaction.atomic
+def study_duplicate(*, study: Study, created_by=None) -> Study:
+    """A new draft with ``study``'s settings, works and items (any status may be copied).
+
+    Items keep their roles, leak findings and holds; the copy has no participants, no
+    public link (its places are set afresh) and its texts start again at version 1.
+    """
+    fields = {
+        f.name: getattr(study, f.name)
+        for f in Study._meta.concrete_fields
+        if f.name not in DUPLICATE_SKIPS
+    }
+    copy = Study.objects.create(name=duplicate_name(study.name), created_by=created_by, **fields)
+    for study_work in study.study_works.order_by("position"):
+        new_work = StudyWork.objects.create(
+            study=copy,
+            work_id=study_work.work_id,
+            position=study_work.position,
+            name_map=study_work.name_map,
         )
         StudyItem.objects.bulk_create(
-            StudyItem(study=study, study_work=study_work, scene=scene, position=scene.position)
-            for scene in candidates
-            if chosen is None or scene.pk in chosen
+            StudyItem(
+                study=copy,
+                study_work=new_work,
+                scene_id=item.scene_id,
+                qa_item_id=item.qa_item_id,
+                stage_id=item.stage_id,
+                question_ids=item.question_ids,
+                position=item.position,
+                role=item.role,
+                held_back=item.held_back,
+                leaks=item.leaks,
+            )
+            for item in study_work.items.order_by("position")
         )
-    if not study.study_items.exists():
-        raise StudyError("the chosen works have no testing scenes with masked speakers")
-    return study
+    return copy
+
+
+@transaction.atomic
+def study_delete(*, study: Study) -> str:
+    """Delete a draft that nobody has joined (its works, items and texts go with it).
+
+    A study with participants, or past its draft, is refused: close it instead, so
+    what was collected stays. Returns the deleted study's name.
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    _draft_only(study, "deleted")
+    if n := study.participants.count():
+        raise StudyError(
+            f"this draft has {n} participant{'s' if n != 1 else ''} (invite links count): "
+            "it cannot be deleted; close it instead"
+        )
+    name = study.name
+    study.delete()
+    return name
 
 
 def _transition(study: Study, allowed: tuple[str, ...], to: str) -> Study:
@@ -163,10 +333,44 @@ def study_close(*, study: Study) -> Study:
 
 @transaction.atomic
 def study_update_texts(*, study: Study, instructions: str, consent: str) -> Study:
-    """Edit the instructions/consent page; a new version is stamped on later answers."""
+    """Edit the instructions/consent page; a new version is stamped on later answers.
+
+    Both texts share ``instructions_version``; each version of each is kept
+    (:func:`text_version_ensure`), the outgoing one too, in case it was never written.
+    """
     if (instructions, consent) != (study.instructions, study.consent):
+        for kind in (StudyTextVersion.Kind.INSTRUCTIONS, StudyTextVersion.Kind.CONSENT):
+            text_version_ensure(study=study, kind=kind)
         study.instructions = instructions
         study.consent = consent
         study.instructions_version += 1
         study.save(update_fields=["instructions", "consent", "instructions_version", "updated_at"])
+        for kind in (StudyTextVersion.Kind.INSTRUCTIONS, StudyTextVersion.Kind.CONSENT):
+            text_version_ensure(study=study, kind=kind)
     return study
+
+
+def _current_text(study: Study, kind: str) -> tuple[int, Any]:
+    if kind == StudyTextVersion.Kind.INSTRUCTIONS:
+        return study.instructions_version, study.instructions
+    if kind == StudyTextVersion.Kind.CONSENT:
+        return study.instructions_version, study.consent
+    if kind == StudyTextVersion.Kind.EXIT_QUESTIONS:
+        return study.exit_questions_version, study.exit_questions
+    raise StudyError(f"no text kind {kind!r}")
+
+
+def text_version_ensure(*, study: Study, kind: str) -> StudyTextVersion:
+    """The snapshot of the study's current text of ``kind`` (instructions, consent or
+    exit questions), written the first time it is needed.
+
+    Studies made before snapshots existed have none, and a data migration is not the
+    way to write them: every edit snapshots the outgoing version before it bumps, and
+    whoever stores an answer against a version calls this, so a version that anyone
+    answered always has its text.
+    """
+    version, content = _current_text(study, kind)
+    snapshot, _ = StudyTextVersion.objects.get_or_create(
+        study=study, kind=kind, version=version, defaults={"content": content}
+    )
+    return snapshot

@@ -14,9 +14,11 @@ urlpatterns = [
     path("new/choice/", choice_views.study_new, name="choice-new"),
     path("<int:study_id>/design/", choice_views.design, name="choice-design"),
     path("<int:study_id>/directness/", choice_views.directness, name="choice-directness"),
+    # The file the choice import reads back: responses.csv/.json under its older name.
     path(
         "<int:study_id>/choices.<str:fmt>",
-        choice_views.export,
+        views.study_export,
+        {"name": "responses"},
         name="choice-export",
     ),
     path("<int:study_id>/choices/import/", choice_views.import_, name="choice-import"),
@@ -25,11 +27,24 @@ urlpatterns = [
     path("<int:study_id>/pause/", views.study_pause, name="pause"),
     path("<int:study_id>/resume/", views.study_resume, name="resume"),
     path("<int:study_id>/close/", views.study_close, name="close"),
+    path("<int:study_id>/edit/", views.study_edit, name="edit"),
+    path("<int:study_id>/duplicate/", views.study_duplicate, name="duplicate"),
+    path("<int:study_id>/delete/", views.study_delete, name="delete"),
     path("<int:study_id>/running/", running_views.study_running, name="running"),
     path("<int:study_id>/invite.csv/", running_views.study_invite_csv, name="invite-csv"),
     path("<int:study_id>/roles/", running_views.study_item_roles, name="roles"),
     path("<int:study_id>/preview/", running_views.study_preview, name="preview"),
     path("<int:study_id>/raters.csv", running_views.study_quality_csv, name="raters-csv"),
+    path(
+        "<int:study_id>/platform-ids.csv",
+        running_views.study_platform_ids_csv,
+        name="platform-ids-csv",
+    ),
+    path(
+        "<int:study_id>/participants/<int:participant_id>/exclusion/",
+        running_views.participant_exclusion,
+        name="exclusion",
+    ),
     path("<int:study_id>/texts/", views.study_texts, name="texts"),
     path("<int:study_id>/invite/", views.study_invite, name="invite"),
     path(
@@ -45,5 +60,14 @@ urlpatterns = [
     path("<int:study_id>/works/<int:study_work_id>/genders/", views.genders_save, name="genders"),
     path("<int:study_id>/names/", views.names_build, name="names"),
     path("<int:study_id>/responses/", views.study_responses, name="responses"),
-    path("<int:study_id>/responses.csv", views.study_responses_csv, name="responses-csv"),
+    *(
+        path(
+            f"<int:study_id>/{name}.{fmt}",
+            views.study_export,
+            {"name": name, "fmt": fmt},
+            name=f"{name}-{fmt}",
+        )
+        for name in ("responses", "exit")
+        for fmt in ("csv", "json")
+    ),
 ]

@@ -9,12 +9,20 @@ without JavaScript: every action is a plain POST that redirects back.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -24,17 +32,19 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.decorators import researcher_required as researcher_only
 from benchmarks.models import Character, Scene
 from benchmarks.services import character_aliases_set, character_gender_set
-from common.csv_safe import csv_writer
+from common.csv_safe import csv_stream
 from common.request_params import BadNumber, optional_number
 from studies import errors
 from studies.participation import services as participation_services
 
-from . import quality, selectors, services
+from . import exports, quality, selectors, services
 from .choice import researcher_views as choice_researcher_views
 from .choice import services as choice_services
 from .forms import AliasForm, GenderForm, InviteForm, StudyCreateForm, StudyTextsForm
 from .models import Assignment, Participant, Study, StudyItem, StudyWork
-from .participation.forms import CsvInviteForm, ItemRolesForm, RunningForm
+from .participation import recruitment
+from .participation.forms import CsvInviteForm, ExclusionOverrideForm, ItemRolesForm, RunningForm
+from .participation.ledger import STATUSES, study_ledger
 from .scene.leaks import (
     EDITABLE_STATUSES,
     excerpt,
@@ -44,10 +54,11 @@ from .scene.leaks import (
     leaks_check,
     scene_hold,
 )
-from .scene.perturbation import gender_for, name_maps_build
+from .scene.perturbation import gender_for, name_forms_table, name_maps_build
 from .scene.sampling import ALL, sample_scenes
 
 PROGRESS_PARTIAL = "studies/study_detail.html#progress"
+PARTICIPANTS_PARTIAL = "studies/study_detail.html#participants"
 researcher_required = researcher_only("Studies are for researchers only.")
 RESPONSES_PER_PAGE = 100
 
@@ -84,27 +95,14 @@ def study_new(request: HttpRequest) -> HttpResponse:
     form = StudyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         works = list(form.cleaned_data["works"])
-        mode = form.cleaned_data["scenes"]
-        sample = sample_scenes(
-            selectors.scene_rows(works),
-            by=mode,
-            per_stratum=form.cleaned_data["per_stratum"],
-            seed=form.cleaned_data["seed"],
-        )
-        sampling: dict[str, Any] = {"mode": "all" if mode == ALL else "stratified"}
-        if mode != ALL:
-            sampling |= {
-                "by": mode,
-                "per_stratum": form.cleaned_data["per_stratum"],
-                "strata": {k: list(v) for k, v in sample.counts.items()},
-            }
+        scenes, sampling = _scene_sample(form)
         try:
             with transaction.atomic():
                 study = services.study_create(
                     name=form.cleaned_data["name"],
                     benchmark=works[0].benchmark,
                     works=works,
-                    scenes=None if mode == ALL else _scenes(sample.rows),
+                    scenes=scenes,
                     created_by=request.user,
                     sampling=sampling,
                     **form.study_settings(),
@@ -122,6 +120,92 @@ def study_new(request: HttpRequest) -> HttpResponse:
     return render(request, "studies/study_new.html", {"form": form})
 
 
+def _scene_sample(form: StudyCreateForm) -> tuple[list[Scene] | None, dict[str, Any]]:
+    """The scenes the form's sampling settings draw (None: all), and how, for the study."""
+    mode = form.cleaned_data["scenes"]
+    sample = sample_scenes(
+        selectors.scene_rows(list(form.cleaned_data["works"])),
+        by=mode,
+        per_stratum=form.cleaned_data["per_stratum"],
+        seed=form.cleaned_data["seed"],
+    )
+    sampling: dict[str, Any] = {"mode": "all" if mode == ALL else "stratified"}
+    if mode == ALL:
+        return None, sampling
+    sampling |= {
+        "by": mode,
+        "per_stratum": form.cleaned_data["per_stratum"],
+        "strata": {k: list(v) for k, v in sample.counts.items()},
+    }
+    return _scenes(sample.rows), sampling
+
+
+# -- drafts: edit, duplicate, delete ------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_edit(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Every setting of a draft, on the new-study form; the items are drawn again only
+    when a sampling setting changed."""
+    study = _study(study_id)
+    if study.status != Study.Status.DRAFT:
+        messages.error(request, "Only a draft can be edited: duplicate it to change settings.")
+        return _back(study)
+    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
+        return choice_researcher_views.study_edit(request, study)
+    form = StudyCreateForm.for_study(study, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        settings_ = form.study_settings()
+        redraw = form.sampling_changed()
+        if redraw:
+            works = list(form.cleaned_data["works"])
+            scenes, settings_["sampling"] = _scene_sample(form)
+            settings_ |= {"works": works, "items": services.scene_items(works, scenes)}
+        try:
+            services.study_update(study=study, name=form.cleaned_data["name"], **settings_)
+        except errors.StudyError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(
+                request,
+                "Settings saved; the scenes were drawn again and the leak check re-run."
+                if redraw
+                else "Settings saved; the scenes are unchanged.",
+            )
+            return _back(study)
+    return render(request, "studies/study_new.html", {"form": form, "study": study})
+
+
+@require_POST
+@researcher_required
+def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
+    copy = services.study_duplicate(study=_study(study_id), created_by=request.user)
+    messages.success(request, f"“{copy.name}” is a new draft with the same settings and items.")
+    return _back(copy)
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
+    """GET: what deleting does (or why it cannot); POST: delete. One click never deletes."""
+    study = _study(study_id)
+    if request.method == "POST":
+        try:
+            name = services.study_delete(study=study)
+        except errors.StudyError as exc:
+            messages.error(request, f"Not deleted: {exc}.")
+            return _back(study)
+        messages.success(request, f"Study “{name}” deleted.")
+        return redirect("studies:list")
+    context = {
+        "study": study,
+        "participants": study.participants.count(),
+        "items": study.study_items.count(),
+    }
+    return render(request, "studies/study_delete.html", context)
+
+
 def _scenes(rows) -> list[Scene]:
     return list(Scene.objects.filter(pk__in=[r.scene_id for r in rows]))
 
@@ -129,19 +213,30 @@ def _scenes(rows) -> list[Scene]:
 # -- detail and live progress -----------------------------------------------------------
 
 
-def _progress_context(study: Study) -> dict[str, Any]:
-    participants = selectors.study_participants(study)
+def _progress_context(study: Study, status: str = "") -> dict[str, Any]:
+    """The polled region's context: the ledger (every participant's status) and scenes.
+
+    ``status`` filters the participants table; the tiles always count everyone.
+    """
+    ledger = study_ledger(study=study)
     scenes = selectors.study_item_progress(study)
+    summary = selectors.progress_summary(study, ledger, scenes)
     return {
         "study": study,
-        "raters": participants,
+        "raters": [row.participant for row in ledger],
+        "ledger": ledger,
+        "ledger_rows": [row for row in ledger if not status or row.status.key == status],
+        "status": status,
+        "tiles": [(key, STATUSES[key], n) for key, n in summary.statuses.items()],
+        "override_form": ExclusionOverrideForm(),
         "scenes": scenes,
-        "summary": selectors.progress_summary(study, participants, scenes),
+        "summary": summary,
     }
 
 
 def _names_context(study: Study, works: list[StudyWork]) -> list[dict[str, Any]]:
-    """Per work: each main character's gender (and why), its override field, shown name."""
+    """Per work: each main character's gender (and why), its override field, shown name;
+    and every name form the work's map replaces."""
     out = []
     for sw in works:
         form = GenderForm(characters=sw.work.main_characters, prefix=f"w{sw.pk}")
@@ -157,7 +252,15 @@ def _names_context(study: Study, works: list[StudyWork]) -> list[dict[str, Any]]
                     "shown": sw.name_map.get(c.name, ""),
                 }
             )
-        out.append({"study_work": sw, "rows": rows})
+        forms = (
+            name_forms_table(sw.name_map, list(Character.objects.filter(work=sw.work)))
+            if sw.name_map
+            else []
+        )
+        # Names alone (the Friends scenes) are the table above already.
+        if all(row["form"] == row["character"] for row in forms):
+            forms = []
+        out.append({"study_work": sw, "rows": rows, "forms": forms})
     return out
 
 
@@ -167,14 +270,23 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     if study.benchmark in choice_services.CHOICE_BENCHMARKS:
         return choice_researcher_views.detail(request, study)
+    status = request.GET.get("status", "")
+    if status and status not in STATUSES:
+        return HttpResponseBadRequest(
+            f"status: unknown status {status!r}; use one of {', '.join(STATUSES)}",
+            content_type="text/plain; charset=utf-8",
+        )
     if request.htmx:
-        response = render(request, PROGRESS_PARTIAL, _progress_context(study))
-        if study.status == Study.Status.CLOSED:
+        # The participants table's filter swaps only that table; the poll, the progress.
+        filtering = request.htmx.target == "participants"
+        partial = PARTICIPANTS_PARTIAL if filtering else PROGRESS_PARTIAL
+        response = render(request, partial, _progress_context(study, status))
+        if study.status == Study.Status.CLOSED and partial == PROGRESS_PARTIAL:
             # 286: htmx swaps this last copy in and stops polling.
             return HttpResponseStopPolling(response.content)
         return response
     works = selectors.study_works(study)
-    context = _progress_context(study)
+    context = _progress_context(study, status)
     invites = [{"participant": p, "url": invite_url(request, p.token)} for p in context["raters"]]
     context |= {
         "works": works,
@@ -187,6 +299,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "invites": invites,
         "editable": study.status in EDITABLE_STATUSES,
         "running_form": RunningForm.for_study(study),
+        "estimate": recruitment.study_estimate(study=study),
+        "pilot_min": recruitment.PILOT_MIN,
         "roles_form": ItemRolesForm(study=study),
         "csv_form": CsvInviteForm(),
         "quality": quality.study_quality(study, context["raters"]),
@@ -535,35 +649,73 @@ def names_build(request: HttpRequest, study_id: int) -> HttpResponse:
 # -- responses --------------------------------------------------------------------------
 
 
+def _include_excluded(request: HttpRequest) -> bool:
+    """``?include_excluded=1``: excluded participants' rows too (left out by default)."""
+    flag = request.GET.get("include_excluded", "")
+    if flag not in ("", "0", "1"):
+        raise BadNumber(f"include_excluded: 1 or 0, got {flag[:24]!r}")
+    return flag == "1"
+
+
+def _exports_context(study: Study, include_excluded: bool) -> dict[str, Any]:
+    """The responses pages' "include excluded" switch and export links."""
+    return {
+        "include_excluded": include_excluded,
+        "n_excluded": selectors.excluded_left_out(study),
+        "export_query": "?include_excluded=1" if include_excluded else "",
+    }
+
+
 @require_GET
 @researcher_required
 def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
-    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
-        return choice_researcher_views.responses(request, study)
     try:
         number = optional_number(request.GET.get("page"), name="page")
+        include_excluded = _include_excluded(request)
     except BadNumber as exc:
         return _bad_request(exc)
-    page = Paginator(selectors.study_responses(study), RESPONSES_PER_PAGE).get_page(number)
+    links = _exports_context(study, include_excluded)
+    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
+        return choice_researcher_views.responses(request, study, number=number, exports=links)
+    answers = selectors.study_responses(study, include_excluded=include_excluded)
+    page = Paginator(answers, RESPONSES_PER_PAGE).get_page(number)
     context = {"study": study, "page": page, "n_no_work": selectors.study_no_work_count(study)}
-    return render(request, "studies/study_responses.html", context)
+    return render(request, "studies/study_responses.html", context | links)
+
+
+EXPORTS = {"responses": exports.response_export, "exit": exports.exit_export}
 
 
 @require_GET
 @researcher_required
-def study_responses_csv(request: HttpRequest, study_id: int) -> HttpResponse:
-    """One row per masked-speaker answer (withdrawn raters included, marked)."""
+def study_export(request: HttpRequest, study_id: int, name: str, fmt: str) -> HttpResponse:
+    """responses.csv/.json (one row per answer: masked speaker or pick) and exit.csv/.json
+    (one row per exit question answered); ``?include_excluded=1`` adds excluded
+    participants, marked. The API serves the same rows (``studies.api``)."""
     study = _study(study_id)
-    if study.benchmark in choice_services.CHOICE_BENCHMARKS:
-        return redirect("studies:choice-export", study_id=study.pk, fmt="csv")
-    rows = selectors.response_rows(study)
+    if fmt not in ("csv", "json"):
+        raise Http404("exports are .csv or .json")
+    try:
+        include_excluded = _include_excluded(request)
+    except BadNumber as exc:
+        return _bad_request(exc)
+    export = EXPORTS[name](study, include_excluded=include_excluded)
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    if fmt == "json":
+
+        def chunks() -> Iterator[str]:
+            yield "["
+            for i, row in enumerate(export.rows):
+                yield ("," if i else "") + "\n" + json.dumps(row, ensure_ascii=False)
+            yield "\n]\n"
+
+        response = StreamingHttpResponse(chunks(), content_type="application/json")
+    else:
+        response = StreamingHttpResponse(
+            csv_stream(export.rows, export.columns), content_type="text/csv; charset=utf-8"
+        )
     response["Content-Disposition"] = (
-        f'attachment; filename="study-{study.pk}-responses-{stamp}.csv"'
+        f'attachment; filename="study-{study.pk}-{name}-{stamp}.{fmt}"'
     )
-    writer = csv_writer(response)
-    writer.writerow(selectors.RESPONSE_COLUMNS)
-    writer.writerows([row[c] for c in selectors.RESPONSE_COLUMNS] for row in rows)
     return response

@@ -6,20 +6,10 @@ from rest_framework import serializers
 
 
 class ReportQuerySerializer(serializers.Serializer):
-    """``?runs=1,2&seed=0``: which runs (default: all of the benchmark) and the bootstrap seed."""
+    """``?seed=0``: the bootstrap seed. The selection (runs, studies, include_excluded)
+    is read by ``reports.selection.selection_from_query``, as on the report page."""
 
-    runs = serializers.CharField(required=False, allow_blank=True, help_text="e.g. 3,5,8")
     seed = serializers.IntegerField(required=False, default=0, min_value=0)
-
-    def validate_runs(self, value: str) -> list[int] | None:
-        if not value.strip():
-            return None
-        try:
-            return [int(part) for part in value.split(",") if part.strip()]
-        except ValueError:
-            raise serializers.ValidationError(
-                "a comma-separated list of run ids, e.g. 3,5,8"
-            ) from None
 
 
 class TableSerializer(serializers.Serializer):

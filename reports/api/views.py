@@ -1,7 +1,8 @@
 """Report API for researchers (the global permission): a whole report, or one table.
 
-``?runs=`` picks model runs, ``?studies=`` human studies (``none`` for none), ``?seed=``
-the bootstrap seed.
+``?runs=`` picks model runs, ``?studies=`` human studies (``none`` for none of either),
+``?include_excluded=1`` counts excluded participants, ``?seed=`` the bootstrap seed: the
+report page's selection (``reports.selection``), read by the same function.
 
 Both build the report with ``reports.tables.build_report``, the function behind the
 report page, the exports and the ``report`` command, so every surface agrees.
@@ -17,39 +18,29 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from common.request_params import BadNumber, number_list
 from reports.report_types import Report
+from reports.selection import BadSelection, selection_from_query
 from reports.tables import BUILDERS, build_report, report_json
 
 from . import serializers
 
 QUERY_PARAMETERS = [
-    OpenApiParameter("runs", str, description="comma-separated run ids (default: all)"),
+    OpenApiParameter("runs", str, description="comma-separated run ids, or 'none' (default: all)"),
     OpenApiParameter(
         "studies",
         str,
         description=(
             "comma-separated human study ids, or 'none' (default: every study of the "
-            "benchmark; ToM-in-AMC and TVShowGuess only)"
+            "benchmark but drafts and closed studies without a counted answer)"
         ),
+    ),
+    OpenApiParameter(
+        "include_excluded",
+        bool,
+        description="1: count excluded participants too (default 0: leave them out)",
     ),
     OpenApiParameter("seed", int, description="bootstrap seed (default 0)"),
 ]
-
-
-def _study_ids(request: Request) -> list[int] | None:
-    """``?studies=3,5`` as ids, ``?studies=none`` as no study, absent or empty as all."""
-    value = request.query_params.get("studies", "").strip()
-    if not value:
-        return None
-    if value.lower() == "none":
-        return []
-    try:
-        return number_list(value, name="studies")
-    except BadNumber:
-        raise ValidationError(
-            {"studies": ["a comma-separated list of study ids, e.g. 3,5, or 'none'"]}
-        ) from None
 
 
 def _report(request: Request, benchmark: str) -> Report:
@@ -57,13 +48,13 @@ def _report(request: Request, benchmark: str) -> Report:
         raise Http404(f"no benchmark {benchmark!r}")
     query = serializers.ReportQuerySerializer(data=request.query_params)
     query.is_valid(raise_exception=True)
-    study_ids = _study_ids(request)
+    try:
+        selection = selection_from_query(request.query_params, benchmark=benchmark)
+    except BadSelection as exc:
+        raise ValidationError({exc.field: [exc.message]}) from None
     try:
         return build_report(
-            benchmark,
-            run_ids=query.validated_data.get("runs"),
-            study_ids=study_ids,
-            seed=query.validated_data["seed"],
+            benchmark, **selection.build_kwargs(), seed=query.validated_data["seed"]
         )
     except ValueError as exc:
         raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]}) from None

@@ -1,6 +1,7 @@
 """Report builders: the papers' tables and the charts that draw them, per benchmark.
 
-``build_report(benchmark, run_ids=..., study_ids=..., seed=...)`` reads plain rows through
+``build_report(benchmark, run_ids=..., study_ids=..., seed=..., include_excluded=...)`` reads
+plain rows through
 ``reports.selectors``, computes every number with ``metrics`` and returns a
 :class:`~reports.report_types.Report`. Pages, exports, the API and the ``report``
 command only render it, so all of them show the same numbers.
@@ -9,7 +10,9 @@ Conventions every builder follows:
 - one ``runs`` table first (what each run is, how many predictions, unparseable);
 - percentages in percent, rounded to 2 decimals, in columns ending in ``%``;
 - a run is named ``#<id> <name>`` in column headers and row labels (names repeat);
-- ``seed`` feeds every bootstrap, so a report rebuilt from the same rows is identical.
+- ``seed`` feeds every bootstrap, so a report rebuilt from the same rows is identical;
+- excluded participants are left out of every human number unless ``include_excluded``,
+  and the facts say how many (``excluded_participants_left_out`` or ``_included``).
 """
 
 from __future__ import annotations
@@ -39,29 +42,57 @@ def build_report(
     study_ids: list[int] | None = None,
     seed: int = 0,
     counts: dict[int, dict[str, int]] | None = None,
+    include_excluded: bool = False,
 ) -> Report:
     """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
-    human studies ``study_ids`` (default: every study of it; ``[]`` for none).
+    human studies ``study_ids`` (default: ``selectors.report_studies``', i.e. every
+    study but drafts and closed studies without a counted answer; ``[]`` for none).
 
-    ``counts`` is ``selectors.run_prediction_counts`` of (at least) these runs when the
-    caller has it. Raises ``ValueError`` for an unknown benchmark or a run or study id
-    that is not one of its own (callers turn it into a usage error / HTTP 400).
+    Excluded participants (``Participant.excluded_at``) count only with
+    ``include_excluded``. ``counts`` is ``selectors.run_prediction_counts`` of (at
+    least) these runs when the caller has it. Raises ``ValueError`` for an unknown
+    benchmark or a run or study id that is not one of its own (callers turn it into a
+    usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
     runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True)
+    studies = selectors.report_studies(
+        benchmark, study_ids=study_ids, include_excluded=include_excluded
+    )
     module = import_module(BUILDERS[benchmark])
     report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
     report.facts = facts(benchmark, runs)
     if benchmark in selectors.SPEAKER_BENCHMARKS:
-        studies = selectors.report_studies(benchmark, study_ids=study_ids)
-        module.build(report, runs, studies=studies, seed=seed)
+        module.build(report, runs, studies=studies, seed=seed, include_excluded=include_excluded)
     else:
-        studies = selectors.report_studies(benchmark, study_ids=study_ids)
         module.build(report, runs, seed=seed)
         # Multiple-choice human studies (CharToM-QA, DynToM) beside the same runs.
-        import_module("reports.tables.human_choice").build(report, runs, studies, seed=seed)
+        import_module("reports.tables.human_choice").build(
+            report, runs, studies, seed=seed, include_excluded=include_excluded
+        )
+    if studies:
+        report.facts.update(excluded_facts(studies, include_excluded=include_excluded))
     return report
+
+
+def excluded_facts(studies: Sequence[dict[str, Any]], *, include_excluded: bool) -> dict[str, int]:
+    """How many excluded (not withdrawn) participants of ``studies`` the report left
+    out, or, with ``include_excluded``, counted."""
+    n = selectors.excluded_count(studies)
+    key = "included" if include_excluded else "left_out"
+    return {f"excluded_participants_{key}": n}
+
+
+def excluded_note(studies: Sequence[dict[str, Any]], *, include_excluded: bool) -> str:
+    """The sentence a human table's note carries about excluded participants."""
+    n = selectors.excluded_count(studies)
+    if include_excluded:
+        return f' Excluded participants are included ({n}): the "include excluded" switch is on.'
+    return (
+        f" Excluded participants (by the study's rule or a researcher) are left out: {n}; "
+        'the "include excluded" switch counts them.'
+    )
 
 
 def report_json(report: Report) -> dict[str, Any]:

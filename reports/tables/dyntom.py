@@ -10,9 +10,11 @@
   transformation questions per span of consecutive scenarios;
 - ``compositional`` (Figure 3): fully correct / local / restoration / full errors.
 
-Runs are compared on the same questions only: those every selected run answered.
-Everything is counted from each run's packed outcomes and the question bank's arrays
-(``reports.dyntom_outcomes``), never from prediction rows.
+Each run is scored on every question it answered (its own set), so a run on other stages
+or one still queued leaves the others' numbers alone; ``accuracy-common`` (with two runs
+or more) compares them on the questions every run with an answer answered, and says
+how many there are. Everything is counted from each run's packed outcomes and the
+question bank's arrays (``reports.dyntom_outcomes``), never from prediction rows.
 """
 
 from __future__ import annotations
@@ -81,28 +83,45 @@ class _Answers:
         return np.flatnonzero(np.bincount(self.sample)).tolist()
 
 
+@dataclass(frozen=True)
+class _Compared:
+    """Each run's own answers, and the common set: ``shared`` marks the bank rows every
+    run with an answer answered (a run without any is left out rather than emptying it),
+    ``answered`` those any run answered; ``common`` holds each run's answers on
+    ``shared``."""
+
+    own: dict[int, _Answers]
+    common: dict[int, _Answers]
+    shared: np.ndarray
+    answered: np.ndarray
+
+
 def _compared(
     runs: list[dict[str, Any]], packed: dict[int, RunOutcomes], bank: QuestionBank
-) -> tuple[np.ndarray, dict[int, _Answers]]:
-    """The bank rows every run answered, and each run's answers restricted to them."""
+) -> _Compared:
     rows = {r["id"]: bank.positions(packed[r["id"]].question) for r in runs}
     answered_by = np.zeros(len(bank.ids), dtype=np.int64)
+    with_answers = 0
     for positions in rows.values():
         answered = np.zeros(len(bank.ids), dtype=bool)
         answered[positions] = True  # once per question, however many samples
         answered_by += answered
-    shared = answered_by == len(runs) if runs else np.zeros(len(bank.ids), dtype=bool)
-    answers = {}
+        with_answers += bool(len(positions))
+    shared = (answered_by == with_answers) & (answered_by > 0)
+    own, common = {}, {}
     for run in runs:
         p, positions = packed[run["id"]], rows[run["id"]]
+        own[run["id"]] = _Answers(
+            row=positions, sample=p.sample, correct=p.correct == 1, parsed=p.parsed
+        )
         keep = shared[positions]
-        answers[run["id"]] = _Answers(
+        common[run["id"]] = _Answers(
             row=positions[keep],
             sample=p.sample[keep],
             correct=p.correct[keep] == 1,
             parsed=p.parsed[keep],
         )
-    return shared, answers
+    return _Compared(own, common, shared, answered_by > 0)
 
 
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
@@ -118,18 +137,18 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
     }
     report.tables.append(runs_table(runs, stats))
     bank = question_bank()
-    shared, by_run = _compared(runs, packed, bank)
-    compared = int(shared.sum())
+    compared = _compared(runs, packed, bank)
+    by_run = compared.own
+    shared = int(compared.shared.sum())
     total = report.facts.get("questions", 0)
     scope = (
-        f"Questions every selected run answered: {compared} of {total}."
-        if len(runs) > 1
-        else f"Questions answered: {compared} of {total}."
+        f"Each run on every question it answered (Questions); any run answered "
+        f"{int(compared.answered.sum())} of {total}."
     )
-    report.facts["compared_questions"] = compared
+    report.facts["compared_questions"] = shared
     cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], bank) for r in runs}
 
-    report.tables.append(_accuracy_table(runs, by_run, cells, bank, compared, scope, seed=seed))
+    report.tables.append(_accuracy_table(runs, by_run, cells, bank, None, scope, seed=seed))
     report.charts.append(
         Chart(
             key="accuracy",
@@ -143,6 +162,8 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             y_label="accuracy (%)",
         )
     )
+    if len(runs) > 1:
+        report.tables.append(_common_table(runs, compared, bank, total, seed=seed))
     if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
         report.tables.append(_sd_table(runs, by_run, cells, scope))
     report.tables.append(_type_table(runs, cells, scope))
@@ -158,7 +179,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         )
     )
     spans = _span_results(runs, by_run, bank)
-    report.tables.append(_time_span_table(runs, spans, bank, shared, scope))
+    report.tables.append(_time_span_table(runs, spans, bank, compared.answered, scope))
     report.charts.append(
         Chart(
             key="time-span",
@@ -226,7 +247,30 @@ def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
     return {k: mean_sd([cells.get(k) for cells in per_sample]) for k in keys}
 
 
-def _accuracy_table(runs, by_run, cells, bank, shared: int, scope: str, *, seed: int) -> Table:
+def _common_table(runs, compared: _Compared, bank: QuestionBank, total: int, *, seed: int) -> Table:
+    """The accuracy table on the common set (empty, and saying so, when there is none)."""
+    shared = int(compared.shared.sum())
+    silent = [run_label(r) for r in runs if not len(compared.own[r["id"]].row)]
+    left_out = f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
+    cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], bank) for r in runs}
+    scope = f"Questions every run with an answer answered: {shared} of {total}.{left_out}"
+    table = _accuracy_table(runs, compared.common, cells, bank, shared, scope, seed=seed)
+    table.key = "accuracy-common"
+    table.title = f"Common set: accuracy on the {shared} questions every run answered"
+    if not shared:
+        # Short enough for the page to show it in full (longer notes fold away).
+        table.rows = []
+        table.note = (
+            "Common set: empty. No question was answered by every run; each run's own "
+            "accuracy is in the table above." + left_out
+        )
+    return table
+
+
+def _accuracy_table(
+    runs, by_run, cells, bank, shared: int | None, scope: str, *, seed: int
+) -> Table:
+    """Table 3 per run over ``by_run``; Questions: ``shared``, or (None) each run's own."""
     rows: list[list[Cell]] = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
@@ -246,7 +290,7 @@ def _accuracy_table(runs, by_run, cells, bank, shared: int, scope: str, *, seed:
                 run["model"],
                 run["method"],
                 len(answers.samples()),
-                shared,
+                shared if shared is not None else len(np.unique(answers.row)),
                 *(pct(cells[run["id"]].get(cell, (None, None))[0]) for cell in CELLS),
                 pct(overall_mean),
                 pct(estimate.ci_low),

@@ -12,7 +12,8 @@ DynToM (paper Table 3's human row):
 - ``human-vs-models``: the mean ± sd across participants beside each run on the same
   questions.
 
-Withdrawn participants and unfinished assignments are left out (``human_choice_rows``).
+Withdrawn participants, unfinished assignments and practice or attention items are left
+out, excluded participants too unless the report includes them (``human_choice_rows``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from benchmarks.models import ToMDimension
 from metrics import accuracy, accuracy_ci, mean_sd
 from reports import selectors
 from reports.report_types import Cell, Report, Table
-from reports.tables import N_RESAMPLES, pct, run_label
+from reports.tables import N_RESAMPLES, excluded_note, pct, run_label
 from reports.tables.dyntom import CELL_COLUMNS, CELLS, table3_cell
 
 DIMENSIONS = [d.value for d in ToMDimension]
@@ -34,18 +35,26 @@ WINDOWS = (("0", 1, "c=0"), ("2000", 2, "c=2k"))
 
 
 def build(
-    report: Report, runs: list[dict[str, Any]], studies: list[dict[str, Any]], *, seed: int
+    report: Report,
+    runs: list[dict[str, Any]],
+    studies: list[dict[str, Any]],
+    *,
+    seed: int,
+    include_excluded: bool = False,
 ) -> None:
     """Add the human tables when the report covers multiple-choice studies with answers."""
-    rows = list(selectors.human_choice_rows([s["id"] for s in studies]))
+    rows = list(
+        selectors.human_choice_rows([s["id"] for s in studies], include_excluded=include_excluded)
+    )
     if not rows:
         return
+    excluded = excluded_note(studies, include_excluded=include_excluded)
     report.facts["human_answers"] = len(rows)
     report.facts["participants"] = len({r["participant_id"] for r in rows})
     if report.benchmark == "chartom-qa":
-        _chartom(report, runs, rows, seed=seed)
+        _chartom(report, runs, rows, seed=seed, excluded=excluded)
     else:
-        _dyntom(report, runs, rows)
+        _dyntom(report, runs, rows, excluded=excluded)
 
 
 def _estimate(outcomes: list[bool | None], clusters: list[Any], *, seed: int) -> list[Cell]:
@@ -74,7 +83,7 @@ def _by_dimension(picks: list[dict[str, Any]]) -> list[Cell]:
     return [pct(accuracy([p["correct"] for p in picks if p["dimension"] == d])) for d in DIMENSIONS]
 
 
-def _chartom(report: Report, runs, rows, *, seed: int) -> None:
+def _chartom(report: Report, runs, rows, *, seed: int, excluded: str) -> None:
     items = {r["qa_item_id"] for r in rows}
     indirect = {r["qa_item_id"] for r in rows if r["directness"] == "indirect"}
     labelled = {r["qa_item_id"] for r in rows if r["directness"]}
@@ -119,7 +128,7 @@ def _chartom(report: Report, runs, rows, *, seed: int) -> None:
                 f"({len(labelled)} labelled direct/indirect, {len(indirect)} indirect). "
                 "People's c = 0 is their first answer, c = 2k their final one after the "
                 "longer passage. Models: multiple-choice runs on the same questions at their "
-                "plot window, first sample. 95% CI: percentile bootstrap over questions."
+                "plot window, first sample. 95% CI: percentile bootstrap over questions." + excluded
             ),
         )
     )
@@ -144,7 +153,7 @@ def _cell_accuracies(picks: list[dict[str, Any]]) -> dict[Any, float | None]:
     return {k: accuracy(v) for k, v in groups.items()}
 
 
-def _dyntom(report: Report, runs, rows) -> None:
+def _dyntom(report: Report, runs, rows, *, excluded: str) -> None:
     by_person: dict[int, list[dict[str, Any]]] = defaultdict(list)
     names: dict[int, str] = {}
     for r in rows:
@@ -164,7 +173,8 @@ def _dyntom(report: Report, runs, rows) -> None:
             title="Human baseline: each participant",
             columns=["Participant", "Questions", *CELL_COLUMNS, "Overall %"],
             rows=person_rows,
-            note="Final answers of finished stages; withdrawn participants are left out.",
+            note="Final answers of finished stages; withdrawn participants are left out."
+            + excluded,
         )
     )
     keys = [*CELLS, "overall"]

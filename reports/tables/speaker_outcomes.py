@@ -181,17 +181,20 @@ def run_outcomes(
     return outcomes, stats
 
 
-def human_answers(study_ids: Iterable[int], scene_of: Mapping[int, int]) -> dict[int, HumanAnswers]:
+def human_answers(
+    study_ids: Iterable[int], scene_of: Mapping[int, int], *, include_excluded: bool = False
+) -> dict[int, HumanAnswers]:
     """Each study's counted answers (``selectors.human_answer_columns``) as columns.
 
-    ``scene_of`` maps every masked speaker of the benchmark to its scene.
+    ``scene_of`` maps every masked speaker of the benchmark to its scene; excluded
+    participants' answers are read only with ``include_excluded``.
     """
     ids = list(study_ids)
     studies = {study_id: HumanAnswers() for study_id in ids}
     if not ids:
         return studies
     decoded: dict[str | None, tuple[str, ...]] = {}
-    rows = selectors.human_answer_columns(ids)
+    rows = selectors.human_answer_columns(ids, include_excluded=include_excluded)
     while chunk := list(islice(rows, READ_CHUNK)):
         # Answers come ordered by study: each study's run of rows becomes its columns.
         for study_id, block in groupby(chunk, key=itemgetter(0)):
@@ -204,11 +207,15 @@ def human_answers(study_ids: Iterable[int], scene_of: Mapping[int, int]) -> dict
             for text in set(tags) - decoded.keys():
                 decoded[text] = tuple(json.loads(text) or ()) if text else ()
             target.tags.extend(map(decoded.__getitem__, tags))
-    responses = {row[0]: row[1:] for row in selectors.human_response_rows(ids)}
+    responses = {
+        row[0]: row[1:]
+        for row in selectors.human_response_rows(ids, include_excluded=include_excluded)
+    }
     new = tuple.__new__  # a NamedTuple built from a tuple in C, as Django's named rows are
     for target in studies.values():
         if not responses.keys() >= set(target.responses):
-            # A response missing from the second read (its rater withdrew in between):
+            # A response missing from the second read (its rater withdrew or was
+            # excluded in between):
             # its answers go too, as they would have in one read.
             target.keep([r in responses for r in target.responses])
         # Reversed, so each response keeps the scene of its first answer.

@@ -1,16 +1,21 @@
 """ToM-in-AMC tables (also the scene tables of TVShowGuess, which shares its format).
 
-A *system* is a model run or a human study ("Humans: <study name>"); every system is
-scored on the same masked speakers: those every system answered (the intersection,
-counted in the notes and in ``facts["compared_instances"]`` when humans are present).
+A *system* is a model run or a human study ("Humans: <study name>"). Each system is
+scored on everything it answered (its own set); only ``accuracy-common`` restricts every
+system to the masked speakers all of them answered (the common set, counted in its note
+and in ``facts["compared_instances"]``). Studies and runs on different scenes thus still
+show their own accuracy when they share no speaker.
 
-- ``accuracy`` (Table 4): instance and scene accuracy with 95% CIs per system, under
-  the Random (chance) and Majority baselines of the compared speakers;
+- ``accuracy`` (Table 4): instance and scene accuracy with 95% CIs per system on its own
+  answers, under the Random (chance) and Majority baselines of the speakers any system
+  answered;
+- ``accuracy-common`` (with two systems or more): the same on the common set, with its
+  baselines; empty, and saying so, when the systems share no speaker;
 - ``by-speakers`` (Tables 5 and 11): accuracy by the number of masked speakers in the
-  scene, 1, 2, 3…, then Easy (< 3) and Hard (≥ 3);
+  scene, 1, 2, 3…, then Easy (< 3) and Hard (≥ 3), each system on its own answers;
 - ``by-genre`` (Table 12) and, with two systems or more over two genres or more,
   ``genre-correlation`` (Figure 5): Spearman's rho between systems over their per-genre
-  accuracies.
+  accuracies (own answers).
 
 With human studies (section 7.2, Table 3, Appendix E), over each study's own answers:
 ``human-studies`` (who took part), ``human-familiarity`` (seen vs unseen work),
@@ -21,9 +26,9 @@ With human studies (section 7.2, Table 3, Appendix E), over each study's own ans
 A run is scored on its first sample (the papers' systems answer once). A human study
 pools its raters' answers: an instance accuracy over (rater, speaker) answers and a
 scene accuracy over (rater, scene) responses, bootstrapped by scene so a scene's
-raters stay together. Withdrawn raters are left out (by the selector); imported
-annotation studies, which carry no correctness, count in the flag, tag and agreement
-tables only.
+raters stay together. Withdrawn raters are left out (by the selector), excluded ones
+unless the report includes them; imported annotation studies, which carry no
+correctness, count in the flag, tag and agreement tables only.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from metrics import (
 )
 from reports import selectors
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, pct, run_label, runs_table
+from reports.tables import N_RESAMPLES, excluded_note, pct, run_label, runs_table
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
 from studies.scene.services import IDLE_CUTOFF
 
@@ -71,8 +76,9 @@ DIFFICULTY_LABELS = {EASY: "Easy (<3)", HARD: "Hard (≥3)"}
 class System:
     """A column (or row) of the comparison: a run or a human study.
 
-    ``outcomes`` are its scored answers on the compared speakers: a run's first-sample
-    predictions, a study's judged answers (several per speaker, one per rater).
+    ``outcomes`` are its scored answers (all of them, not only the common set): a run's
+    first-sample predictions, a study's judged answers (several per speaker, one per
+    rater).
     """
 
     label: str
@@ -108,8 +114,11 @@ class SpeakerData:
     frequency_fallback: set[int] = field(default_factory=set)
     studies: list[HumanStudy] = field(default_factory=list)
     systems: list[System] = field(default_factory=list)
-    # Instance ids every system answered; None when no system answered anything.
+    # Instance ids every system with an answer answered (the common set), and those any
+    # system answered; both None when no system answered anything.
     compared: set[int] | None = None
+    answered: set[int] | None = None
+    include_excluded: bool = False
 
     def labels(self) -> list[str]:
         return [s.label for s in self.systems]
@@ -125,9 +134,15 @@ class SpeakerData:
 
     @property
     def compared_items(self) -> list[dict[str, Any]]:
-        if self.compared is None:
+        """The common set's items (none when no system answered)."""
+        return [i for i in self.items if i["id"] in (self.compared or ())]
+
+    @property
+    def answered_items(self) -> list[dict[str, Any]]:
+        """The items any system answered; every item when none did (baselines then)."""
+        if self.answered is None:
             return self.items
-        return [i for i in self.items if i["id"] in self.compared]
+        return [i for i in self.items if i["id"] in self.answered]
 
 
 def build(
@@ -136,8 +151,11 @@ def build(
     *,
     studies: list[dict[str, Any]] | None = None,
     seed: int,
+    include_excluded: bool = False,
 ) -> None:
-    build_speaker_tables(report, runs, studies=studies or [], seed=seed)
+    build_speaker_tables(
+        report, runs, studies=studies or [], seed=seed, include_excluded=include_excluded
+    )
 
 
 def build_speaker_tables(
@@ -146,8 +164,10 @@ def build_speaker_tables(
     *,
     studies: list[dict[str, Any]] | None = None,
     seed: int,
+    include_excluded: bool = False,
 ) -> SpeakerData:
-    """Add the runs, accuracy, by-speakers, by-genre and human tables; return the data."""
+    """Add the runs, accuracy (own and common set), by-speakers, by-genre and human
+    tables; return the data."""
     benchmark = report.benchmark
     frequency, fallback = selectors.character_frequencies(benchmark)
     data = SpeakerData(
@@ -155,10 +175,11 @@ def build_speaker_tables(
         runs=runs,
         frequency=frequency,
         frequency_fallback=fallback,
+        include_excluded=include_excluded,
     )
     data.outcomes, stats = run_outcomes([r["id"] for r in runs])
     if studies:
-        data.studies = _human_studies(studies, data.scene_of)
+        data.studies = _human_studies(studies, data.scene_of, include_excluded=include_excluded)
     _compare(data)
     report.tables.append(runs_table(runs, stats))
     if data.studies:
@@ -170,8 +191,10 @@ def build_speaker_tables(
                 for h in data.studies
             ),
             human_answers=sum(len(h.answers) for h in data.studies),
-            compared_instances=len(data.compared_items),
         )
+    common = len(data.systems) >= 2
+    if common or data.studies:
+        report.facts["compared_instances"] = len(data.compared_items)
     report.tables.append(_accuracy_table(data, seed=seed))
     report.charts.append(
         Chart(
@@ -186,6 +209,8 @@ def build_speaker_tables(
             y_label="accuracy (%)",
         )
     )
+    if common:
+        report.tables.append(_accuracy_table(data, seed=seed, common=True))
     by_speakers = _group_table(
         data,
         key="by-speakers",
@@ -205,7 +230,7 @@ def build_speaker_tables(
         order=lambda g: (g == NO_GENRE, str(g)),
     )
     works: dict[str, set[int]] = defaultdict(set)
-    for item in data.compared_items:
+    for item in data.answered_items:
         for genre in item["genres"] or [NO_GENRE]:
             works[genre].add(item["work_id"])
     by_genre.columns.insert(1, "Works")
@@ -214,7 +239,7 @@ def build_speaker_tables(
     report.tables.append(by_genre)
     report.charts.append(_systems_chart(by_genre, data, x="Genre"))
     # A correlation across genres needs two systems and two genres to rank.
-    genres = {g for item in data.compared_items for g in item["genres"] or []}
+    genres = {g for item in data.answered_items for g in item["genres"] or []}
     if len(data.systems) >= 2 and len(genres) >= 2:
         _add_genre_correlation(report, data)
     if data.studies:
@@ -222,9 +247,13 @@ def build_speaker_tables(
     return data
 
 
-def _human_studies(studies: list[dict[str, Any]], scene_of: dict[int, int]) -> list[HumanStudy]:
+def _human_studies(
+    studies: list[dict[str, Any]], scene_of: dict[int, int], *, include_excluded: bool
+) -> list[HumanStudy]:
     """Each study with its answers, labelled "Humans: <name>" (with the id if names repeat)."""
-    by_study = human_answers([s["id"] for s in studies], scene_of)
+    by_study = human_answers(
+        [s["id"] for s in studies], scene_of, include_excluded=include_excluded
+    )
     names = Counter(s["name"] for s in studies)
     return [
         HumanStudy(
@@ -237,25 +266,22 @@ def _human_studies(studies: list[dict[str, Any]], scene_of: dict[int, int]) -> l
 
 
 def _compare(data: SpeakerData) -> None:
-    """Restrict every system to the speakers all of them answered.
+    """The systems with all their answers, the common set and what any system answered.
 
     A system that answered nothing (a queued run, a study nobody took yet) is shown
-    with no answers rather than emptying the comparison for everyone.
+    with no answers rather than emptying the common set for everyone.
     """
-    candidates: list[System] = [
+    data.systems = [
         System(run_label(run), run["model"], run["method"], data.outcomes[run["id"]])
         for run in data.runs
     ]
     for human in data.studies:
         if human.scored:
             scored = human.answers.scored()
-            candidates.append(System(human.label, "humans", "study", scored, human=True))
-    answered = [set(s.outcomes.per_instance) for s in candidates if s.outcomes]
+            data.systems.append(System(human.label, "humans", "study", scored, human=True))
+    answered = [set(s.outcomes.per_instance) for s in data.systems if s.outcomes]
     data.compared = set.intersection(*answered) if answered else None
-    data.systems = [
-        System(s.label, s.model, s.method, s.outcomes.within(data.compared), s.human)
-        for s in candidates
-    ]
+    data.answered = set.union(*answered) if answered else None
 
 
 def _item_chance(items: Sequence[dict[str, Any]]) -> float | None:
@@ -300,8 +326,9 @@ def _human_estimates(
     return instance, scene, len(sizes)
 
 
-def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
-    items = data.compared_items
+def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Table:
+    """Each system's accuracy on its own answers, or (``common``) on the common set."""
+    items = data.compared_items if common else data.answered_items
     scenes = {i["scene_id"] for i in items}
     n = len(items)
     # Baselines are expected values, not samples: they have no interval.
@@ -316,7 +343,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
         ],
     ]
     for system in data.systems:
-        outcomes = system.outcomes
+        outcomes = system.outcomes.within(data.compared) if common else system.outcomes
         if system.human:
             instance, scene, scene_count = _human_estimates(outcomes, data.scene_of, seed=seed)
         else:
@@ -354,7 +381,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
             f" {len(data.frequency_fallback)} work(s) have no training scenes; there "
             "Majority counts the evaluated scenes' answers (an optimistic baseline)."
         )
-    note += " Runs: first sample." + _scope(data)
+    note += " Runs: first sample." + (_common_scope(data) if common else _scope(data))
     if any(s.human for s in data.systems):
         note += (
             " Humans: Answers pools every rater's answers and Scene answers every "
@@ -363,9 +390,22 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
     unscored = [h.label for h in data.studies if not h.scored]
     if unscored:
         note += f" Imported annotations without correctness ({', '.join(unscored)}) are not scored."
+    if common and not n:
+        # An empty common set must not read as "no data": the systems' own numbers exist.
+        rows = []
+        # Short enough for the page to show it in full (longer notes fold away).
+        note = (
+            "Common set: empty. No masked speaker was answered by every system; each "
+            "system's own accuracy is in the table above." + _silent(data)
+        )
     return Table(
-        key="accuracy",
-        title="Instance and scene accuracy",
+        key="accuracy-common" if common else "accuracy",
+        title=(
+            f"Common set: accuracy on the {n} masked speakers ({len(scenes)} scenes) "
+            "every system answered"
+            if common
+            else "Instance and scene accuracy (each system on what it answered)"
+        ),
         columns=[
             "System",
             "Model",
@@ -386,20 +426,33 @@ def _accuracy_table(data: SpeakerData, *, seed: int) -> Table:
     )
 
 
+def _silent(data: SpeakerData) -> str:
+    """The systems that answered nothing (left out of the common set), for the notes."""
+    silent = [s.label for s in data.systems if not s.outcomes]
+    return f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
+
+
 def _scope(data: SpeakerData) -> str:
-    """What the compared speakers are, for the notes."""
-    if data.compared is None:
+    """What each system is scored on, for the notes of the own-set tables."""
+    if data.answered is None:
         return f" No system answered yet; baselines over all {len(data.items)} masked speakers."
+    items = data.answered_items
+    scenes = len({i["scene_id"] for i in items})
+    return (
+        " Each system is scored on every masked speaker it answered (Instances), not "
+        "only the common set; Random and Majority over the "
+        f"{len(items)} of {len(data.items)} masked speakers ({scenes} scenes) any system "
+        "answered."
+    )
+
+
+def _common_scope(data: SpeakerData) -> str:
+    """What the common set is, for its table's note."""
     items = data.compared_items
     scenes = len({i["scene_id"] for i in items})
-    if len(data.systems) == 1:
-        return (
-            f" Scored on the {len(items)} of {len(data.items)} masked speakers "
-            f"({scenes} scenes) it answered."
-        )
     return (
         f" Every system is scored on the same {len(items)} of {len(data.items)} masked "
-        f"speakers ({scenes} scenes): those every system answered."
+        f"speakers ({scenes} scenes): those every system with an answer answered." + _silent(data)
     )
 
 
@@ -422,9 +475,10 @@ def _group_table(
     groups_of: Callable[[dict[str, Any]], list[Hashable]],
     order: Callable[[Hashable], Any],
 ) -> Table:
-    """Random, Majority and each system's accuracy per group (an item may be in several)."""
+    """Random, Majority and each system's accuracy per group (an item may be in several),
+    the systems on their own answers, the baselines over the items any system answered."""
     items_by: dict[Hashable, list[dict[str, Any]]] = defaultdict(list)
-    for item in data.compared_items:
+    for item in data.answered_items:
         for group in groups_of(item):
             items_by[group].append(item)
     system_by = [_by_group(data, system, groups_of) for system in data.systems]
@@ -452,7 +506,7 @@ def _group_table(
             *(f"{label} %" for label in data.labels()),
         ],
         rows=rows,
-        note="Instances: masked speakers in the group." + _scope(data),
+        note="Instances: masked speakers in the group that any system answered." + _scope(data),
     )
 
 
@@ -505,8 +559,9 @@ def _add_genre_correlation(report: Report, data: SpeakerData) -> None:
                 for name, values in zip(names, matrix, strict=True)
             ],
             note=(
-                f"Spearman's rho of per-genre accuracies ({genres} genre(s) in all), over the "
-                "genres both systems answered; empty where fewer than two or no variation."
+                f"Spearman's rho of per-genre accuracies ({genres} genre(s) in all), each "
+                "system on its own answers, over the genres both systems answered; empty "
+                "where fewer than two or no variation."
             ),
         )
     )
@@ -542,6 +597,7 @@ def _studies_table(data: SpeakerData) -> Table:
                 s["imported"],
                 s["participant_count"] - s["withdrawn_count"],
                 s["withdrawn_count"],
+                s["excluded_count"],
                 len({r.participant_id for r in responses}),
                 len(responses),
                 len(answers),
@@ -561,6 +617,7 @@ def _studies_table(data: SpeakerData) -> Table:
             "Imported",
             "Participants",
             "Withdrawn",
+            "Excluded",
             "Raters",
             "Scene answers",
             "Answers",
@@ -572,9 +629,12 @@ def _studies_table(data: SpeakerData) -> Table:
         rows=rows,
         note=(
             "Participants: invited or joined, not withdrawn. Withdrawn participants keep "
-            "their responses but are left out of every table. Raters: participants with a "
-            "submitted scene; Scene answers: submitted (rater, scene) responses; Answers: "
-            "their masked-speaker answers. Instructions versions: as stamped on the answers."
+            "their responses but are left out of every table. Excluded: not withdrawn, "
+            "excluded by the study's rule or a researcher (counted in Participants)."
+            + excluded_note([h.study for h in data.studies], include_excluded=data.include_excluded)
+            + " Raters: participants with a counted scene; Scene answers: counted (rater, "
+            "scene) responses; Answers: their masked-speaker answers. Practice scenes and "
+            "attention checks never count. Instructions versions: as stamped on the answers."
         ),
     )
 

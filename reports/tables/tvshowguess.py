@@ -33,8 +33,11 @@ def build(
     *,
     studies: list[dict[str, Any]] | None = None,
     seed: int,
+    include_excluded: bool = False,
 ) -> None:
-    data = build_speaker_tables(report, runs, studies=studies, seed=seed)
+    data = build_speaker_tables(
+        report, runs, studies=studies, seed=seed, include_excluded=include_excluded
+    )
     annotations = selectors.speaker_annotation_rows(report.benchmark)
     if not annotations:
         return
@@ -132,7 +135,8 @@ def _accuracy_by_dependence(data: SpeakerData, annotations: list[dict[str, Any]]
             "Annotated masked speakers only; direct = needs earlier scenes, indirect = uses "
             "facts abstracted from memory, none = the scene alone suffices. Instances and "
             "Random: every annotated speaker of the type; systems (runs and human studies) "
-            "on the compared speakers among them, as in the accuracy table."
+            "on their own answers among them, as in the accuracy table (not only the "
+            "common set)."
         ),
     )
 

@@ -22,7 +22,11 @@
     if (/^[1-9]$/.test(event.key)) {
       const radio = radios[Number(event.key) - 1];
       if (radio) {
-        radio.checked = true;
+        if (!radio.checked) {
+          radio.checked = true;
+          // A DynToM pick is saved on "change" (htmx); setting .checked alone fires nothing.
+          radio.dispatchEvent(new Event("change", { bubbles: true }));
+        }
         radio.focus();
         event.preventDefault();
       }

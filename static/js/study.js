@@ -88,14 +88,6 @@
     }
   });
 
-  // A refused save answers 422 with its message; htmx does not swap 4xx by default.
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    if (event.detail.xhr.status === 422) {
-      event.detail.shouldSwap = true;
-      event.detail.isError = false;
-    }
-  });
-
   // The history panel (re)loads its body each time it is opened, through this event:
   // htmx's own toggle[target.open] filter is compiled with eval, which the
   // Content-Security-Policy refuses. "toggle" does not bubble, hence the capture.
@@ -129,11 +121,14 @@
 
   // Start on the first speaker still to answer, without scrolling past the scene.
   // Clues and evidence are folded on narrow screens (a 6-speaker scene is long) and
-  // open on wide ones.
+  // open on wide ones. On one column (a phone) the speakers come after the scene, so
+  // the focus moves there without scrolling: the page opens at the scene's heading and
+  // first lines, and the digit keys still answer.
   function init() {
     var form = document.getElementById("guess-form");
     if (!form) return;
-    if (window.matchMedia("(min-width: 821px)").matches) {
+    var wide = window.matchMedia("(min-width: 821px)").matches;
+    if (wide) {
       form.querySelectorAll("details.speaker-more").forEach(function (d) { d.open = true; });
     }
     checkOneToOne(form);
@@ -141,9 +136,10 @@
     // before this deferred script runs would be lost.
     form.dataset.keys = "ready";
     if (form.querySelector("[autofocus]")) return;
-    var pending = form.querySelector(".unanswered") ||
-      speakers(form).filter(function (s) { return !answered(s); })[0];
-    if (pending) focusSpeaker(pending, true);
+    var refused = form.querySelector(".unanswered");
+    var pending = refused || speakers(form).filter(function (s) { return !answered(s); })[0];
+    // After a refused submit the speaker still to answer is what the rater needs to see.
+    if (pending) focusSpeaker(pending, wide || !!refused);
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);

@@ -39,6 +39,7 @@ from ..models import (
     StudyItem,
     WorkSession,
 )
+from ..selectors import ROLE_COLUMNS, participant_fields, role_fields, seconds
 from . import services as cs
 
 COLUMNS = [
@@ -59,6 +60,16 @@ COLUMNS = [
     "question_type",
     "mental_state",
     "directness",
+    # Not read back by the import: who is counted, and how the pick was made.
+    "participant_id",
+    "withdrawn",
+    "excluded",
+    "exclusion_reason",
+    *ROLE_COLUMNS,
+    "confidence",
+    "seconds",
+    "seconds_total",
+    "seconds_active",
 ]
 REQUIRED = ("participant", "item", "round", "option")
 # The largest file read, as for the benchmark importers (benchmarks/importers/base.py);
@@ -146,19 +157,19 @@ def item_key(item: StudyItem, question=None) -> str:
     return f"{item.stage.work.key}/{question.key}"
 
 
-def rows_export(study: Study) -> Iterator[dict[str, Any]]:
-    """Every pick of the study, in participant and item order (streamable)."""
-    picks = (
-        ChoiceAnswer.objects.filter(assignment__participant__study=study)
-        .select_related(
-            "assignment__participant",
-            "assignment__study_item__qa_item",
-            "assignment__study_item__stage__work",
-            "assignment__session__study_work__work",
-            "question",
-        )
-        .order_by("assignment__participant_id", "assignment__position", "question_id", "round")
-    )
+def rows_export(study: Study, *, include_excluded: bool = False) -> Iterator[dict[str, Any]]:
+    """Every pick of the study, in participant and item order (streamable); excluded
+    participants' picks only when asked for."""
+    picks = ChoiceAnswer.objects.filter(assignment__participant__study=study)
+    if not include_excluded:
+        picks = picks.filter(assignment__participant__excluded_at__isnull=True)
+    picks = picks.select_related(
+        "assignment__participant__user",
+        "assignment__study_item__qa_item",
+        "assignment__study_item__stage__work",
+        "assignment__session__study_work__work",
+        "question",
+    ).order_by("assignment__participant_id", "assignment__position", "question_id", "round")
     for c in picks.iterator(chunk_size=2000):
         a = c.assignment
         item = a.study_item
@@ -181,6 +192,12 @@ def rows_export(study: Study) -> Iterator[dict[str, Any]]:
             "question_type": "" if qa else q.question_type,
             "mental_state": "" if qa else q.mental_state,
             "directness": (qa.directness or "") if qa else "",
+            **participant_fields(a.participant),
+            **role_fields(item),
+            "confidence": a.confidence,
+            "seconds": seconds(c.ms),
+            "seconds_total": seconds(a.total_ms),
+            "seconds_active": seconds(a.active_ms),
         }
 
 

@@ -8,25 +8,26 @@ study to :func:`detail` and :func:`responses` here.
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.decorators import researcher_required as researcher_only
-from common.csv_safe import csv_stream
 from common.request_params import BadNumber, optional_number
 
 from .. import selectors
+from .. import services as study_services
 from ..errors import StudyError
 from ..forms import InviteForm, StudyTextsForm
 from ..models import Assignment, ChoiceAnswer, Study, StudyItem
+from ..participation import recruitment
 from ..participation.forms import CsvInviteForm, RunningForm
+from ..participation.ledger import STATUSES, ledger_counts, study_ledger
 from . import exchange as choice_exchange
 from . import services as cs
 from .forms import ChoiceStudyForm
@@ -45,23 +46,14 @@ def study_new(request: HttpRequest) -> HttpResponse:
     form = ChoiceStudyForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        benchmark = data["benchmark"]
         try:
             created = cs.choice_study_create(
                 name=data["name"],
-                benchmark=benchmark,
-                works=list(data["works"]),
-                questions=data.get("questions") if benchmark == cs.CHARTOM else None,
-                stage_fraction=(
-                    (data.get("stage_percent") or 30) / 100 if benchmark == cs.DYNTOM else None
-                ),
-                question_types=data.get("question_types") or None,
-                seed=data.get("seed") or 0,
                 created_by=request.user,
-                reveal=data["reveal"],
                 instructions=data.get("instructions") or "",
                 consent=data.get("consent") or "",
-                **({"overlap": data.get("overlap") or 1} if benchmark == cs.DYNTOM else {}),
+                **form.sample_args(),
+                **form.study_settings(),
             )
         except StudyError as exc:
             form.add_error(None, str(exc))
@@ -77,14 +69,56 @@ def study_new(request: HttpRequest) -> HttpResponse:
     return render(request, "studies/choice_study_new.html", {"form": form}, status=status)
 
 
+def study_edit(request: HttpRequest, study: Study) -> HttpResponse:
+    """Every setting of a multiple-choice draft (``researcher_views.study_edit``); the
+    items are drawn again only when a sampling setting changed."""
+    form = ChoiceStudyForm.for_study(study, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        settings_ = form.study_settings()
+        redraw = form.sampling_changed()
+        try:
+            if redraw:
+                args = form.sample_args()
+                sample = cs.choice_items_sample(**args)
+                settings_ = sample.defaults | settings_
+                settings_ |= {"benchmark": args["benchmark"], "seed": args["seed"]}
+                settings_ |= {"works": args["works"], "items": sample.items}
+                settings_["sampling"] = sample.sampling
+            study_services.study_update(
+                study=study,
+                name=data["name"],
+                instructions=data.get("instructions") or "",
+                consent=data.get("consent") or "",
+                **settings_,
+            )
+        except StudyError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(
+                request,
+                "Settings saved; the items were drawn again."
+                if redraw
+                else "Settings saved; the items are unchanged.",
+            )
+            return redirect("studies:detail", study_id=study.pk)
+    status = 422 if form.is_bound and form.errors else 200
+    context = {"form": form, "study": study}
+    return render(request, "studies/choice_study_new.html", context, status=status)
+
+
 def detail(request: HttpRequest, study: Study) -> HttpResponse:
     """The study page of a multiple-choice study (``researcher_views.study_detail``)."""
     participants = selectors.study_participants(study)
+    # Statuses and tiles from the ledger, as on the scene study page and in its CSVs.
+    ledger = study_ledger(study=study)
+    statuses = {row.participant.pk: row.status for row in ledger}
     picks = ChoiceAnswer.objects.filter(assignment__participant__study=study)
     items = StudyItem.objects.filter(study=study)
     context = {
         "study": study,
-        "raters": participants,
+        "raters": [(p, statuses[p.pk]) for p in participants],
+        "tiles": [(key, STATUSES[key], n) for key, n in ledger_counts(ledger).items()],
         "invites": [
             {
                 "participant": p,
@@ -106,6 +140,8 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
         "invite_form": InviteForm(),
         "csv_form": CsvInviteForm(),
         "running_form": RunningForm.for_study(study),
+        "estimate": recruitment.study_estimate(study=study),
+        "pilot_min": recruitment.PILOT_MIN,
         "public_url": (
             request.build_absolute_uri(reverse("rater:public", args=[study.public_token]))
             if study.public_cap and study.public_token
@@ -181,15 +217,16 @@ def directness(request: HttpRequest, study_id: int) -> HttpResponse:
     )
 
 
-def responses(request: HttpRequest, study: Study) -> HttpResponse:
-    """Every pick with its time (``researcher_views.study_responses``)."""
-    try:
-        number = optional_number(request.GET.get("page"), name="page")
-    except BadNumber as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+def responses(
+    request: HttpRequest, study: Study, *, number: int | None, exports: dict[str, Any]
+) -> HttpResponse:
+    """Every pick with its time (``researcher_views.study_responses``, which reads the
+    page number and the "include excluded" switch and its export links, ``exports``)."""
+    assignments = Assignment.objects.filter(study_item__study=study, choices__isnull=False)
+    if not exports["include_excluded"]:
+        assignments = assignments.filter(participant__excluded_at__isnull=True)
     assignments = (
-        Assignment.objects.filter(study_item__study=study, choices__isnull=False)
-        .distinct()
+        assignments.distinct()
         .select_related("participant", "study_item__qa_item", "study_item__stage__work")
         .prefetch_related("choices__question")
         .order_by("participant_id", "position")
@@ -234,33 +271,9 @@ def responses(request: HttpRequest, study: Study) -> HttpResponse:
             "page": page,
             "rows": rows,
             "n_no_work": selectors.study_no_work_count(study),
-        },
+        }
+        | exports,
     )
-
-
-@require_GET
-@researcher_required
-def export(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
-    """All picks as CSV or JSON, streamed (the file ``import_`` reads back)."""
-    study = _choice_study(study_id)
-    stamp = timezone.now().strftime("%Y%m%d-%H%M")
-    name = f"study-{study.pk}-choices-{stamp}.{fmt}"
-    rows = choice_exchange.rows_export(study)
-    if fmt == "json":
-
-        def chunks():
-            yield "["
-            for i, row in enumerate(rows):
-                yield ("," if i else "") + "\n" + json.dumps(row, ensure_ascii=False)
-            yield "\n]\n"
-
-        response = StreamingHttpResponse(chunks(), content_type="application/json")
-    else:
-        response = StreamingHttpResponse(
-            csv_stream(rows, choice_exchange.COLUMNS), content_type="text/csv; charset=utf-8"
-        )
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
 
 
 @require_POST

@@ -44,8 +44,10 @@ from ..models import (
     StudyWork,
     WorkSession,
 )
+from ..participation.ledger import exclusions_refresh
 from ..participation.recruitment import participant_no_work_record
 from ..participation.services import check_active
+from ..services import study_items_set
 from .design import Design, Slot, design_compute
 
 CHARTOM = "chartom-qa"
@@ -91,6 +93,66 @@ class ChoiceStudyCreated:
     skipped: dict[str, int]  # reason -> how many items of the chosen works were left out
 
 
+@dataclass(frozen=True)
+class ChoiceSample:
+    """The items a multiple-choice study asks, as ``studies.services`` builds them."""
+
+    items: list[tuple[int, dict[str, Any]]]  # (work id, StudyItem fields with position)
+    sampling: dict[str, Any]  # stored on the study: how they were drawn, and what was left out
+    defaults: dict[str, Any]  # the benchmark's study settings (the caller's win)
+
+
+def choice_items_sample(
+    *,
+    benchmark: str,
+    works: list[Work],
+    questions: int | None = None,
+    stage_fraction: float | None = None,
+    question_types: list[str] | None = None,
+    seed: int = 0,
+) -> ChoiceSample:
+    """The items of a multiple-choice study over ``works``, drawn with ``seed``.
+
+    CharToM-QA: ``questions`` questions (default 150), spread as evenly as the books
+    allow; only items with three misleading choices and both plot windows (c = 0 and
+    c = 2k) can be asked in the paper's two rounds. DynToM: a seeded ``stage_fraction``
+    of the stages (default 30%), each with all its questions or those of
+    ``question_types``. The same arguments always draw the same items.
+    """
+    if benchmark not in CHOICE_BENCHMARKS:
+        raise StudyError(f"not a multiple-choice benchmark: {benchmark}")
+    if not works:
+        raise StudyError("choose at least one work")
+    if wrong := [w.key for w in works if w.benchmark != benchmark]:
+        raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    rng = random.Random(seed)
+    skipped: dict[str, int] = defaultdict(int)
+    if benchmark == CHARTOM:
+        defaults: dict[str, Any] = {"overlap": 2, "min_seen": 1, "min_unseen": 1}
+        chosen = _chartom_sample(works, questions or DEFAULT_QUESTIONS, rng, skipped)
+    else:
+        defaults = {"overlap": 1}
+        chosen = _dyntom_sample(works, stage_fraction, question_types, rng, skipped)
+    if not chosen:
+        raise StudyError(
+            "the chosen works have no items this study can ask"
+            + (f" ({_skip_text(skipped)})" if skipped else "")
+        )
+    return ChoiceSample(
+        items=[
+            (work_id, {**fields, "position": position})
+            for position, (work_id, fields) in enumerate(chosen)
+        ],
+        sampling={
+            "questions": questions,
+            "stage_fraction": stage_fraction,
+            "question_types": question_types or [],
+            "skipped": dict(skipped),
+        },
+        defaults=defaults,
+    )
+
+
 @transaction.atomic
 def choice_study_create(
     *,
@@ -104,57 +166,32 @@ def choice_study_create(
     created_by=None,
     **settings_: Any,
 ) -> ChoiceStudyCreated:
-    """A draft multiple-choice study over ``works`` (books, or DynToM stages).
-
-    CharToM-QA: ``questions`` questions (default 150) sampled with ``seed``, spread as
-    evenly as the books allow; only items with three misleading choices and both plot
-    windows (c = 0 and c = 2k) can be asked in the paper's two rounds. DynToM: a seeded
-    ``stage_fraction`` of the stages (default 30%), each with all its questions or those
-    of ``question_types``. ``settings_`` are Study fields (overlap, reveal, texts…).
+    """A draft multiple-choice study over ``works`` (books, or DynToM stages), its items
+    drawn by :func:`choice_items_sample`. ``settings_`` are Study fields (overlap,
+    reveal, texts…).
     """
-    if benchmark not in CHOICE_BENCHMARKS:
-        raise StudyError(f"not a multiple-choice benchmark: {benchmark}")
-    if not works:
-        raise StudyError("choose at least one work")
-    if wrong := [w.key for w in works if w.benchmark != benchmark]:
-        raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    sample = choice_items_sample(
+        benchmark=benchmark,
+        works=works,
+        questions=questions,
+        stage_fraction=stage_fraction,
+        question_types=question_types,
+        seed=seed,
+    )
     if Study.objects.filter(name=name).exists():
         raise StudyError(f"a study named {name!r} exists already: choose another name")
-    rng = random.Random(seed)
-    skipped: dict[str, int] = defaultdict(int)
-    if benchmark == CHARTOM:
-        settings_ = {"overlap": 2, "min_seen": 1, "min_unseen": 1, **settings_}
-        chosen = _chartom_sample(works, questions or DEFAULT_QUESTIONS, rng, skipped)
-    else:
-        settings_ = {"overlap": 1, **settings_}
-        chosen = _dyntom_sample(works, stage_fraction, question_types, rng, skipped)
-    if not chosen:
-        raise StudyError(
-            "the chosen works have no items this study can ask"
-            + (f" ({_skip_text(skipped)})" if skipped else "")
-        )
     study = Study.objects.create(
         name=name,
         benchmark=benchmark,
         seed=seed,
         created_by=created_by,
-        sampling={
-            "questions": questions,
-            "stage_fraction": stage_fraction,
-            "question_types": question_types or [],
-            "skipped": dict(skipped),
-        },
-        **settings_,
+        sampling=sample.sampling,
+        **(sample.defaults | settings_),
     )
-    study_works = {
-        work.pk: StudyWork.objects.create(study=study, work=work, position=position)
-        for position, work in enumerate(works)
-    }
-    StudyItem.objects.bulk_create(
-        StudyItem(study=study, study_work=study_works[work_id], position=position, **fields)
-        for position, (work_id, fields) in enumerate(chosen)
+    study_items_set(study=study, works=works, items=sample.items)
+    return ChoiceStudyCreated(
+        study=study, items=len(sample.items), skipped=sample.sampling["skipped"]
     )
-    return ChoiceStudyCreated(study=study, items=len(chosen), skipped=dict(skipped))
 
 
 def _skip_text(skipped: dict[str, int]) -> str:
@@ -683,3 +720,5 @@ def _finalise(participant: Participant, assignment: Assignment, now) -> None:
     )
     if not assignment.session.assignments.filter(status=Assignment.Status.ASSIGNED).exists():
         WorkSession.objects.filter(pk=assignment.session_id).update(finished_at=now)
+    if assignment.study_item.role == StudyItem.Role.ATTENTION:
+        exclusions_refresh(study=study)  # only when a check is answered: it reads them all

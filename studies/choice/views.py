@@ -23,12 +23,20 @@ from studies.scene import services as scene_services
 
 from ..errors import StudyError
 from ..models import Assignment, ChoiceAnswer, Participant, Study, StudyWork
+from ..participation import recruitment
+from ..participation import services as participation_services
 from ..participation import views as participant_views
+from ..participation.services import check_active
 from ..scene.services import NextStep
 from . import services as cs
 
 QUESTION_PAGE = "studies/choice_question.html"
 STAGE_PAGE = "studies/choice_stage.html"
+SAVE_STATUS = "studies/rater_scene.html#save-status"
+
+
+def _pick_key(assignment_id: int) -> str:
+    return f"studies:choice-pick:{assignment_id}"
 
 
 def _participant(token: str) -> Participant:
@@ -75,6 +83,7 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
     study = participant.study
     context: dict[str, Any] = {"participant": participant, "study": study}
     if participant.consented_at is None:
+        context["estimate"] = recruitment.study_estimate(study=study)
         return render(request, "studies/rater_consent.html", context)
     assignment = _next_open(participant)
     if study.benchmark == cs.CHARTOM:
@@ -151,6 +160,8 @@ def _stage(request, participant: Participant, assignment: Assignment, **extra) -
     questions = cs.dyntom_questions(item)
     answered = {c.question_id for c in assignment.choices.all()}
     current = next((q for q in questions if q.pk not in answered), None)
+    # The pick made before "Submit answer" (``pick``), shown again after a reload.
+    saved = request.session.get(_pick_key(assignment.pk)) or {}
     context = {
         "participant": participant,
         "study": participant.study,
@@ -161,6 +172,7 @@ def _stage(request, participant: Participant, assignment: Assignment, **extra) -
             for s in DynToMScenario.objects.filter(stage=stage).order_by("number")
         ],
         "question": current,
+        "picked": saved.get("option") if current and saved.get("question") == current.pk else None,
         "number": len(answered) + 1,
         "total": len(questions),
         **extra,
@@ -185,6 +197,9 @@ def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
     screen = participant_views.interstitial(request, participant, NextStep("done"))
     if screen is not None:
         return screen
+    done = finished(participant)
+    if done:
+        participation_services.participant_finish(participant=participant)
     revealed = _reveal(participant)
     rows = []
     if revealed:
@@ -195,7 +210,7 @@ def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
         "revealed": revealed,
         "rows": rows,
         "correct": sum(1 for r in rows if r["correct"]),
-        "finished": finished(participant),
+        "finished": done,
     }
     return render(request, "studies/choice_done.html", context)
 
@@ -288,6 +303,7 @@ def answer(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse
         )
     except StudyError as exc:
         return _refused(request, participant, exc)
+    request.session.pop(_pick_key(assignment_id), None)  # answered: the draft pick is done
     assignment = saved.assignment
     if (
         assignment.status == Assignment.Status.SUBMITTED
@@ -295,6 +311,51 @@ def answer(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse
     ):
         return redirect("rater:choice-result", token=participant.token, assignment_id=assignment.pk)
     return redirect("rater:start", token=participant.token)
+
+
+@require_POST
+def pick(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    """A DynToM question's pick as it is made, before "Submit answer" (htmx).
+
+    Kept in the participant's session, not as an answer: the answer is what "Submit
+    answer" sends (``answer``), timed from the question being shown to then. The stage
+    page checks the kept pick again, so a reload loses nothing. Refused input answers
+    422 with the reason, naming the field, and keeps nothing.
+    """
+    participant = _participant(token)
+    try:
+        shown = optional_number(request.POST.get("option"), name="option")
+        question_id = optional_number(request.POST.get("question"), name="question")
+        _pick_check(participant, assignment_id, question_id, shown)
+    except (BadNumber, StudyError) as exc:
+        return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
+    request.session[_pick_key(assignment_id)] = {"question": question_id, "option": shown}
+    return render(request, SAVE_STATUS, {"saved": 1})
+
+
+def _pick_check(
+    participant: Participant, assignment_id: int, question_id: int | None, shown: int | None
+) -> None:
+    """Raise StudyError unless ``shown`` is an option of the stage's question still open."""
+    check_active(participant)
+    assignment = (
+        participant.assignments.filter(
+            pk=assignment_id, status=Assignment.Status.ASSIGNED, study_item__stage__isnull=False
+        )
+        .select_related("study_item")
+        .first()
+    )
+    if assignment is None:
+        raise StudyError("no such open story in your assignments")
+    question = next(
+        (q for q in cs.dyntom_questions(assignment.study_item) if q.pk == question_id), None
+    )
+    if question is None:
+        raise StudyError("question: not a question of this story")
+    if assignment.choices.filter(question=question).exists():
+        raise StudyError("question: already answered; your answer stands")
+    if shown is None or not 0 <= shown < len(question.options):
+        raise StudyError(f"option: choose one of the {len(question.options)} options")
 
 
 @require_GET

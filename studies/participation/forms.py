@@ -53,7 +53,7 @@ class RunningForm(forms.Form):
         min_value=1,
         max_value=600,
         required=False,
-        help_text="blank: estimated from the scenes",
+        help_text="blank: computed from the words to read and the items",
     )
     session_cap = NumberField(
         label="Scenes per sitting",
@@ -76,6 +76,14 @@ class RunningForm(forms.Form):
         min_value=0,
         max_value=100,
         initial=0,
+    )
+    fast_exclusion_share = forms.FloatField(
+        label="Exclude raters faster than this share of the cohort's median time",
+        min_value=0,
+        max_value=1,
+        initial=0,
+        required=False,
+        help_text="a share, e.g. 0.33: a median time per scene under it excludes; 0: off",
     )
     debrief = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -102,15 +110,41 @@ class RunningForm(forms.Form):
         "allow_cant_tell",
         "ask_confidence",
         "attention_max_failures",
+        "fast_exclusion_share",
         "debrief",
     )
+
+    # Only the scene pages pace and check: breaks, idle release, "can't tell", the
+    # confidence rating and attention checks do nothing in a multiple-choice study.
+    SCENE_ONLY = (
+        "session_cap",
+        "idle_timeout_minutes",
+        "allow_cant_tell",
+        "ask_confidence",
+        "attention_max_failures",
+        "fast_exclusion_share",
+    )
+
+    def __init__(self, *args: Any, study: Study | None = None, **kwargs: Any) -> None:
+        """``study``: show only its kind's settings, worded for its items."""
+        super().__init__(*args, **kwargs)
+        if study is None:
+            return
+        if study.benchmark in ("tom-in-amc", "tvshowguess"):
+            noun = "scenes"
+        else:
+            noun = "questions"
+            for name in self.SCENE_ONLY:
+                del self.fields[name]
+        help_text = f"blank: computed from the words to read and the {noun} (shown above)"
+        self.fields["minutes_estimate"].help_text = help_text
 
     @classmethod
     def for_study(cls, study: Study) -> RunningForm:
         initial = {name: getattr(study, name) for name in cls.FIELDS}
         initial["public_cap"] = study.public_cap
         initial["exit_questions"] = exit_questions_text(study.exit_questions)
-        return cls(initial=initial)
+        return cls(initial=initial, study=study)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -131,10 +165,16 @@ class RunningForm(forms.Form):
 
     def study_fields(self) -> dict[str, Any]:
         d = self.cleaned_data
-        fields = {name: d[name] for name in self.FIELDS}
+        fields = {name: d[name] for name in self.FIELDS if name in self.fields}
         fields["exit_questions"] = d["exit_questions"]
-        for name in ("session_cap", "idle_timeout_minutes", "attention_max_failures"):
-            fields[name] = fields[name] or 0
+        for name in (
+            "session_cap",
+            "idle_timeout_minutes",
+            "attention_max_failures",
+            "fast_exclusion_share",
+        ):
+            if name in fields:
+                fields[name] = fields[name] or 0
         return fields
 
 
@@ -189,3 +229,25 @@ class ItemRolesForm(forms.Form):
 def _item_label(item: StudyItem) -> str:
     held = " (held back: names leak)" if item.held_back else ""
     return f"{item.study_work.work.title} · {item.scene.source_id if item.scene else item.pk}{held}"
+
+
+class ExclusionOverrideForm(forms.Form):
+    """A researcher's decision on one participant's exclusion (``ledger``'s override)."""
+
+    decision = forms.ChoiceField(
+        choices=[
+            ("include", "Include: keep in reports"),
+            ("exclude", "Exclude: leave out of reports"),
+            ("", "Clear: leave it to the study's rule"),
+        ],
+        required=False,
+    )
+    reason = forms.CharField(
+        max_length=500, required=False, widget=forms.TextInput(), help_text="required to decide"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("decision") and not (data.get("reason") or "").strip():
+            self.add_error("reason", "Say why you include or exclude this participant.")
+        return data

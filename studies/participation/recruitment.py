@@ -25,20 +25,28 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
-from benchmarks.models import Scene
+from benchmarks.models import DynToMQuestion, DynToMStage, Scene
 
 from ..errors import StudyError
-from ..models import Assignment, Participant, Study, StudyItem, StudyWork, WorkSession
+from ..models import (
+    Assignment,
+    Participant,
+    Study,
+    StudyItem,
+    StudyTextVersion,
+    StudyWork,
+    WorkSession,
+)
+from ..services import text_version_ensure
 from .signals import participant_withdrawn
 
 PLATFORM_KEYS = ("participant", "study", "session")
 MAX_PLATFORM_ID = 200
 MAX_CSV_INVITES = 2000
 MAX_CSV_INVITE_BYTES = 5_000_000
-# A scene takes about this long when no rater has finished one yet (the Friends demo).
-DEFAULT_SCENE_MINUTES = 1.5
 MAX_EXIT_ANSWER = 500
 
 
@@ -241,8 +249,12 @@ def exit_answers_record(*, participant: Participant, answers: dict[str, str]) ->
             raise StudyError(f"{question['label']}: choose one of the options")
         if value:
             clean[question["key"]] = value[:MAX_EXIT_ANSWER]
+    # The version answered, with its text kept, pairs each answer with its question.
+    snapshot = text_version_ensure(
+        study=participant.study, kind=StudyTextVersion.Kind.EXIT_QUESTIONS
+    )
     Participant.objects.filter(pk=participant.pk).update(
-        exit_answers=clean, exit_done_at=timezone.now()
+        exit_answers=clean, exit_done_at=timezone.now(), exit_version=snapshot.version
     )
     participant.refresh_from_db()
     return participant
@@ -297,32 +309,212 @@ def no_work_return_url(study: Study) -> str:
 # -- what a participant is told before and after ------------------------------------------
 
 
+# Brysbaert (2019), "How many words do we read per minute? A review and meta-analysis of
+# reading rate", J. Memory and Language 109: the mean silent reading rate of adults for
+# English non-fiction is 238 words a minute (fiction: 260). The lower figure is used:
+# participants read scripts, passages and stories closely enough to answer about them.
+READING_WPM = 238
+# Answering time per item on top of reading its text, which is counted in words. A scene
+# asks for every masked speaker (up to 5 candidates each), the "needed earlier scenes"
+# flag and the ToM tags; a CharToM-QA question is answered twice (c = 0, then keep or
+# change at c = 2k); a DynToM question is one pick among four options, the story in view.
+ANSWER_SECONDS = {"tom-in-amc": 45, "tvshowguess": 45, "chartom-qa": 30, "dyntom": 15}
+DEFAULT_ANSWER_SECONDS = 45
+# Finished, kept participants needed before their times replace the word-based figure.
+PILOT_MIN = 5
+
+
 @dataclass(frozen=True)
 class Estimate:
-    scenes: int
+    """How long one participant's part of a study takes, and on what basis.
+
+    ``minutes`` is what participants are told: the researcher's figure when set,
+    otherwise ``computed_minutes``. ``words`` is everything they read (history and item
+    texts), ``items`` what they answer (scenes or questions), ``pilot`` how many
+    finished, kept participants there are so far (their times count from ``PILOT_MIN``
+    on), ``per_stage`` that the figure is for one DynToM stage (participants may take
+    another afterwards).
+    """
+
     minutes: int
+    computed_minutes: int
+    items: int
+    words: int
+    wpm: int
+    item_seconds: int
+    basis: str
+    noun: str
+    pilot: int = 0
+    researcher_set: bool = False
+    per_stage: bool = False
+
+
+def text_words(text: str | None) -> int:
+    """Words in ``text``, split on whitespace: the one count every estimate uses."""
+    return len(text.split()) if text else 0
+
+
+def scene_words(heading: str, lines: list[dict[str, Any]] | None) -> int:
+    """A scene as the rater pages show it: heading, speaker cues and every line's text."""
+    words = text_words(heading)
+    for line in lines or []:
+        if line.get("type") == "dialog":
+            words += text_words(line.get("title"))
+        words += text_words(line.get("text"))
+    return words
+
+
+def _choices_words(choices: list[Any]) -> int:
+    return sum(text_words(str(c)) for c in choices)
+
+
+def _scene_study_words(study: Study, items) -> tuple[int, int, int]:
+    """(history words, item words, items): each study work's history once, every item."""
+    history = Scene.objects.filter(
+        work_id__in=StudyWork.objects.filter(study=study).values("work_id"),
+        part=Scene.Part.TRAINING,
+    ).values_list("heading", "lines")
+    history_words = sum(scene_words(heading, lines) for heading, lines in history)
+    rows = items.values_list("scene__heading", "scene__lines")
+    return history_words, sum(scene_words(h, lines) for h, lines in rows), len(rows)
+
+
+def _chartom_words(items) -> tuple[int, int, int]:
+    """Both plot windows (c = 0, then c = 2k), the question and its four options."""
+    words = 0
+    rows = items.values_list(
+        "qa_item__context_0",
+        "qa_item__context_2000",
+        "qa_item__question",
+        "qa_item__answer",
+        "qa_item__misleading_choices",
+    )
+    for c0, c2k, question, answer, misleading in rows:
+        words += text_words(c0) + text_words(c2k) + text_words(question) + text_words(answer)
+        words += _choices_words(misleading or [])
+    return 0, words, len(rows)
+
+
+def stage_words(stage: DynToMStage, questions: list[DynToMQuestion]) -> int:
+    """A DynToM stage as its page shows it: profiles, relationship, each scenario's
+    background and dialogue, and the questions asked with their options."""
+    words = sum(
+        text_words(p.get("name")) + text_words(p.get("description")) for p in stage.profiles
+    )
+    words += sum(text_words(str(text)) for text in (stage.relationships or {}).values())
+    for scenario in stage.scenarios.all():
+        words += text_words(scenario.background)
+        words += sum(
+            text_words(t.get("speaker")) + text_words(t.get("text")) for t in scenario.dialogue
+        )
+    return words + sum(text_words(q.text) + _choices_words(q.options) for q in questions)
+
+
+def _dyntom_words(items) -> tuple[int, int, int]:
+    """The longest stage (words and questions): a participant takes one stage at a time."""
+    longest = (0, 0)
+    seconds = ANSWER_SECONDS["dyntom"]
+    for item in items.select_related("stage").prefetch_related("stage__scenarios"):
+        questions = DynToMQuestion.objects.filter(stage_id=item.stage_id)
+        if item.question_ids:
+            questions = questions.filter(pk__in=item.question_ids)
+        questions = list(questions)
+        candidate = (stage_words(item.stage, questions), len(questions))
+        if _minutes_of(*candidate, seconds) > _minutes_of(*longest, seconds):
+            longest = candidate
+    return 0, *longest
+
+
+def _minutes_of(words: int, items: int, seconds: int) -> float:
+    return words / READING_WPM + items * seconds / 60
+
+
+def _pilot_item_ms(study: Study) -> list[float]:
+    """Each pilot participant's mean time per study item, in milliseconds.
+
+    Pilot participants: not withdrawn, not excluded (``excluded_at`` is the current
+    state, rule or researcher), and finished: marked finished, or with submitted items
+    and none still open. Times are the server's first-shown-to-submit times.
+    """
+    open_items = Assignment.objects.filter(
+        participant=OuterRef("participant"), status=Assignment.Status.ASSIGNED
+    )
+    rows = (
+        Assignment.objects.filter(
+            participant__study=study,
+            participant__withdrawn_at__isnull=True,
+            participant__excluded_at__isnull=True,
+            status=Assignment.Status.SUBMITTED,
+            total_ms__isnull=False,
+        )
+        .filter(Q(participant__finished_at__isnull=False) | ~Exists(open_items))
+        .values("participant")
+        .annotate(total=Sum("total_ms"), n=Count("pk"))
+    )
+    return [row["total"] / row["n"] for row in rows]
 
 
 def study_estimate(*, study: Study) -> Estimate:
-    """How many scenes one participant gets at most, and about how long that takes.
+    """How long one participant's part of ``study`` takes, with the basis shown to the
+    researcher.
 
-    Scenes: the study's open test items (a participant never gets more), plus practice
-    and attention items. Minutes: the researcher's figure, else the median time per
-    submitted scene so far (or 1.5 minutes) times the scenes.
+    Before a pilot: the words a participant reads (ToM-in-AMC and TVShowGuess: each
+    work's history scenes once, plus every scene; CharToM-QA: both plot windows, the
+    question and its options; DynToM: the longest stage's story and questions, one
+    stage at a time) at ``READING_WPM``, plus ``ANSWER_SECONDS`` per scene or question.
+
+    From ``PILOT_MIN`` finished, kept participants on: the median over them of their
+    mean time per item times the items, plus the history at the reading rate (history
+    reading is not timed per item, and a participant's wall clock from consent to
+    finish would count breaks between sittings). Never below the reading floor: the
+    words alone at the reading rate, so fast, careless pilots cannot shrink it.
+
+    The researcher's ``minutes_estimate``, when set, is what participants are told;
+    the computed figure and its basis stay on the estimate for the study page.
     """
     items = StudyItem.objects.filter(study=study, held_back=False)
-    scenes = items.count()
-    if study.minutes_estimate:
-        return Estimate(scenes=scenes, minutes=study.minutes_estimate)
-    times = list(
-        Assignment.objects.filter(
-            study_item__study=study, status=Assignment.Status.SUBMITTED, total_ms__isnull=False
-        )
-        .order_by("-submitted_at")
-        .values_list("total_ms", flat=True)[:500]
+    seconds = ANSWER_SECONDS.get(study.benchmark, DEFAULT_ANSWER_SECONDS)
+    if study.benchmark == "chartom-qa":
+        history, item_words, n = _chartom_words(items)
+    elif study.benchmark == "dyntom":
+        history, item_words, n = _dyntom_words(items)
+    else:
+        history, item_words, n = _scene_study_words(study, items)
+    words = history + item_words
+    per_stage = study.benchmark == "dyntom"
+    noun = "scene" if study.benchmark in ("tom-in-amc", "tvshowguess") else "question"
+    floor = words / READING_WPM
+    computed = math.ceil(floor + n * seconds / 60)
+    basis = f"{words:,} words to read at {READING_WPM} wpm + {n} × {seconds} s"  # noqa: RUF001
+    pilot = _pilot_item_ms(study)
+    if len(pilot) >= PILOT_MIN:
+        units = 1 if per_stage else n  # DynToM: one study item is a whole stage
+        measured = median(pilot) * units / 60000 + history / READING_WPM
+        computed = math.ceil(max(measured, floor))
+        reading = f"{words:,} words at {READING_WPM} wpm = {math.ceil(floor)} min"
+        if measured >= floor:
+            basis = f"median of {len(pilot)} pilot participants (floor: {reading})"
+        else:
+            basis = (
+                f"reading floor: {reading} (the median of {len(pilot)} pilot participants, "
+                f"{math.ceil(measured)} min, is below it)"
+            )
+    if per_stage:
+        basis += ", for one stage"
+    computed = max(1, computed)
+    return Estimate(
+        minutes=study.minutes_estimate or computed,
+        computed_minutes=computed,
+        items=n,
+        words=words,
+        wpm=READING_WPM,
+        item_seconds=seconds,
+        basis=basis,
+        noun=noun,
+        pilot=len(pilot),
+        researcher_set=bool(study.minutes_estimate),
+        per_stage=per_stage,
     )
-    per_scene = median(times) / 60000 if times else DEFAULT_SCENE_MINUTES
-    return Estimate(scenes=scenes, minutes=max(1, math.ceil(per_scene * scenes)))
 
 
 # -- pacing -------------------------------------------------------------------------------
@@ -394,8 +586,70 @@ def session_prepare(*, participant: Participant, session: WorkSession, given: li
     Assignment.objects.bulk_create(new)
 
 
-def practice_count(session: WorkSession) -> int:
-    return session.assignments.filter(study_item__role=StudyItem.Role.PRACTICE).count()
+# How scenes are counted to the participant, everywhere they are told a count (the
+# scene page, its result, the break, the last page): the practice scene is a warm-up
+# and never one of "their" scenes. Attention checks are numbered like any scene (they
+# must look like one) but, like practice, stay out of the score (``participant_score``).
+
+
+def practice_count(*, session_id: int) -> int:
+    """The session's practice items. They are given with its test items and never change,
+    so the count is cached (the scene page is the rater path's hottest request)."""
+    return cache.get_or_set(
+        f"studies:session-practice:{session_id}",
+        lambda: Assignment.objects.filter(
+            session_id=session_id, study_item__role=StudyItem.Role.PRACTICE
+        ).count(),
+        3600,
+    )
+
+
+@dataclass(frozen=True)
+class ScenePlace:
+    """Where one assignment stands among its session's scenes, as the participant counts."""
+
+    practice: bool
+    number: int  # 1 for the first counted scene; 0 for a practice scene
+    total: int  # the session's scenes, practice left out
+
+    @property
+    def label(self) -> str:
+        return "Practice scene" if self.practice else f"Scene {self.number} / {self.total}"
+
+
+def scene_place(*, assignment: Assignment, session_total: int | None = None) -> ScenePlace:
+    """``assignment``'s number and its session's total, practice left out.
+
+    Practice items come first in a session (``session_prepare``), so a counted scene's
+    number is its position less the practice items. ``session_total``: the session's
+    assignments when the caller has counted them (``rater_open_assignment`` does).
+    """
+    n_practice = practice_count(session_id=assignment.session_id)
+    practice = assignment.study_item.role == StudyItem.Role.PRACTICE
+    return ScenePlace(
+        practice=practice,
+        number=0 if practice else assignment.position + 1 - n_practice,
+        total=session_scenes(session_id=assignment.session_id, session_total=session_total),
+    )
+
+
+def session_scenes(*, session_id: int, session_total: int | None = None) -> int:
+    """The session's scenes as the participant counts them: practice left out.
+
+    ``session_total``: all the session's assignments, when the caller has counted them.
+    """
+    if session_total is None:
+        session_total = Assignment.objects.filter(session_id=session_id).count()
+    return session_total - practice_count(session_id=session_id)
+
+
+def scenes_submitted(*, participant: Participant) -> int:
+    """How many scenes the participant has submitted, counted as they are told: no practice."""
+    return (
+        participant.assignments.filter(status=Assignment.Status.SUBMITTED)
+        .exclude(study_item__role=StudyItem.Role.PRACTICE)
+        .count()
+    )
 
 
 def break_due(*, participant: Participant) -> bool:
@@ -403,13 +657,12 @@ def break_due(*, participant: Participant) -> bool:
     cap = participant.study.session_cap
     if not cap:
         return False
-    submitted = participant.assignments.filter(status=Assignment.Status.SUBMITTED).count()
-    return submitted - participant.sitting_start >= cap
+    return scenes_submitted(participant=participant) - participant.sitting_start >= cap
 
 
 def sitting_resume(*, participant: Participant) -> Participant:
     """After the break screen: a new sitting starts from the scenes submitted so far."""
-    submitted = participant.assignments.filter(status=Assignment.Status.SUBMITTED).count()
+    submitted = scenes_submitted(participant=participant)
     Participant.objects.filter(pk=participant.pk).update(sitting_start=submitted)
     participant.refresh_from_db()
     return participant
@@ -490,10 +743,23 @@ def confidence_record(*, participant: Participant, assignment_id: int, value: st
 
 @transaction.atomic
 def study_running_update(*, study: Study, **fields: Any) -> Study:
-    """Save the recruitment, pacing and quality settings (``RunningForm.study_fields``)."""
+    """Save the recruitment, pacing and quality settings (``RunningForm.study_fields``).
+
+    Changed exit questions are a new version (``exit_questions_version``), with the
+    outgoing and the new text both kept, so answers stay paired with what they answered.
+    """
+    update_fields = [*fields, "updated_at"]
+    exit_kind = StudyTextVersion.Kind.EXIT_QUESTIONS
+    new_questions = "exit_questions" in fields and fields["exit_questions"] != study.exit_questions
+    if new_questions:
+        text_version_ensure(study=study, kind=exit_kind)
+        study.exit_questions_version += 1
+        update_fields.append("exit_questions_version")
     for name, value in fields.items():
         setattr(study, name, value)
-    study.save(update_fields=[*fields, "updated_at"])
+    study.save(update_fields=update_fields)
+    if new_questions:
+        text_version_ensure(study=study, kind=exit_kind)
     return study
 
 

@@ -1,10 +1,13 @@
 """Researcher pages for running a study with recruited participants: recruitment and
 pacing settings, the public link, CSV invites, practice and attention-check scenes,
-per-rater quality (page section and CSV), and a preview as a participant that stores
-nothing. Each view checks the researcher role itself, like ``researcher_views``.
+per-rater quality (page section and CSV), the ledger's platform-id CSV and exclusion
+overrides, and a preview as a participant that stores nothing. Each view checks the
+researcher role itself, like ``researcher_views``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -20,8 +23,8 @@ from common.request_params import BadNumber, optional_number
 from .. import quality
 from ..errors import StudyError
 from ..models import Assignment, Participant, Study, StudyItem, WorkSession
-from . import recruitment
-from .forms import CsvInviteForm, ItemRolesForm, RunningForm
+from . import ledger, recruitment
+from .forms import CsvInviteForm, ExclusionOverrideForm, ItemRolesForm, RunningForm
 
 researcher_only = researcher_required("Studies are for researchers only.")
 
@@ -38,7 +41,7 @@ def _back(study: Study, anchor: str) -> HttpResponse:
 @researcher_only
 def study_running(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
-    form = RunningForm(request.POST)
+    form = RunningForm(request.POST, study=study)
     if not form.is_valid():
         errors = "; ".join(
             f"{form.fields[k].label or k}: {' '.join(v)}" for k, v in form.errors.items()
@@ -47,6 +50,7 @@ def study_running(request: HttpRequest, study_id: int) -> HttpResponse:
         return _back(study, "#running")
     recruitment.study_running_update(study=study, **form.study_fields())
     recruitment.public_link_set(study=study, cap=form.cleaned_data["public_cap"])
+    ledger.exclusions_refresh(study=study)  # the rule may have changed
     messages.success(request, "Recruitment and pacing settings saved.")
     return _back(study, "#running")
 
@@ -93,20 +97,65 @@ def study_item_roles(request: HttpRequest, study_id: int) -> HttpResponse:
     return _back(study, "#running")
 
 
+def _csv_response(study: Study, name: str) -> tuple[HttpResponse, Any]:
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-{name}-{stamp}.csv"'
+    return response, csv_writer(response)
+
+
 @require_GET
 @researcher_only
 def study_quality_csv(request: HttpRequest, study_id: int) -> HttpResponse:
-    """Per-rater quality as CSV (the study page's table, with platform ids)."""
+    """Every participant: quality figures (the study page's table) and ledger status."""
     study = _study(study_id)
-    stamp = timezone.now().strftime("%Y%m%d-%H%M")
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-raters-{stamp}.csv"'
-    writer = csv_writer(response)
+    response, writer = _csv_response(study, "raters")
     writer.writerow(quality.QUALITY_COLUMNS)
-    for row in quality.study_quality(study):
-        values = row.row()
+    for values in ledger.raters_csv_rows(study=study):
         writer.writerow([values[c] for c in quality.QUALITY_COLUMNS])
     return response
+
+
+@require_GET
+@researcher_only
+def study_platform_ids_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Platform ids by ledger status, with the action to take on the recruiting platform
+    (approve, reject, return): what a researcher needs to settle every submission."""
+    study = _study(study_id)
+    response, writer = _csv_response(study, "platform-ids")
+    writer.writerow(ledger.PLATFORM_COLUMNS)
+    for row in ledger.study_ledger(study=study):
+        values = ledger.ledger_csv_fields(row)
+        writer.writerow([values[c] for c in ledger.PLATFORM_COLUMNS])
+    return response
+
+
+@require_POST
+@researcher_only
+def participant_exclusion(request: HttpRequest, study_id: int, participant_id: int) -> HttpResponse:
+    """The researcher's override of one participant's exclusion, with a reason."""
+    study = _study(study_id)
+    participant = get_object_or_404(Participant, pk=participant_id, study=study)
+    form = ExclusionOverrideForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(
+            f"{form.fields[k].label or k.capitalize()}: {' '.join(v)}"
+            for k, v in form.errors.items()
+        )
+        messages.error(request, f"{participant}: not saved. {errors}")
+        return _back(study, "#participants")
+    try:
+        participant = ledger.participant_exclusion_override(
+            participant=participant,
+            decision=form.cleaned_data["decision"],
+            reason=form.cleaned_data["reason"],
+        )
+    except StudyError as exc:
+        messages.error(request, f"{participant}: not saved. {exc}")
+        return _back(study, "#participants")
+    state = "excluded" if participant.excluded_at else "included"
+    messages.success(request, f"{participant} is {state} now.")
+    return _back(study, "#participants")
 
 
 @require_http_methods(["GET", "POST"])
@@ -164,11 +213,14 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
         pk=0, participant=fake, session=session, study_item=item, position=n, seen=False
     )
     context = _scene_context(fake, assignment)
+    # Numbered as a participant sees them: practice scenes are not counted.
+    counted = [i for i in items if i.role != StudyItem.Role.PRACTICE]
+    practice = item.role == StudyItem.Role.PRACTICE
     context |= {
         "preview": True,
-        "practice": item.role == StudyItem.Role.PRACTICE,
-        "number": n + 1,
-        "total": len(items),
+        "practice": practice,
+        "number": 0 if practice else counted.index(item) + 1,
+        "total": len(counted),
         "has_history": recruitment.study_work_has_history(item.study_work_id),
         "missing": [],
         "preview_next": f"{here}?n={(n + 1) % len(items)}",

@@ -1,5 +1,5 @@
 """Writes of taking part, for every study kind: invitations, joining by a public link,
-consent, withdrawal, and the check that a participant is still active.
+consent, finishing, withdrawal, and the check that a participant is still active.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from studies.models import (
     Participant,
     Study,
 )
+from studies.participation.ledger import exclusions_refresh
 from studies.participation.signals import participant_withdrawn
 
 
@@ -102,5 +103,22 @@ def participant_consent(*, participant: Participant) -> Participant:
     Participant.objects.filter(pk=participant.pk).update(
         consented_at=timezone.now(), consented_version=participant.study.instructions_version
     )
+    participant.refresh_from_db()
+    return participant
+
+
+@transaction.atomic
+def participant_finish(*, participant: Participant) -> Participant:
+    """The ledger's "finished": the participant has done everything the study has for
+    them, the exit questionnaire included (the caller knows: the last page is shown only
+    then). The first time stands; the exclusion rule is applied then, since the cohort's
+    times change only as participants answer.
+    """
+    if participant.finished_at is not None:
+        return participant
+    Participant.objects.filter(pk=participant.pk, finished_at__isnull=True).update(
+        finished_at=timezone.now()
+    )
+    exclusions_refresh(study=participant.study)
     participant.refresh_from_db()
     return participant

@@ -9,3 +9,7 @@ from django.dispatch import Signal
 # A participant withdrew (or withdrew their data), inside the withdrawing transaction.
 # Keyword: ``participant``.
 participant_withdrawn = Signal()
+
+# Participants were excluded, or taken back in (the rule or a researcher), inside the
+# changing transaction. Keywords: ``study``, ``participants`` (those whose state changed).
+participants_exclusion_changed = Signal()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,7 +19,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from ..errors import StudyError, SubmitIncomplete
-from ..models import Assignment, Participant, Study, StudyItem
+from ..models import Assignment, Participant, Study
 from . import recruitment
 from .recruitment import study_work_has_history
 
@@ -83,6 +82,7 @@ def interstitial(request: HttpRequest, participant: Participant, step) -> HttpRe
         return render(request, "studies/rater_released.html", context)
     if step.kind == "scene" and recruitment.break_due(participant=participant):
         context["cap"] = study.session_cap
+        context["done"] = recruitment.scenes_submitted(participant=participant)
         return render(request, "studies/rater_break.html", context)
     if (
         step.kind == "done"
@@ -97,27 +97,18 @@ def interstitial(request: HttpRequest, participant: Participant, step) -> HttpRe
 def scene_extras(request: HttpRequest, assignment: Assignment) -> dict[str, Any]:
     """What the scene page shows beyond the answers: practice label, history, problems."""
     session = assignment.session
-    # A session's practice items are given with its test items and never change, so
-    # their count is cached (the scene page is the rater path's hottest request).
-    n_practice = cache.get_or_set(
-        f"studies:session-practice:{session.pk}",
-        lambda: session.assignments.filter(study_item__role=StudyItem.Role.PRACTICE).count(),
-        3600,
+    place = recruitment.scene_place(
+        assignment=assignment, session_total=getattr(assignment, "session_total", None)
     )
-    total = getattr(assignment, "session_total", None)
-    if total is None:
-        total = session.assignments.count()
-    practice = assignment.study_item.role == StudyItem.Role.PRACTICE
     problem = request.GET.get("problem", "")
     missing = [c for c in request.GET.get("missing", "").split(",") if MASK_CODE.match(c)]
     error = PROBLEMS.get(problem, "")
     if problem == "missing" and missing:
         error = f"choose a character for {', '.join(missing)} first"
     return {
-        "practice": practice,
-        "number": assignment.position + 1 - (0 if practice else n_practice),
-        "total": total - n_practice,
-        "n_practice": n_practice,
+        "practice": place.practice,
+        "number": place.number,
+        "total": place.total,
         "has_history": study_work_has_history(session.study_work_id),
         "missing": missing,
         "error": error,

@@ -32,12 +32,13 @@ from studies.models import (
     StudyWork,
     WorkSession,
 )
+from studies.participation.ledger import exclusions_refresh
 from studies.participation.recruitment import (
     assignments_release_idle,
     session_prepare,
     study_work_has_history,
 )
-from studies.participation.services import check_active
+from studies.participation.services import check_active, participant_finish
 from studies.scene.cache import SceneSpeaker, scene_gold, scene_speakers
 
 # Gaps between a rater's actions longer than this are idle time, not work.
@@ -655,8 +656,12 @@ def scene_submit(
             if history_needed is not None:
                 fields.append("history_needed")
             assignment.save(update_fields=fields)
-        else:
-            _submit_close(assignment)
+        elif _submit_close(assignment) and _nothing_left(assignment.participant):
+            participant_finish(participant=assignment.participant)  # applies the rule too
+        elif assignment.study_item.role == StudyItem.Role.ATTENTION:
+            # The rule reads every participant's checks: applied only as one is answered
+            # and when a participant finishes, never on an ordinary scene's submit.
+            exclusions_refresh(study=assignment.participant.study)
     if problem:  # raised after the commit, so the answers just saved are kept
         raise problem
     return assignment
@@ -736,8 +741,22 @@ def _submit_score(assignment: Assignment) -> SubmitIncomplete | None:
     return None
 
 
-def _submit_close(assignment: Assignment) -> None:
-    """Mark the locked, scored assignment submitted; finish its session if it was the last."""
+def _nothing_left(participant: Participant) -> bool:
+    """After a work's last scene: whether the study has nothing more for the rater and
+    no exit questionnaire waits (then the last page writes "finished" instead)."""
+    exit_done, questions = (
+        Participant.objects.filter(pk=participant.pk)
+        .values_list("exit_done_at", "study__exit_questions")
+        .get()
+    )
+    if questions and exit_done is None:
+        return False
+    return participant_finished(participant=participant)
+
+
+def _submit_close(assignment: Assignment) -> bool:
+    """Mark the locked, scored assignment submitted; finish its session if it was the
+    last. Returns whether it was (the rater's work on that work is done)."""
     now = timezone.now()
     fields = _time_event(assignment, now)
     assignment.status = Assignment.Status.SUBMITTED
@@ -751,9 +770,11 @@ def _submit_close(assignment: Assignment) -> None:
     open_scenes = Assignment.objects.filter(
         session_id=OuterRef("pk"), status=Assignment.Status.ASSIGNED
     )
-    WorkSession.objects.filter(pk=assignment.session_id, finished_at__isnull=True).exclude(
-        Exists(open_scenes)
-    ).update(finished_at=now)
+    return bool(
+        WorkSession.objects.filter(pk=assignment.session_id, finished_at__isnull=True)
+        .exclude(Exists(open_scenes))
+        .update(finished_at=now)
+    )
 
 
 @dataclass(frozen=True)
@@ -775,10 +796,15 @@ class ParticipantScore:
 
 
 def participant_score(*, participant: Participant) -> ParticipantScore:
-    """The rater's own submitted answers only (imported blanks, correct None, are not answers)."""
+    """The rater's own submitted answers only (imported blanks, correct None, are not answers).
+
+    Test scenes only: the practice scene and attention checks are not results (their
+    place among the rater's scenes is ``recruitment.scene_place``).
+    """
     rows = Guess.objects.filter(
         assignment__participant=participant,
         assignment__status="submitted",
+        assignment__study_item__role=StudyItem.Role.TEST,
         correct__isnull=False,
     ).values_list("assignment_id", "correct")
     by_scene: dict[int, list[bool]] = defaultdict(list)

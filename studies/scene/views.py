@@ -22,6 +22,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -35,7 +36,7 @@ from studies.participation import services as participation_services
 from studies.scene import services as scene_services
 
 from ..errors import StudyError, SubmitIncomplete
-from ..models import Assignment, Guess, Participant, Study, StudyWork, WorkSession
+from ..models import Assignment, Guess, Participant, Study, StudyItem, StudyWork, WorkSession
 from ..participation import recruitment
 from ..participation import views as participant_views
 from .cache import code_order, scene_body, scene_rendered, scene_speakers
@@ -286,7 +287,6 @@ def _scene_context(
     save_url = reverse(
         "rater:scene-save", kwargs={"token": participant.token, "assignment_id": assignment.pk}
     )
-    total = getattr(assignment, "session_total", None)
     return {
         "participant": participant,
         "study": study,
@@ -298,8 +298,6 @@ def _scene_context(
         "speakers": speakers,
         "speakers_html": _speakers_html(study, assignment, name_map, speakers, save_url),
         "candidate_names": speakers[0].candidates if speakers else [],
-        "number": assignment.position + 1,
-        "total": session.assignments.count() if total is None else total,
         "error": error,
     }
 
@@ -346,6 +344,13 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
     by_assignment: dict[int, list[Guess]] = {}
     for guess in guesses:
         by_assignment.setdefault(guess.assignment_id, []).append(guess)
+    session_totals = dict(
+        Assignment.objects.filter(session_id__in={a.session_id for a in assignments})
+        .order_by()
+        .values("session_id")
+        .annotate(n=Count("pk"))
+        .values_list("session_id", "n")
+    )
     rows = []
     for assignment in assignments:
         name_map = _name_map(participant.study, assignment.session.study_work)
@@ -364,7 +369,10 @@ def _results(participant: Participant, assignments: list[Assignment]) -> list[di
             {
                 "assignment": assignment,
                 "work": assignment.session.study_work.work,
-                "number": assignment.position + 1,
+                "place": recruitment.scene_place(
+                    assignment=assignment, session_total=session_totals[assignment.session_id]
+                ),
+                "attention": assignment.study_item.role == StudyItem.Role.ATTENTION,
                 "speakers": speakers,
                 "all_correct": bool(speakers) and all(s["correct"] for s in speakers),
                 "history_needed": assignment.history_needed,
@@ -389,16 +397,19 @@ def _render_done(request: HttpRequest, participant: Participant) -> HttpResponse
     if revealed:
         submitted = list(
             Assignment.objects.filter(participant=participant, status=Assignment.Status.SUBMITTED)
-            .select_related("session__study_work__work")
+            .select_related("session__study_work__work", "study_item")
             .order_by("session__started_at", "position")
         )
+    finished = scene_services.participant_finished(participant=participant)
+    if finished:  # the exit questionnaire, if any, is behind them: ``start`` showed it first
+        participation_services.participant_finish(participant=participant)
     context = {
         "participant": participant,
         "study": participant.study,
         "revealed": revealed,
         "score": scene_services.participant_score(participant=participant) if revealed else None,
         "results": _results(participant, submitted),
-        "finished": scene_services.participant_finished(participant=participant),
+        "finished": finished,
     }
     return render(request, "studies/rater_done.html", context)
 
@@ -520,7 +531,7 @@ def _history_context(participant: Participant, session: WorkSession) -> dict[str
         "study_work": session.study_work,
         "noun": _work_noun(session.study_work),
         "scenes": _history(participant.study, session.study_work),
-        "total": session.assignments.count(),
+        "total": recruitment.session_scenes(session_id=session.pk),
     }
 
 
@@ -679,7 +690,7 @@ def scene_save(request: HttpRequest, token: str, assignment_id: int) -> HttpResp
 
     Rejected input (another rater's scene, an instance not in it, a choice outside the
     candidates, a submitted scene) stores nothing and answers 422 with the message;
-    ``static/js/study.js`` lets htmx show it. Without htmx the page is rendered again.
+    ``static/js/rater_saves.js`` lets htmx show it. Without htmx the page is rendered again.
     An unknown token is a plain 404, as everywhere.
     """
     try:
@@ -766,7 +777,6 @@ def scene_result(request: HttpRequest, token: str, assignment_id: int) -> HttpRe
         "participant": participant,
         "study": participant.study,
         "result": result,
-        "total": assignment.session.assignments.count(),
         "next_url": reverse("rater:start", kwargs={"token": participant.token}),
     }
     return render(request, "studies/rater_result.html", context)

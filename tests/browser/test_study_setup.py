@@ -130,7 +130,7 @@ def test_researcher_sets_up_a_friends_study(live_server, page, screenshot, resea
     answer_one_scene(Participant.objects.get(study=study, label="rater 1"))
     row = raters.get_by_role("row").filter(has_text="rater 1")
     expect(row).to_contain_text("1 / 52", timeout=10_000)  # one of 53 scenes is held back
-    expect(row).to_contain_text("answering")
+    expect(row).to_contain_text("in progress")  # the ledger status
     assert page.evaluate("window.notReloaded") is True
     screenshot("study-detail-live")
 

@@ -8,6 +8,11 @@ answers, a ``correct`` of ``None``, predictions stored in shuffled order (so the
 order the bootstrap resamples in is not the id order) and a run with no predictions.
 Every value, note and CI bound (same seed) must match. Run ids differ between
 databases, so run labels are written with the run's name instead of its id.
+
+Since issue 28 each run is scored on its own answers: the row path's ``accuracy`` (the
+questions every run answered) is now ``accuracy-common``, equal to it row for row where
+every run answered something; where one had no predictions the row path compared
+nothing, and the rewritten golden holds every run's own numbers instead.
 """
 
 from __future__ import annotations

@@ -232,7 +232,16 @@ def test_humans_beside_the_run_on_the_same_items(study, run):
     assert report.facts["studies"] == 1
     assert report.facts["human_participants"] == 3  # r4 withdrawn
     assert report.facts["human_answers"] == 18  # 7 + 7 + 4
-    acc = report.table("accuracy")
+    # Each system's own accuracy: the humans' 11 of 18 answers on A, B and C; the run's
+    # A ✓ ✗, B ✓ ✓, D ✓ ✓ = 5 of 6.
+    own = report.table("accuracy")
+    assert (_row(own, HUMANS)["Instances"], _row(own, HUMANS)["Accuracy %"]) == (7, 61.11)
+    assert (_row(own, f"#{run.pk} T")["Instances"], _row(own, f"#{run.pk} T")["Accuracy %"]) == (
+        6,
+        83.33,
+    )
+    assert _row(own, "Random")["Instances"] == 9  # A, B, C and D: what any system answered
+    acc = report.table("accuracy-common")
     assert "same 4 of 149 masked speakers (2 scenes)" in acc.note
     humans = _row(acc, HUMANS)
     # A: r1 ✓✓ r2 ✗✗ r3 ✓✓ (4/6); B: r1 ✓✓ r2 ✓✗ r3 ✗✗ (3/6) -> 7/12.
@@ -260,19 +269,23 @@ def test_humans_beside_the_run_on_the_same_items(study, run):
         25.0,
     )
 
+    # The breakdowns take each system's own answers: A, B, D have 2 speakers, C 3.
     speakers = report.table("by-speakers")
-    assert [r[0] for r in speakers.rows] == ["2", "Easy (<3)"]  # A and B have 2 speakers
-    assert _row(speakers, "2")[f"{HUMANS} %"] == 58.33
-    assert _row(speakers, "2")[f"#{run.pk} T %"] == 75.0
+    assert [r[0] for r in speakers.rows] == ["2", "3", "Easy (<3)", "Hard (≥3)"]
+    assert _row(speakers, "2")[f"{HUMANS} %"] == 58.33  # A and B: 7 / 12
+    assert _row(speakers, "2")[f"#{run.pk} T %"] == 83.33  # A, B and D: 5 / 6
+    assert _row(speakers, "3")[f"#{run.pk} T %"] is None
     genre = _row(report.table("by-genre"), "Comedy")
-    assert (genre["Works"], genre["Instances"], genre[f"{HUMANS} %"]) == (1, 4, 58.33)
+    assert (genre["Works"], genre["Instances"], genre[f"{HUMANS} %"]) == (1, 9, 61.11)
 
     # friends.tsv: A P0, A P1, B P0 need no history (none); B P1 needs it (direct).
     dependence = report.table("accuracy-by-dependence")
-    # none: A P0 ✓✗✓, A P1 ✓✗✓, B P0 ✓✓✗ = 6/9; direct: B P1 ✓✗✗ = 1/3.
-    assert _row(dependence, "none")[f"{HUMANS} %"] == 66.67
-    assert _row(dependence, "direct")[f"{HUMANS} %"] == 33.33
-    assert _row(dependence, "none")[f"#{run.pk} T %"] == 66.67  # ✓ ✗ ✓
+    # C (gold ross, joey, chandler): P0, P1 none, P2 direct; D: P0 direct, P1 none.
+    # none: A P0 ✓✗✓, A P1 ✓✗✓, B P0 ✓✓✗, C P0 ✓✓, C P1 ✓✗ = 9/13;
+    # direct: B P1 ✓✗✗, C P2 ✓✗ = 2/5.
+    assert _row(dependence, "none")[f"{HUMANS} %"] == 69.23
+    assert _row(dependence, "direct")[f"{HUMANS} %"] == 40.0
+    assert _row(dependence, "none")[f"#{run.pk} T %"] == 75.0  # A P0 ✓, A P1 ✗, B P0 ✓, D P1 ✓
     assert _row(dependence, "indirect")[f"{HUMANS} %"] is None
 
 
@@ -282,7 +295,7 @@ def test_human_breakdowns_follow_hand_computation(study):
     studies = _row(report.table("human-studies"), HUMANS)
     assert studies == {
         "Study": HUMANS, "ID": study.pk, "Status": "live", "Imported": False,
-        "Participants": 3, "Withdrawn": 1, "Raters": 3,
+        "Participants": 3, "Withdrawn": 1, "Excluded": 0, "Raters": 3,
         "Scene answers": 8,  # r1 3 + r2 3 + r3 2 (C not submitted)
         "Answers": 18, "Scenes": 3, "Instances": 7,
         "Instructions versions": "1", "Names": "original",

@@ -90,7 +90,7 @@ def test_bad_requests(researcher, runs):
     assert response.status_code == 400 and "runs" in response.json()
     response = client.get(_url("dyntom", runs="999"))
     assert response.status_code == 400
-    assert "no dyntom run with id 999" in response.json()["non_field_errors"][0]
+    assert "no dyntom run with id 999" in response.json()["runs"][0]
 
 
 @pytest.mark.parametrize("role", ["rater", "annotator"])

@@ -36,8 +36,8 @@ def test_tompro_and_icl_runs_beside_the_human_study(study, openai_backend, llm_s
         assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
         labels.append(f"#{run.pk} {run.name}")
     report = build_report("tvshowguess")
-    acc = report.table("accuracy")
-    # The runs answered every speaker, so the comparison is the study's speakers.
+    acc = report.table("accuracy-common")
+    # The runs answered every speaker, so the common set is the study's speakers.
     assert report.facts["compared_instances"] == 7
     humans = _row(acc, HUMANS)
     assert humans["Instances"] == 7 and humans["CI low %"] is not None

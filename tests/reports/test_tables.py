@@ -122,7 +122,10 @@ def dyntom_set():
 def test_dyntom_accuracy_by_state_and_type_matches_hand_computation(dyntom_set):
     a, b = dyntom_set
     report = build_report("dyntom")
-    table = report.table("accuracy")
+    # Each run on its own answers: A's q8 ✓ counts there, 5 of 8.
+    own_a = _row(report.table("accuracy"), f"#{a.pk} A")
+    assert (own_a["Questions"], own_a["Overall %"], own_a["Intention U %"]) == (8, 62.5, 100.0)
+    table = report.table("accuracy-common")
     # Intersection: q1..q7 (q8 was answered by A only).
     assert "7 of 8" in table.note
     row_a = _row(table, f"#{a.pk} A")
@@ -151,10 +154,10 @@ def test_dyntom_accuracy_by_state_and_type_matches_hand_computation(dyntom_set):
     assert sd["Belief U %"] == 35.36 and sd["Belief T %"] == 0.0
 
     types = _row(report.table("by-question-type"), f"#{a.pk} A")
-    # U: q1..q4 = 3/4; T-1: q5 ✗ q6 ✓ = 1/2; T-2: q7 ✗; T-3: none asked.
+    # Own answers. U: q1..q4, q8 = 4/5; T-1: q5 ✗ q6 ✓ = 1/2; T-2: q7 ✗; T-3: none asked.
     assert types == {
         "System": f"#{a.pk} A",
-        "Understanding %": 75.0,
+        "Understanding %": 80.0,
         "Transformation-1 %": 50.0,
         "Transformation-2 %": 0.0,
         "Transformation-3 %": None,
@@ -223,7 +226,9 @@ def test_dyntom_runs_compared_on_the_same_questions_from_engine_runs(
     assert run_execute(run_id=one.pk) == Run.Status.SUCCEEDED
     stage_questions = DynToMQuestion.objects.filter(stage__work__key="trial149").count()
     report = build_report("dyntom", run_ids=[full.pk, one.pk])
-    table = report.table("accuracy")
+    own = _row(report.table("accuracy"), f"#{full.pk} {full.name}")
+    assert own["Questions"] == total  # its own answers, not only the one stage
+    table = report.table("accuracy-common")
     assert f"{stage_questions} of {total}" in table.note
     for label in (f"#{full.pk} {full.name}", f"#{one.pk} one stage"):
         row = _row(table, label)
@@ -302,6 +307,7 @@ def test_tom_in_amc_accuracy_baselines_and_breakdowns(amc_set):
         "runs": 2,
         "predictions": 13,
         "unparseable": 1,
+        "compared_instances": 6,
     }
     acc = report.table("accuracy")
     random = _row(acc, "Random")

@@ -153,7 +153,7 @@ def test_study_responses_csv_neutralises_notes_and_labels(client, friends, resea
 
     client.force_login(researcher)
     response = client.get(reverse("studies:responses-csv", args=[study.pk]))
-    rows = _rows(response.content)
+    rows = _rows(response.getvalue())  # streamed
     header, body = rows[0], rows[1:]
     assert body and {r[header.index("participant")] for r in body} == {"'=1+2"}
     assert {r[header.index("evidence")] for r in body} == {"'" + PAYLOADS[0]}

@@ -579,7 +579,7 @@ def test_responses_page_and_csv(res_client, friends, researcher, django_assert_m
     response = res_client.get(reverse("studies:responses-csv", args=[study.pk]))
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
-    frame = pd.read_csv(io.StringIO(response.content.decode()))
+    frame = pd.read_csv(io.StringIO(response.getvalue().decode()))  # streamed
     assignments = Assignment.objects.filter(participant__study=study, status="submitted")
     speakers = sum(a.study_item.scene.instances.count() for a in assignments)
     assert len(frame) == speakers

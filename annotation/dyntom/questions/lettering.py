@@ -33,6 +33,13 @@ def letter_options(question: Question, rng: random.Random, *, key: str) -> Quest
     }
 
 
+def letter_index(letter: str, n_options: int) -> int | None:
+    """The index of the option a ``true answer`` letter keys (``"b"`` -> 1), or None when
+    the letter keys none of the ``n_options`` options."""
+    index = LETTERS.find((letter or "").strip().lower()[:1] or "?")
+    return index if 0 <= index < n_options else None
+
+
 def gold_text(question: Question) -> str:
     """The text of a lettered question's gold option, without its ``a. `` prefix."""
     index = LETTERS.index(question["true answer"])

@@ -23,6 +23,7 @@ from ...models import (
     ValidationScore,
     ValidationStage,
 )
+from ..questions.lettering import letter_index
 from .rubrics import scale_choices
 
 STATES = ("belief", "emotion", "intention", "action")
@@ -42,13 +43,21 @@ def _trajectory_rows(trajectory: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["number"])
 
 
+def _question(text: str, options: list[str], letter: str) -> dict[str, Any]:
+    # The keyed option goes with the question: "can a careful reader pick the correct
+    # option?" cannot be judged without it. Annotators are staff; no participant page
+    # reads this.
+    return {"text": text, "options": options, "keyed": letter_index(letter, len(options))}
+
+
 def stage_content(vstage: ValidationStage) -> dict[str, Any]:
     """Profiles, relationship, trajectory, scenarios (with dialogue turns) and questions.
 
     ``{"profiles": [{"name", "description"}], "relationship": str, "location": str,
     "trajectory": [{"number", "states": [(state, text)]}], "scenarios": [{"number",
     "background", "turns": [{"speaker", "text"}]}], "questions": {key: {"text",
-    "options"}}}``.
+    "options", "keyed"}}}``; ``keyed`` is the gold option's index (None: the letter keys
+    no option).
     """
     if vstage.stage_id is not None:
         stage = vstage.stage
@@ -62,7 +71,7 @@ def stage_content(vstage: ValidationStage) -> dict[str, Any]:
                 for s in stage.scenarios.order_by("number")
             ],
             "questions": {
-                q.key: {"text": q.text, "options": q.options}
+                q.key: _question(q.text, q.options, q.gold_letter)
                 for q in stage.questions.order_by("position")
             },
         }
@@ -88,7 +97,7 @@ def stage_content(vstage: ValidationStage) -> dict[str, Any]:
         "trajectory": _trajectory_rows(trajectory),
         "scenarios": sorted(scenarios, key=lambda s: s["number"]),
         "questions": {
-            key: {"text": q.get("question", ""), "options": q.get("options", [])}
+            key: _question(q.get("question", ""), q.get("options", []), q.get("true answer", ""))
             for key, q in (gen.questions or {}).items()
         },
     }

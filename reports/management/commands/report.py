@@ -35,8 +35,14 @@ class Command(BaseCommand):
             metavar="ID",
             dest="studies",
             help=(
-                "human study ids (default: every study of the benchmark; --study with no id: none)"
+                "human study ids (default: every study but drafts and closed studies without "
+                "a counted answer; --study with no id: none)"
             ),
+        )
+        parser.add_argument(
+            "--include-excluded",
+            action="store_true",
+            help="count excluded participants too (default: left out)",
         )
         parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
         parser.add_argument(
@@ -56,6 +62,7 @@ class Command(BaseCommand):
                 run_ids=options["runs"],
                 study_ids=options["studies"],
                 seed=options["seed"],
+                include_excluded=options["include_excluded"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
