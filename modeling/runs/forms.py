@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from decimal import Decimal
@@ -99,6 +100,11 @@ class RunForm(forms.Form):
         self.fields["benchmark"].choices = [(b, b) for b in benchmarks]
         methods = dict.fromkeys(m for p in pipelines.values() for m in p.methods)
         self.fields["method"].choices = [(m, m) for m in methods]
+        # static/js/run_form.js offers only the chosen benchmark's methods; the server
+        # refuses any other (clean), so the page works without JavaScript too.
+        self.fields["method"].widget.attrs["data-methods"] = json.dumps(
+            {b: list(p.methods) for b, p in pipelines.items()}
+        )
         self.pipelines = pipelines
 
     @classmethod

@@ -9,6 +9,7 @@ once the run is finished.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -123,8 +124,34 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **_calls_context(request, run),
         "has_mental_states": run.mental_states.exists(),
         "name_forms": _name_forms(run),
+        "params": setting_rows(run.params),
+        "selection": setting_rows(run.selection),
     }
     return render(request, "modeling/run_detail.html", context)
+
+
+def setting_rows(settings_: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A run's nested parameters as (dotted key, value) rows, keys sorted, lists joined:
+    ``{"options": {"perturb_names": True}}`` -> ``[("options.perturb_names", "true")]``."""
+    rows: list[tuple[str, str]] = []
+    for key in sorted(settings_ or {}):
+        value = settings_[key]
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            rows += setting_rows(value, f"{name}.")
+        elif isinstance(value, list | tuple):
+            rows.append((name, ", ".join(map(_setting_text, value)) or "none"))
+        else:
+            rows.append((name, _setting_text(value)))
+    return rows
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)  # true / false / null, as typed in --param
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
 
 
 def _name_forms(run: Run) -> list[dict[str, Any]]:

@@ -156,6 +156,10 @@ def test_detail_of_queued_run_polls(client_researcher, openai_backend):
     assert "<html" in full.content.decode()
     assert 'hx-trigger="every 2s"' in full.content.decode()
 
+    # Parameters read as a table of dotted keys, not a Python dict.
+    assert 'data-testid="run-params"' in full.content.decode()
+    assert "{&#x27;" not in full.content.decode()
+
     partial = client_researcher.get(url, headers=HX)
     assert partial.status_code == 200
     content = partial.content.decode()
