@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
@@ -32,9 +31,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from .credentials import REDACTED, contains_ciphertext, restore_redacted
 from .models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
-from .runs import services
+from .runs import backend_services, services
+from .runs.backend_forms import BackendForm
 from .runs.outcome import run_status_label, unparseable_count
 
 
@@ -53,82 +52,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-def _holds_placeholder(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_holds_placeholder(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_holds_placeholder(item) for item in value)
-    return value == REDACTED
-
-
-class BackendAdminForm(forms.ModelForm):
-    # Local servers speak plain http; say so rather than rely on Django 6's https default.
-    base_url = forms.URLField(
-        required=False,
-        max_length=200,
-        assume_scheme="http",
-        help_text=f"{Backend._meta.get_field('base_url').help_text}. A stored API key and "
-        "secret options belong to this server: changing the scheme, host or port removes "
-        "them, and they must be entered again.",
-    )
-    # render_value=False: the stored key never reaches the page, not even masked.
-    # Not the model field's name: that column holds ciphertext and is not editable.
-    new_api_key = forms.CharField(
-        label="API key",
-        required=False,
-        strip=True,
-        max_length=500,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Write-only, stored encrypted. Leave blank to keep the stored key (it is "
-        "removed when the base URL moves to another server). Prefer “API key env”: the "
-        "key then stays out of the database.",
-    )
-    clear_api_key = forms.BooleanField(
-        label="Remove the stored API key", required=False, initial=False
-    )
-
-    class Meta:
-        model = Backend
-        fields = (
-            "name",
-            "kind",
-            "base_url",
-            "default_model",
-            "model_path",
-            "api_key_env",
-            "max_concurrency",
-            "max_retries",
-            "timeout_s",
-            "price_input_per_1k",
-            "price_output_per_1k",
-            "options",
-        )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # The page shows options masked; clean_options puts the masked values back.
-        if self.instance.pk:
-            self.initial["options"] = self.instance.redacted_options()
-
-    def clean_options(self) -> Any:
-        submitted = self.cleaned_data.get("options")
-        if contains_ciphertext(submitted):
-            raise forms.ValidationError("Values starting with “fernet:” cannot be entered.")
-        stored = self.instance.options if self.instance.pk else {}
-        options = restore_redacted(submitted, stored)
-        if _holds_placeholder(options):
-            raise forms.ValidationError(
-                f"{REDACTED} stands for a stored secret; there is none at that place: "
-                "type the value."
-            )
-        return options
-
-    def save(self, commit: bool = True) -> Backend:
-        if self.cleaned_data.get("clear_api_key"):
-            self.instance.set_api_key("")
-        elif self.cleaned_data.get("new_api_key"):
-            self.instance.set_api_key(self.cleaned_data["new_api_key"])
-        return super().save(commit=commit)
+class BackendAdminForm(BackendForm):
+    """The backend pages' form (write-only key, masked options, the server's policy)."""
 
 
 @admin.register(Backend)
@@ -192,9 +117,10 @@ class BackendAdmin(admin.ModelAdmin):
         return super().get_fieldsets(request, obj)
 
     def save_model(self, request: HttpRequest, obj: Backend, form: Any, change: bool) -> None:
-        if not change:
-            obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        if change:
+            backend_services.backend_update(backend=obj)
+        else:
+            backend_services.backend_create(backend=obj, created_by=request.user)
         if obj.dropped_secrets:
             self.message_user(
                 request,

@@ -82,6 +82,10 @@ class Backend(models.Model):
     created_by = models.ForeignKey(
         "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # Disabled: not offered to new runs (runs that used it keep it). The last
+    # "Test connection" result, already redacted: ok, reply, latency, tokens, error, at.
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    last_test = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -12,8 +12,9 @@ from django import forms
 
 from benchmarks.models import Split, Work
 
-from ..models import Backend, PromptTemplate
+from ..models import PromptTemplate
 from ..pipelines import get_pipeline, pipeline_benchmarks
+from .backend_services import backend_selectable
 
 # Sampling parameters the form offers; a blank field means "the pipeline's default".
 PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples", "seed")
@@ -27,7 +28,8 @@ class RunForm(forms.Form):
     )
     benchmark = forms.ChoiceField(choices=())
     method = forms.ChoiceField(choices=())
-    backend = forms.ModelChoiceField(queryset=Backend.objects.order_by("name"))
+    # Disabled backends are not offered.
+    backend = forms.ModelChoiceField(queryset=backend_selectable())
     model = forms.CharField(
         max_length=255, required=False, help_text="Default: the backend's default model."
     )

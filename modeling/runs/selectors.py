@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import (
     Avg,
+    Case,
+    CharField,
     Count,
     F,
     FloatField,
@@ -16,13 +18,22 @@ from django.db.models import (
     QuerySet,
     TextField,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 
 from metrics import accuracy_vs_chance
 
-from ..models import Backend, MentalStateRecord, Prediction, PromptTemplate, Run, RunCall
-from .outcome import unparseable_count
+from ..models import (
+    Backend,
+    CachedResponse,
+    MentalStateRecord,
+    Prediction,
+    PromptTemplate,
+    Run,
+    RunCall,
+)
+from .outcome import NOT_PARSED, unparseable_count
 
 
 def run_list() -> QuerySet[Run]:
@@ -184,4 +195,254 @@ def run_mental_state_characters(*, run: Run) -> list[dict[str, Any]]:
         .values("character_id", "character__name", "character__work__title")
         .annotate(records=Count("pk"))
         .order_by("character__work__title", "character__name")
+    )
+
+
+# --- The prediction explorer and run comparison ------------------------------------------
+
+# What the explorer calls a prediction: an answer from a call that failed is an error,
+# one that could not be read (outcome.NOT_PARSED) unparseable, the rest correct or wrong.
+PREDICTION_STATUSES = ("correct", "wrong", "unparseable", "error")
+
+# The columns of a row, in the order the page, the CSV and the JSONL give them.
+PREDICTION_COLUMNS = (
+    "id",
+    "item_key",
+    "sample_index",
+    "work",
+    "kind",
+    "parsed_answer",
+    "gold",
+    "status",
+    "parse_status",
+    "call_id",
+    "unit_key",
+)
+
+
+def _prediction_status() -> Case:
+    return Case(
+        When(call__status=RunCall.Status.ERROR, then=Value("error")),
+        When(parse_status__in=NOT_PARSED, then=Value("unparseable")),
+        When(correct=True, then=Value("correct")),
+        default=Value("wrong"),
+        output_field=CharField(),
+    )
+
+
+def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> QuerySet[Prediction]:
+    predictions = Prediction.objects.filter(run=run).annotate(
+        item_id=Coalesce(F("dyntom_question_id"), F("qa_item_id"), F("speaker_instance_id")),
+        item_key=Coalesce(
+            F("dyntom_question__key"),
+            F("qa_item__natural_key"),
+            Concat(
+                F("speaker_instance__scene__source_id"),
+                Value(" "),
+                F("speaker_instance__code"),
+            ),
+            output_field=CharField(),
+        ),
+        work=Coalesce(
+            F("dyntom_question__stage__work__key"),
+            F("qa_item__work__key"),
+            F("speaker_instance__scene__work__key"),
+            output_field=CharField(),
+        ),
+        # DynToM's question type, CharToM-QA's dimension, a ToM-in-AMC scene's id.
+        kind=Coalesce(
+            F("dyntom_question__question_type"),
+            F("qa_item__dimension"),
+            Value(""),
+            output_field=CharField(),
+        ),
+        gold=Coalesce(
+            F("dyntom_question__gold_letter"),
+            F("qa_item__answer"),
+            F("speaker_instance__gold_character__name"),
+            Value(""),
+            output_field=TextField(),
+        ),
+        status=_prediction_status(),
+        unit_key=Coalesce(F("call__unit_key"), Value(""), output_field=CharField()),
+    )
+    if work:
+        predictions = predictions.filter(work=work)
+    if kind:
+        predictions = predictions.filter(kind=kind)
+    return predictions
+
+
+# Items in the benchmark's own order (question position, scene position), not by key:
+# "type_a_what_10" would otherwise come before "type_a_what_2".
+_ITEM_ORDER = (
+    "work",
+    "dyntom_question__position",
+    "qa_item__position",
+    "speaker_instance__scene__position",
+    "speaker_instance__code",
+    "sample_index",
+    "pk",
+)
+
+
+def prediction_rows(
+    *, run: Run, status: str = "", work: str = "", kind: str = ""
+) -> QuerySet[Prediction, dict[str, Any]]:
+    """A run's predictions as rows of :data:`PREDICTION_COLUMNS` (plain dicts, in item
+    order), filtered by status (one of :data:`PREDICTION_STATUSES`), work key and question
+    type or dimension; "" leaves a filter off.
+
+    The explorer page, its CSV and its JSONL all read these rows, so they cannot differ.
+    One query whatever the number of rows: the item's fields are annotations, no
+    per-row lookups.
+    """
+    if status and status not in PREDICTION_STATUSES:
+        raise ValueError(f"status: choose one of {', '.join(PREDICTION_STATUSES)}")
+    rows = _annotated_predictions(run=run, work=work, kind=kind)
+    if status:
+        rows = rows.filter(status=status)
+    return rows.values(*PREDICTION_COLUMNS).order_by(*_ITEM_ORDER)
+
+
+def prediction_status_counts(*, run: Run, work: str = "", kind: str = "") -> dict[str, int]:
+    """How many of the run's predictions (within the work/kind filters) have each status,
+    every status listed, zeros included (one query)."""
+    counted = (
+        _annotated_predictions(run=run, work=work, kind=kind)
+        .order_by()
+        .values("status")
+        .annotate(n=Count("pk"))
+    )
+    counts = dict.fromkeys(PREDICTION_STATUSES, 0)
+    counts.update({row["status"]: row["n"] for row in counted})
+    return counts
+
+
+def prediction_filter_choices(*, run: Run) -> dict[str, list[str]]:
+    """The works and question types/dimensions a run's predictions cover, sorted."""
+    predictions = _annotated_predictions(run=run).order_by()
+    return {
+        "works": sorted(set(predictions.values_list("work", flat=True)) - {None, ""}),
+        "kinds": sorted(set(predictions.values_list("kind", flat=True)) - {None, ""}),
+    }
+
+
+@dataclass(frozen=True)
+class PredictionDetail:
+    """One prediction with what it took to make it: the messages sent, the raw reply."""
+
+    row: dict[str, Any]
+    prediction: Prediction
+    reply: str
+    messages: list[dict[str, Any]]
+
+
+def prediction_detail(*, run: Run, prediction_id: int) -> PredictionDetail:
+    """The prediction ``prediction_id`` of ``run`` (Prediction.DoesNotExist otherwise), with
+    the exact prompt messages its call sent, read from the call's cache row (a prediction
+    imported from elsewhere has no call, and no messages)."""
+    row = prediction_rows(run=run).get(pk=prediction_id)
+    prediction = Prediction.objects.select_related("call").get(pk=prediction_id)
+    messages: list[dict[str, Any]] = []
+    if prediction.call is not None and prediction.call.cache_key:
+        request = (
+            CachedResponse.objects.filter(key=prediction.call.cache_key)
+            .values_list("request", flat=True)
+            .first()
+        )
+        messages = list((request or {}).get("messages") or [])
+    return PredictionDetail(
+        row=row, prediction=prediction, reply=prediction.reply, messages=messages
+    )
+
+
+COMPARE_OUTCOMES = ("both_right", "only_a", "only_b", "both_wrong")
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Two runs of one benchmark matched item by item (and sample by sample)."""
+
+    a: Run
+    b: Run
+    rows: list[dict[str, Any]]
+    counts: dict[str, int]
+    # Predictions of either run with no counterpart in the other (left out of the rows).
+    unmatched: int = 0
+
+
+def run_compare(*, a: Run, b: Run, only_differ: bool = False) -> RunComparison:
+    """The items both runs answered, with each run's answer and status, the gold, and
+    whether they differ (answer or status); counts of both right, only A, only B and
+    both wrong are over every shared item, whatever ``only_differ`` leaves out.
+
+    Raises ValueError naming the field when the runs are of different benchmarks.
+    """
+    if a.benchmark != b.benchmark:
+        raise ValueError(
+            f"b: run {b.pk} is a {b.benchmark} run and run {a.pk} a {a.benchmark} run; "
+            "compare runs of the same benchmark"
+        )
+    columns = ("id", "item_id", "item_key", "sample_index", "work", "kind", "gold")
+    fields = (*columns, "parsed_answer", "status")
+    by_item = {
+        (r["item_id"], r["sample_index"]): r for r in _annotated_predictions(run=b).values(*fields)
+    }
+    counts = dict.fromkeys(COMPARE_OUTCOMES, 0)
+    rows = []
+    unmatched = 0
+    for ra in _annotated_predictions(run=a).values(*fields).order_by(*_ITEM_ORDER):
+        rb = by_item.pop((ra["item_id"], ra["sample_index"]), None)
+        if rb is None:
+            unmatched += 1
+            continue
+        right_a, right_b = ra["status"] == "correct", rb["status"] == "correct"
+        outcome = (
+            ("both_right" if right_b else "only_a")
+            if right_a
+            else ("only_b" if right_b else "both_wrong")
+        )
+        counts[outcome] += 1
+        differ = (ra["parsed_answer"], ra["status"]) != (rb["parsed_answer"], rb["status"])
+        if only_differ and not differ:
+            continue
+        rows.append(
+            {
+                **{c: ra[c] for c in columns if c not in ("id", "item_id")},
+                "a_id": ra["id"],
+                "b_id": rb["id"],
+                "answer_a": ra["parsed_answer"],
+                "status_a": ra["status"],
+                "answer_b": rb["parsed_answer"],
+                "status_b": rb["status"],
+                "outcome": outcome,
+                "differ": differ,
+            }
+        )
+    return RunComparison(a=a, b=b, rows=rows, counts=counts, unmatched=unmatched + len(by_item))
+
+
+COMPARE_COLUMNS = (
+    "item_key",
+    "sample_index",
+    "work",
+    "kind",
+    "gold",
+    "answer_a",
+    "status_a",
+    "answer_b",
+    "status_b",
+    "outcome",
+    "differ",
+)
+
+
+def runs_to_compare_with(*, run: Run) -> QuerySet[Run]:
+    """The other runs of ``run``'s benchmark, newest first (the "Compare with" choices)."""
+    return (
+        Run.objects.filter(benchmark=run.benchmark)
+        .exclude(pk=run.pk)
+        .only("pk", "name", "created_at")
+        .order_by("-created_at", "-pk")
     )

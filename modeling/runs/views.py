@@ -33,6 +33,9 @@ from .outcome import run_first_reply, run_status_label
 
 RUNS_PER_PAGE = 50
 CALLS_PER_PAGE = 50
+# The newest other runs of the benchmark offered in "Compare with…"; any run can be
+# typed on the compare page itself.
+COMPARE_CHOICES = 50
 PROGRESS_PARTIAL = "modeling/run_detail.html#run-progress"
 CALLS_PARTIAL = "modeling/run_detail.html#run-calls"
 researcher_required = researcher_only("Model runs are for researchers only.")
@@ -100,6 +103,8 @@ def _progress_context(run: Run) -> dict[str, Any]:
         "run": run,
         "percent": percent,
         "summary": selectors.run_prediction_summary(run=run),
+        # The explorer's own counts, each linking to its filtered list.
+        "prediction_counts": selectors.prediction_status_counts(run=run),
         "status_label": status_label,
         # What the model said when nothing it said could be read: the first thing to look at.
         "first_reply": run_first_reply(run=run) if status_label.no_parseable_reply else "",
@@ -123,6 +128,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **_progress_context(run),
         **_calls_context(request, run),
         "has_mental_states": run.mental_states.exists(),
+        "compare_runs": selectors.runs_to_compare_with(run=run)[:COMPARE_CHOICES],
         "name_forms": _name_forms(run),
         "params": setting_rows(run.params),
         "selection": setting_rows(run.selection),

@@ -37,5 +37,5 @@ def test_start_one_only_where_a_pipeline_runs_it(client, researcher):
 def test_run_form_offers_to_add_a_backend_when_there_is_none(client, researcher):
     client.force_login(researcher)
     page = client.get("/runs/new/").content.decode()
-    assert 'data-testid="no-backend"' in page and "/admin/modeling/backend/add/" in page
+    assert 'data-testid="no-backend"' in page and "/runs/backends/new/?next=/runs/new/" in page
     assert "OPENAI_API_KEY" in page

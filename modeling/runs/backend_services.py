@@ -1,0 +1,156 @@
+"""Backends configured in the app: create, update, disable/enable, test the connection.
+
+The backend pages and the admin both save through these, so the key handling (write
+once, never shown) and the server's policy checks (``Backend.clean``) are the same
+wherever a backend is edited. They live in ``modeling.runs`` because they touch the
+``Backend`` row, which ``modeling.backends`` (plain config only) may not import.
+
+"Disabled" is ``Backend.disabled_at``; the last connection test's redacted result is
+``Backend.last_test``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from ..backends import BackendError, ChatRequest
+from ..backends.base import get_backend
+from ..backends.secrets import mask_secrets
+from ..credentials import CredentialUnreadable, option_secret_values
+from ..models import Backend
+
+logger = logging.getLogger(__name__)
+
+TEST_PROMPT = "Reply with the single word: ready"
+TEST_MAX_TOKENS = 16
+# A test should answer quickly or say why not; a run keeps the backend's own timeout.
+TEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ConnectionResult:
+    ok: bool
+    reply: str = ""
+    latency_ms: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str = ""
+
+
+def backend_is_disabled(backend: Backend) -> bool:
+    return backend.disabled_at is not None
+
+
+def backend_last_test(backend: Backend) -> ConnectionResult | None:
+    """The last connection test's result, as stored (already redacted)."""
+    stored = backend.last_test
+    if not isinstance(stored, dict):
+        return None
+    fields = ConnectionResult.__dataclass_fields__
+    return ConnectionResult(**{k: v for k, v in stored.items() if k in fields})
+
+
+def backend_selectable() -> QuerySet[Backend]:
+    """Backends a new run may use: every backend not disabled."""
+    return Backend.objects.filter(disabled_at__isnull=True).order_by("name")
+
+
+def backend_apply_key(*, backend: Backend, new_key: str, clear: bool = False) -> None:
+    """Store ``new_key`` encrypted, or remove the stored key (``clear``); blank keeps
+    the stored key. The caller saves."""
+    if clear:
+        backend.set_api_key("")
+    elif new_key:
+        backend.set_api_key(new_key)
+
+
+@transaction.atomic
+def backend_create(*, backend: Backend, created_by: Any) -> Backend:
+    """Save a new backend (validated by the form; its key set by backend_apply_key)."""
+    backend.created_by = created_by if getattr(created_by, "pk", None) else None
+    backend.save()
+    logger.info("backend %s created by %s", backend.name, created_by)
+    return backend
+
+
+@transaction.atomic
+def backend_update(*, backend: Backend) -> list[str]:
+    """Save an edited backend; returns what was dropped because the URL moved server."""
+    backend.save()
+    logger.info("backend %s updated", backend.name)
+    return backend.dropped_secrets
+
+
+@transaction.atomic
+def backend_disable(*, backend: Backend) -> Backend:
+    """Hide the backend from new runs; runs that used it keep it."""
+    if backend.disabled_at is None:
+        backend.disabled_at = timezone.now()
+        backend.save(update_fields=["disabled_at"])
+    return backend
+
+
+@transaction.atomic
+def backend_enable(*, backend: Backend) -> Backend:
+    backend.disabled_at = None
+    backend.save(update_fields=["disabled_at"])
+    return backend
+
+
+def _secrets_of(backend: Backend) -> list[str]:
+    """Every credential the client may send, to mask in the text we show."""
+    secrets = [os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""]
+    try:
+        secrets.append(backend.get_api_key())
+        secrets += option_secret_values(backend.get_options())
+    except (BackendError, CredentialUnreadable):
+        pass
+    return [s for s in secrets if s]
+
+
+def backend_test_connection(*, backend: Backend) -> ConnectionResult:
+    """Send one short prompt, once (no retries), and record the outcome on the backend.
+
+    A transformers backend loads its model for this: it is local, and whether it loads
+    is what the researcher wants to know.
+    """
+    probe = copy.copy(backend)
+    probe.max_retries = 0
+    probe.timeout_s = min(backend.timeout_s or TEST_TIMEOUT_S, TEST_TIMEOUT_S)
+    request = ChatRequest.build(
+        [{"role": "user", "content": TEST_PROMPT}],
+        model=backend.default_model or backend.model_path,
+        params={"max_tokens": TEST_MAX_TOKENS, "temperature": 0},
+    )
+    client = None
+    try:
+        client = get_backend(probe)
+        reply = client.complete(request)
+        result = ConnectionResult(
+            ok=True,
+            reply=mask_secrets(reply.text, _secrets_of(backend)),
+            latency_ms=reply.latency_ms,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+        )
+    # Anything the client or server raised is the answer to "does it work?"; shown, not
+    # raised, with every credential masked.
+    except Exception as exc:
+        text = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+        result = ConnectionResult(ok=False, error=mask_secrets(text, _secrets_of(backend)))
+    finally:
+        if client is not None:
+            client.close()
+    stored = asdict(result) | {"at": timezone.now().isoformat()}
+    backend.last_test = stored
+    Backend.objects.filter(pk=backend.pk).update(last_test=stored)
+    logger.info("backend %s connection test: %s", backend.name, "ok" if result.ok else "failed")
+    return result
