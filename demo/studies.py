@@ -202,7 +202,14 @@ def chartom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool
         assignments = Assignment.objects.filter(participant=participant).select_related(
             "study_item__qa_item"
         )
-        for assignment in list(assignments.order_by("position", "pk"))[: reader["answer_first"]]:
+        # Read and not-read questions alternately, so what they leave is balanced too
+        # and an invited participant always finds a pair to take (which questions the
+        # design hands each reader first depends on their row id).
+        ordered = list(assignments.order_by("position", "pk"))
+        reads = [a for a in ordered if a.seen]
+        others = [a for a in ordered if not a.seen]
+        alternated = [a for pair in zip(reads, others, strict=False) for a in pair]
+        for assignment in alternated[: reader["answer_first"]]:
             question = assignment.study_item.qa_item.question
             if question not in reader["picks"]:
                 raise DemoStudyError(f"{participant.label}: no picks for {question!r}")
