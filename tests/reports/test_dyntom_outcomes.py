@@ -18,9 +18,9 @@ nothing, and the rewritten golden holds every run's own numbers instead.
 from __future__ import annotations
 
 import json
-import re
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
