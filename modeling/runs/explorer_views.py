@@ -50,6 +50,12 @@ def prediction_list(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
     filters = {key: request.GET.get(key, "") for key in ("status", "work", "kind")}
     error = ""
+    choices = selectors.prediction_filter_choices(run=run)
+    # Only values the run has: anything else (a typo, bytes a database refuses) is named.
+    for key, allowed in (("work", choices["works"]), ("kind", choices["kinds"])):
+        if filters[key] and filters[key] not in allowed:
+            error = f"{key}: this run has no prediction with {key} {filters[key]!r}"
+            filters[key] = ""
     try:
         rows = selectors.prediction_rows(run=run, **filters)
     except ValueError as exc:
@@ -73,7 +79,7 @@ def prediction_list(request: HttpRequest, run_id: int) -> HttpResponse:
         "counts": selectors.prediction_status_counts(
             run=run, work=filters["work"], kind=filters["kind"]
         ),
-        "choices": selectors.prediction_filter_choices(run=run),
+        "choices": choices,
     }
     return render(request, "modeling/predictions.html", context)
 
