@@ -86,3 +86,15 @@ def screenshot_of():
         return path
 
     return take
+
+
+@pytest.fixture
+def nav():
+    """Follow a link of the navigation: open its menu (``group``), then click ``link``."""
+
+    def follow(page, group: str, link: str) -> None:
+        menus = page.get_by_role("navigation", name="Main")
+        menus.locator("summary", has_text=group).click()
+        menus.get_by_role("link", name=link, exact=True).click()
+
+    return follow

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_add_backend_from_new_run_and_test_it(
-    page, live_server, researcher, llm_server, log_in_as, screenshot
+    page, live_server, researcher, llm_server, log_in_as, screenshot, nav
 ):
     llm_server.enqueue("ready", prompt_tokens=9, completion_tokens=1)
     log_in_as(page)
@@ -32,7 +32,7 @@ def test_add_backend_from_new_run_and_test_it(
         backend.locator("option", has_text="stand-in").get_attribute("value")
     )
 
-    page.get_by_role("link", name="Backends").first.click()
+    nav(page, "Models", "Backends")
     row = page.get_by_test_id("backend-row-stand-in")
     expect(row).to_contain_text("stored")
     row.get_by_role("button", name="Test connection").click()

@@ -16,7 +16,9 @@ from tests.celery_worker import purge_queues
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_waiting_job_is_shown_and_requeued(live_server, page, screenshot, researcher, log_in_as):
+def test_waiting_job_is_shown_and_requeued(
+    live_server, page, screenshot, researcher, log_in_as, nav
+):
     purge_queues()
     job = report_job_create(benchmark="dyntom")  # no worker runs in this test
     envelope = QueuedJob.objects.get(key=job_key(REPORT_TASK_NAME, (job.pk,)))
@@ -28,7 +30,7 @@ def test_waiting_job_is_shown_and_requeued(live_server, page, screenshot, resear
     expect(notice).to_contain_text("Queued 7\xa0minutes ago, no worker has taken it.")
     screenshot("queued-1-report-job")
 
-    page.get_by_role("link", name="Queued jobs").click()
+    nav(page, "Admin", "Queued jobs")
     table = page.get_by_test_id("queued-jobs")
     expect(table).to_contain_text(REPORT_TASK_NAME)
     expect(table.get_by_role("row")).to_have_count(2)  # the head and this job

@@ -58,9 +58,11 @@ def answer_one_scene(participant: Participant) -> None:
     scene_submit(participant=participant, assignment_id=assignment.pk)
 
 
-def test_researcher_sets_up_a_friends_study(live_server, page, screenshot, researcher, friends):
+def test_researcher_sets_up_a_friends_study(
+    live_server, page, screenshot, researcher, friends, nav
+):
     log_in(page, live_server)
-    page.get_by_role("link", name="Studies").click()
+    nav(page, "Studies", "All studies")
     expect(page.get_by_role("heading", name="Studies")).to_be_visible()
     page.get_by_role("link", name="New study").click()
 
