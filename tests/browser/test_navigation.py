@@ -59,3 +59,23 @@ def test_rater_has_no_menus(page, live_server, rater, log_in_as):
     log_in_as(page, rater.username, "pw-rat-123!")
     assert menu_links(page) == {}
     expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_menus_fit_a_phone(browser, live_server, researcher, log_in_as, screenshot_of):
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    try:
+        log_in_as(phone)
+        nav = phone.get_by_role("navigation", name="Main")
+        for group in RESEARCHER_MENUS:
+            nav.locator("summary", has_text=group).click()
+            menu = nav.locator("details.navgroup[open] > ul")
+            box = menu.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, (
+                group,
+                box,
+            )
+            if group == "Models":
+                screenshot_of(phone, "nav-phone-models")
+    finally:
+        context.close()
