@@ -1,32 +1,54 @@
 """Run pages, mounted at /runs/ by config/urls.py."""
 
-from django.urls import path
+from common.urls import under
 
 from .runs import backend_views, explorer_views, views
 
 app_name = "modeling"
 
+RUN = "<int:run_id>/"
+
 urlpatterns = [
-    path("", views.run_list, name="run-list"),
-    path("new/", views.run_new, name="run-new"),
-    path("baselines/new/", views.baseline_run_new, name="baseline-run-new"),
-    path("<int:run_id>/", views.run_detail, name="run-detail"),
-    path("<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
-    path("<int:run_id>/resume/", views.run_resume, name="run-resume"),
-    path("<int:run_id>/mental-states/", views.run_mental_states, name="run-mental-states"),
-    path("<int:run_id>/predictions/", explorer_views.prediction_list, name="prediction-list"),
-    path(
-        "<int:run_id>/predictions/<int:prediction_id>/",
-        explorer_views.prediction_detail,
-        name="prediction-detail",
+    *under(
+        "",
+        [
+            ("", views.run_list, "run-list"),
+            ("new/", views.run_new, "run-new"),
+            ("baselines/new/", views.baseline_run_new, "baseline-run-new"),
+            ("compare/", explorer_views.run_compare, "run-compare"),
+        ],
     ),
-    path("compare/", explorer_views.run_compare, name="run-compare"),
-    path("backends/", backend_views.backend_list, name="backend-list"),
-    path("backends/new/", backend_views.backend_new, name="backend-new"),
-    path("backends/<int:backend_id>/edit/", backend_views.backend_edit, name="backend-edit"),
-    path("backends/<int:backend_id>/toggle/", backend_views.backend_toggle, name="backend-toggle"),
-    path("backends/<int:backend_id>/test/", backend_views.backend_test, name="backend-test"),
-    path("templates/", views.template_list, name="template-list"),
-    path("templates/<int:template_id>/", views.template_detail, name="template-detail"),
-    path("templates/<int:template_id>/revise/", views.template_revise, name="template-revise"),
+    *under(
+        RUN,
+        [
+            ("", views.run_detail, "run-detail"),
+            ("cancel/", views.run_cancel, "run-cancel"),
+            ("resume/", views.run_resume, "run-resume"),
+            ("mental-states/", views.run_mental_states, "run-mental-states"),
+            ("predictions/", explorer_views.prediction_list, "prediction-list"),
+            (
+                "predictions/<int:prediction_id>/",
+                explorer_views.prediction_detail,
+                "prediction-detail",
+            ),
+        ],
+    ),
+    *under(
+        "backends/",
+        [
+            ("", backend_views.backend_list, "backend-list"),
+            ("new/", backend_views.backend_new, "backend-new"),
+            ("<int:backend_id>/edit/", backend_views.backend_edit, "backend-edit"),
+            ("<int:backend_id>/toggle/", backend_views.backend_toggle, "backend-toggle"),
+            ("<int:backend_id>/test/", backend_views.backend_test, "backend-test"),
+        ],
+    ),
+    *under(
+        "templates/",
+        [
+            ("", views.template_list, "template-list"),
+            ("<int:template_id>/", views.template_detail, "template-detail"),
+            ("<int:template_id>/revise/", views.template_revise, "template-revise"),
+        ],
+    ),
 ]

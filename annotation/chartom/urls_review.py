@@ -4,74 +4,65 @@ Stages 3-6: the qualification trial, key-note extraction, paraphrase review and
 question choice (see :mod:`.views_construct`).
 """
 
-from django.urls import path
+from common.urls import screen_and_submit, under
 
 from . import views_construct as views
 
+QSET = "sets/<int:qset_id>/"
+ATTEMPT = "attempts/<int:attempt_id>/"
+
 urlpatterns = [
-    path("work/<slug:kind>/", views.work, name="chartom-work"),
-    path("work/<slug:kind>/take/", views.take, name="chartom-take"),
-    path("extract/<int:assignment_id>/", views.extract_screen, name="chartom-extract"),
-    path(
-        "extract/<int:assignment_id>/submit/", views.extract_submit, name="chartom-extract-submit"
+    *under(
+        "",
+        [
+            ("work/<slug:kind>/", views.work, "chartom-work"),
+            ("work/<slug:kind>/take/", views.take, "chartom-take"),
+            screen_and_submit(
+                "extract/<int:assignment_id>/",
+                views.extract_screen,
+                views.extract_submit,
+                "chartom-extract",
+            ),
+            screen_and_submit(
+                "paraphrase/<int:assignment_id>/",
+                views.paraphrase_screen,
+                views.paraphrase_submit,
+                "chartom-paraphrase",
+            ),
+            screen_and_submit(
+                "question/<int:assignment_id>/",
+                views.question_screen,
+                views.question_submit,
+                "chartom-question",
+            ),
+        ],
     ),
-    path("paraphrase/<int:assignment_id>/", views.paraphrase_screen, name="chartom-paraphrase"),
-    path(
-        "paraphrase/<int:assignment_id>/submit/",
-        views.paraphrase_submit,
-        name="chartom-paraphrase-submit",
-    ),
-    path("question/<int:assignment_id>/", views.question_screen, name="chartom-question"),
-    path(
-        "question/<int:assignment_id>/submit/",
-        views.question_submit,
-        name="chartom-question-submit",
-    ),
-    path("qualification/", views.qualification_index, name="chartom-qualification"),
-    path("qualification/start/", views.qualification_start, name="chartom-qualification-start"),
-    path(
-        "qualification/sets/<int:qset_id>/",
-        views.qualification_set,
-        name="chartom-qualification-set",
-    ),
-    path(
-        "qualification/sets/<int:qset_id>/items/new/",
-        views.qualification_gold_item,
-        name="chartom-qualification-gold-item",
-    ),
-    path(
-        "qualification/sets/<int:qset_id>/items/<int:item_id>/remove/",
-        views.qualification_item_remove,
-        name="chartom-qualification-item-remove",
-    ),
-    path(
-        "qualification/sets/<int:qset_id>/threshold/",
-        views.qualification_threshold,
-        name="chartom-qualification-threshold",
-    ),
-    path(
-        "qualification/sets/<int:qset_id>/retry/",
-        views.qualification_retry,
-        name="chartom-qualification-retry",
-    ),
-    path(
-        "qualification/sets/<int:qset_id>/active/",
-        views.qualification_activate,
-        name="chartom-qualification-activate",
-    ),
-    path(
-        "qualification/attempts/<int:attempt_id>/",
-        views.qualification_attempt,
-        name="chartom-qualification-attempt",
-    ),
-    path(
-        "qualification/attempts/<int:attempt_id>/items/<int:position>/",
-        views.qualification_item,
-        name="chartom-qualification-item",
-    ),
-    path(
-        "qualification/attempts/<int:attempt_id>/finish/",
-        views.qualification_finish,
-        name="chartom-qualification-finish",
+    *under(
+        "qualification/",
+        [
+            ("", views.qualification_index, "chartom-qualification"),
+            ("start/", views.qualification_start, "chartom-qualification-start"),
+            (QSET, views.qualification_set, "chartom-qualification-set"),
+            (f"{QSET}items/new/", views.qualification_gold_item, "chartom-qualification-gold-item"),
+            (
+                f"{QSET}items/<int:item_id>/remove/",
+                views.qualification_item_remove,
+                "chartom-qualification-item-remove",
+            ),
+            (
+                f"{QSET}threshold/",
+                views.qualification_threshold,
+                "chartom-qualification-threshold",
+            ),
+            (f"{QSET}retry/", views.qualification_retry, "chartom-qualification-retry"),
+            (f"{QSET}active/", views.qualification_activate, "chartom-qualification-activate"),
+            (ATTEMPT, views.qualification_attempt, "chartom-qualification-attempt"),
+            (
+                f"{ATTEMPT}items/<int:position>/",
+                views.qualification_item,
+                "chartom-qualification-item",
+            ),
+            (f"{ATTEMPT}finish/", views.qualification_finish, "chartom-qualification-finish"),
+        ],
     ),
 ]

@@ -167,7 +167,7 @@ def test_board_for_annotators_shows_cards_without_batches_or_upload(
     assert reverse("annotation:chartom-take", kwargs={"kind": "extract"}) in body
     assert reverse("annotation:chartom-note-check-take") in body
     assert f'href="{reverse("annotation:chartom-checks")}" data-start-key="7"' in body
-    assert 'href="/annotation/chartom/">CharToM-QA</a>' in body  # the nav link
+    assert 'href="/annotation/chartom/">CharToM-QA construction</a>' in body  # the nav link
     assert client.post(reverse("annotation:chartom"), {"name": "x"}).status_code == 403
     assert NoteBatch.objects.count() == 1
 
