@@ -2,40 +2,40 @@
 
 from django.urls import include, path
 
+from common.urls import under
+
 from .dyntom.generation import views
 from .dyntom.validation import views as validation_views
 
 app_name = "annotation"
 
+SLOT = "slots/<int:assignment_id>/"
+
 urlpatterns = [
     path("chartom/", include("annotation.chartom.urls_review")),
     path("chartom/", include("annotation.chartom.urls_checks")),
     path("chartom/", include("annotation.chartom.urls_board")),
-    path("generation/", views.generation_index, name="generation"),
-    path("generation/<int:job_id>/", views.generation_job, name="generation-job"),
-    path("validation/", validation_views.validation_index, name="validation"),
-    path("validation/<int:batch_id>/", validation_views.validation_batch, name="validation-batch"),
-    path(
-        "validation/<int:batch_id>/take/", validation_views.validation_take, name="validation-take"
+    *under(
+        "generation/",
+        [
+            ("", views.generation_index, "generation"),
+            ("<int:job_id>/", views.generation_job, "generation-job"),
+        ],
     ),
-    path(
-        "validation/stages/<int:vstage_id>/",
-        validation_views.validation_stage,
-        name="validation-stage",
-    ),
-    path(
-        "validation/slots/<int:assignment_id>/save/",
-        validation_views.score_save,
-        name="validation-save",
-    ),
-    path(
-        "validation/slots/<int:assignment_id>/submit/",
-        validation_views.score_submit,
-        name="validation-submit",
-    ),
-    path(
-        "validation/objects/<int:object_id>/override/",
-        validation_views.decision_override,
-        name="validation-override",
+    *under(
+        "validation/",
+        [
+            ("", validation_views.validation_index, "validation"),
+            ("<int:batch_id>/", validation_views.validation_batch, "validation-batch"),
+            ("<int:batch_id>/take/", validation_views.validation_take, "validation-take"),
+            ("stages/<int:vstage_id>/", validation_views.validation_stage, "validation-stage"),
+            (f"{SLOT}save/", validation_views.score_save, "validation-save"),
+            (f"{SLOT}submit/", validation_views.score_submit, "validation-submit"),
+            (
+                "objects/<int:object_id>/override/",
+                validation_views.decision_override,
+                "validation-override",
+            ),
+        ],
     ),
 ]
