@@ -31,14 +31,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def dyntom_people():
-    """A DynToM human baseline answered by Ann (2/2) and Bob (1/2)."""
+    """A DynToM human baseline answered by Zoe (2/2) and Bob (1/2)."""
     stage = DynToMStageFactory()
     questions = [DynToMQuestionFactory(stage=stage, gold_letter="b") for _ in range(2)]
     study = cs.choice_study_create(
         name="Baseline", benchmark="dyntom", works=[stage.work], stage_fraction=1, overlap=2
     ).study
     study_launch(study=study)
-    people = participants_invite(study=study, labels=["Ann", "Bob"])
+    people = participants_invite(study=study, labels=["Zoe", "Bob"])
     for p, picks in zip(people, ([1, 1], [1, 0]), strict=True):
         participant_consent(participant=p)
         x = cs.dyntom_stage_take(participant=p, study_work_id=study.study_works.get().pk)
@@ -77,9 +77,9 @@ def test_withdrawing_data_empties_and_rebuilds_the_stored_job(
     other = _built_job("tom-in-amc")  # another benchmark's job holds nobody of this study
     client.force_login(researcher)
     before = _exports(client, job)
-    assert "Ann" in _zip_text(before["csv"]) and "Ann" in before["table"].content.decode()
+    assert "Zoe" in _zip_text(before["csv"]) and "Zoe" in before["table"].content.decode()
 
-    # Ann withdraws her data through her own page.
+    # Zoe withdraws her data through her own page.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         client.post(reverse("rater:withdraw", args=[ann.token]))
     client.force_login(researcher)  # the rater page used the same client
@@ -94,7 +94,7 @@ def test_withdrawing_data_empties_and_rebuilds_the_stored_job(
     waiting = _exports(client, job)
     for fmt in ("csv", "xlsx", "table"):
         assert waiting[fmt].status_code == 404
-    assert "Ann" not in waiting["page"].content.decode()
+    assert "Zoe" not in waiting["page"].content.decode()
     assert "after a withdrawal" in waiting["page"].content.decode()
     ann.refresh_from_db()
     assert ann.report_jobs_rebuilt_at is not None and ann.report_jobs_rebuilt == 1
@@ -103,11 +103,11 @@ def test_withdrawing_data_empties_and_rebuilds_the_stored_job(
     assert services.report_job_execute(job_id=job.pk) == ReportJob.Status.SUCCEEDED
     after = _exports(client, job)
     table = after["table"].content.decode()
-    assert "Bob" in table and "Ann" not in table
-    assert "Ann" not in _zip_text(after["csv"])
+    assert "Bob" in table and "Zoe" not in table
+    assert "Zoe" not in _zip_text(after["csv"])
     assert after["xlsx"].status_code == 200
     page = after["page"].content.decode()
-    assert 'data-testid="rebuilt-after-withdrawal"' in page and "Ann" not in page
+    assert 'data-testid="rebuilt-after-withdrawal"' in page and "Zoe" not in page
 
     # The researcher's ledger says when it happened.
     detail = client.get(reverse("studies:detail", args=[study.pk])).content.decode()
