@@ -54,3 +54,84 @@ class BenchmarkImportForm(forms.Form):
             "split": data["split"] or "",
             "books": Path(books) if books else None,
         }
+
+
+# -- imports from uploaded files (/data/import/) ---------------------------------------
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one input (Django's documented recipe)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(d, initial) for d in data if d]
+        return [single(data, initial)] if data else []
+
+
+def _upload_format_choices() -> list[tuple[str, str]]:
+    from .uploads import upload_sources
+
+    return [(source.name, source.label) for source in upload_sources()]
+
+
+class ImportUploadForm(forms.Form):
+    """Files and the chosen format's options; the service checks which options apply."""
+
+    format = forms.ChoiceField(choices=_upload_format_choices)
+    files = MultipleFileField(label="Files", required=False)
+    books = MultipleFileField(label="Books (.txt)", required=False)
+    split = forms.ChoiceField(
+        choices=[(s.value, s.label or "—") for s in Split], required=False, label="Split"
+    )
+    title = forms.CharField(max_length=255, required=False)
+    stage = forms.CharField(max_length=100, required=False)
+    name = forms.CharField(max_length=200, required=False)
+    benchmark = forms.ChoiceField(
+        choices=[("", "from each line"), *[(b.value, b.label) for b in Benchmark]],
+        required=False,
+    )
+    model = forms.CharField(max_length=255, required=False)
+
+    OPTION_FIELDS = ("title", "stage", "split", "name", "benchmark", "model")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from .uploads import OPTION_LABELS
+
+        super().__init__(*args, **kwargs)
+        for name, (label, help_text) in OPTION_LABELS.items():
+            self.fields[name].label = label
+            self.fields[name].help_text = help_text
+
+    def chosen_source(self):
+        """The format chosen (bound or initial), or None."""
+        from .uploads import UploadRefused, upload_source_get
+
+        name = self.data.get("format") if self.is_bound else self.initial.get("format")
+        try:
+            return upload_source_get(name)
+        except UploadRefused:
+            return None
+
+    def option_fields(self) -> list[forms.BoundField]:
+        """The bound fields of the chosen format's options, in the form's order."""
+        source = self.chosen_source()
+        wanted = source.options if source else ()
+        return [self[name] for name in self.OPTION_FIELDS if name in wanted]
+
+    def service_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "format_name": data["format"],
+            "files": data["files"],
+            "books": data["books"],
+            "options": {name: data.get(name) or "" for name in self.OPTION_FIELDS},
+        }

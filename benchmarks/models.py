@@ -6,6 +6,7 @@ and an ``extra`` JSON field that keeps source fields we do not model, so an expo
 gives back what was imported.
 """
 
+from django.conf import settings
 from django.db import models
 
 from .fields import BulkJSONField
@@ -342,26 +343,63 @@ class DynToMQuestion(TimestampedModel):
 
 
 class ImportJob(TimestampedModel):
-    """A benchmark import run by a Celery worker (big files), with progress for the UI."""
+    """One import: a path on the server (``import_benchmark --background``) or an upload.
+
+    An upload (``upload`` set: its folder under ``DATA_DIR/uploads``) starts as a dry
+    run (``ready``: ``dry_run`` and ``preview`` hold what Confirm would do), then is
+    imported in the request or queued for a Celery worker, or cancelled. Its files are
+    deleted when it ends, whichever way.
+    """
 
     class Status(models.TextChoices):
+        READY = "ready", "dry run, waiting for confirmation"
         QUEUED = "queued", "queued"
         RUNNING = "running", "running"
         SUCCEEDED = "succeeded", "succeeded"
         FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     format_name = models.CharField(max_length=30)
     path = models.TextField()
     split = models.CharField(max_length=5, blank=True, default="")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0, help_text="records, from the dry run")
     report = BulkJSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="import_jobs",
+    )
+    upload = models.CharField(
+        max_length=64, blank=True, default="", help_text="folder under DATA_DIR/uploads"
+    )
+    files = BulkJSONField(default=list, blank=True, help_text="uploaded file names")
+    upload_bytes = models.PositiveBigIntegerField(default=0)
+    options = BulkJSONField(default=dict, blank=True, help_text="title, books, run name…")
+    dry_run = BulkJSONField(default=dict, blank=True, help_text="the dry run's report")
+    preview = BulkJSONField(default=list, blank=True, help_text="first records, as shown")
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["created_by", "-created_at"])]
 
     def __str__(self) -> str:
         return f"import {self.format_name} {self.path} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def percent(self) -> int:
+        if not self.progress_total:
+            return 100 if self.status == self.Status.SUCCEEDED else 0
+        return min(100, round(100 * self.progress_done / self.progress_total))

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Replace
 from django.utils import timezone
 
 from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
 
+from . import uploads
 from .exporters import get_exporter
 from .importers import ImportDataError, ImportReport, get_importer
 from .importers.base import ProgressCallback
 from .importers.chartom_qa import record_parse
+from .importers.screenplay import SUFFIXES as SCREENPLAY_SUFFIXES
+from .importers.screenplay import screenplay_import
 from .models import Benchmark, Character, ImportJob, QAItem, Work
+from .uploads import UploadOutcome, UploadRefused, UploadSource
 
 IMPORT_TASK_NAME = "benchmarks.run_import_job"
-job_tasks_register("benchmarks.importjob", IMPORT_TASK_NAME)
+job_tasks_register("benchmarks.importjob", IMPORT_TASK_NAME, page="benchmarks:import-job")
 
 
 def benchmark_import(
@@ -77,6 +85,8 @@ def import_job_run(*, job_id: int) -> str:
 
     A job that a killed worker left "running" is claimed again when its message is
     redelivered (acks_late): the import is atomic, so nothing of the first try stayed.
+    An upload's job (confirmed in the browser or the API) runs here too, in the request
+    for small uploads and on the worker for large ones.
     """
     claimed = ImportJob.objects.filter(
         pk=job_id, status__in=[ImportJob.Status.QUEUED, ImportJob.Status.RUNNING]
@@ -84,6 +94,8 @@ def import_job_run(*, job_id: int) -> str:
     if not claimed:
         return "skipped"
     job = ImportJob.objects.get(pk=job_id)
+    if job.upload:
+        return _upload_job_run(job)
     done = 0
 
     def progress(n: int) -> None:
@@ -108,6 +120,293 @@ def import_job_run(*, job_id: int) -> str:
         finished_at=timezone.now(),
     )
     return "succeeded"
+
+
+# -- imports from uploaded files (the /data/ pages and POST /api/imports/) ---------------
+
+
+class _DryRunDone(Exception):
+    """Raised inside the dry run's transaction once its report is read: rolls it back."""
+
+
+def _upload_execute(
+    *, source: UploadSource, folder: Path, path: Path, options: dict[str, Any], progress
+) -> UploadOutcome:
+    """The source's import of ``path``, then upload paths taken out of ``Work.source``.
+
+    DynToM records a new stage's folder as its source: in an upload that is a
+    temporary folder, so it is stored relative to the upload (``trial50``).
+    """
+    outcome = source.run(path, options, progress)
+    prefix = f"{folder / uploads.DATA}/"
+    Work.objects.filter(source__startswith=prefix).update(
+        source=Replace("source", Value(prefix), Value(""))
+    )
+    return outcome
+
+
+def _dry_run(
+    source: UploadSource, folder: Path, path: Path, options: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Import inside a transaction that is rolled back: the report, preview and records.
+
+    The very import Confirm runs, so its counts are what Confirm will do (unless the
+    item bank changes in between).
+    """
+    records = 0
+
+    def progress(n: int) -> None:
+        nonlocal records
+        records += n
+
+    result: dict[str, Any] = {}
+    try:
+        with transaction.atomic():
+            outcome = _upload_execute(
+                source=source, folder=folder, path=path, options=options, progress=progress
+            )
+            result["report"] = uploads.report_from(outcome, folder)
+            result["preview"] = source.preview(path, options, outcome)
+            raise _DryRunDone
+    except _DryRunDone:
+        pass
+    return result["report"], result["preview"], records
+
+
+def import_uploads_purge() -> list[str]:
+    """Delete abandoned uploads (older than ``TOMLAB_UPLOAD_TTL_S``), not queued ones."""
+    active = [ImportJob.Status.QUEUED, ImportJob.Status.RUNNING]
+
+    def keep(upload_id: str) -> bool:
+        return ImportJob.objects.filter(upload=upload_id, status__in=active).exists()
+
+    gone = uploads.uploads_purge(keep=keep)
+    if gone:
+        ImportJob.objects.filter(upload__in=gone, status=ImportJob.Status.READY).update(
+            status=ImportJob.Status.CANCELLED,
+            error="the upload expired before it was confirmed (settings.TOMLAB_UPLOAD_TTL_S)",
+            finished_at=timezone.now(),
+        )
+    return gone
+
+
+def import_upload_dry_run(
+    *,
+    user: Any,
+    format_name: str,
+    files: Sequence[uploads.FileLike],
+    books: Sequence[uploads.FileLike] = (),
+    options: dict[str, Any] | None = None,
+) -> ImportJob:
+    """Store an upload, lay it out, dry-run its import; the job waits for Confirm.
+
+    Raises :class:`~benchmarks.uploads.UploadRefused` naming the form field, or the
+    file, record and field of the first problem; the upload is deleted then and
+    nothing is written (no job either).
+    """
+    import_uploads_purge()
+    source = uploads.upload_source_get(format_name)
+    options = uploads.options_clean(source, options or {})
+    upload = uploads.upload_store(source=source, files=files, books=books)
+    try:
+        incoming = sorted((upload.folder / uploads.INCOMING).iterdir())
+        path = source.layout(upload.folder, incoming, options)
+        report, preview, records = _dry_run(source, upload.folder, path, options)
+    except ImportDataError as exc:
+        uploads.upload_delete(upload.id)
+        raise uploads.located(exc, upload.folder) from None
+    except ValueError as exc:
+        uploads.upload_delete(upload.id)
+        raise UploadRefused(uploads.scrub(str(exc), upload.folder)) from None
+    except BaseException:
+        uploads.upload_delete(upload.id)
+        raise
+    return ImportJob.objects.create(
+        format_name=source.name,
+        path=str(path),
+        split=options.get("split", ""),
+        status=ImportJob.Status.READY,
+        created_by=user,
+        upload=upload.id,
+        files=upload.files,
+        upload_bytes=upload.size,
+        options=options,
+        dry_run=report,
+        preview=preview,
+        progress_total=records,
+    )
+
+
+def import_upload_background(job: ImportJob) -> bool:
+    """Whether Confirm queues the job for a worker (over TOMLAB_IMPORT_BACKGROUND_BYTES)."""
+    return job.upload_bytes > settings.TOMLAB_IMPORT_BACKGROUND_BYTES
+
+
+def import_upload_confirm(*, job: ImportJob) -> ImportJob:
+    """Import a dry-run upload: here when small, else queued for a worker.
+
+    One conditional UPDATE takes the job from "ready", so a second Confirm (a double
+    click, a second tab) is refused instead of importing twice.
+    """
+    background = import_upload_background(job)
+    with transaction.atomic():
+        taken = ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.READY).update(
+            status=ImportJob.Status.QUEUED
+        )
+        if not taken:
+            job.refresh_from_db()
+            raise UploadRefused(
+                f"this import is {job.get_status_display()}; only a dry run waiting for "
+                "confirmation can be confirmed"
+            )
+        if background:
+            task_send_on_commit(IMPORT_TASK_NAME, (job.pk,))
+    if not background:
+        import_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    return job
+
+
+def import_upload_cancel(*, job: ImportJob) -> ImportJob:
+    """Cancel a dry run or a queued import and delete its files."""
+    cancelled = ImportJob.objects.filter(
+        pk=job.pk, status__in=[ImportJob.Status.READY, ImportJob.Status.QUEUED]
+    ).update(status=ImportJob.Status.CANCELLED, finished_at=timezone.now())
+    job.refresh_from_db()
+    if not cancelled:
+        raise UploadRefused(f"this import is {job.get_status_display()}; it cannot be cancelled")
+    uploads.upload_delete(job.upload)
+    return job
+
+
+def import_job_progress(job: ImportJob) -> int:
+    """Records done: from the upload's progress file while running, else the row."""
+    if job.status == ImportJob.Status.RUNNING and job.upload:
+        done = uploads.progress_read(job.upload)
+        if done is not None:
+            return min(done, job.progress_total) if job.progress_total else done
+    return job.progress_done
+
+
+def _upload_job_run(job: ImportJob) -> str:
+    folder = uploads.upload_folder(job.upload)
+    progress = uploads.ProgressFile(folder, total=job.progress_total)
+    progress.flush()
+    status, error, report = ImportJob.Status.FAILED, "", {}
+    try:
+        source = uploads.upload_source_get(job.format_name)
+        with transaction.atomic():
+            outcome = _upload_execute(
+                source=source,
+                folder=folder,
+                path=Path(job.path),
+                options=dict(job.options),
+                progress=progress,
+            )
+        report = uploads.report_from(outcome, folder)
+        status = ImportJob.Status.SUCCEEDED
+    except ImportDataError as exc:
+        error = str(uploads.located(exc, folder))
+    except (UploadRefused, ValueError) as exc:
+        error = uploads.scrub(str(exc), folder)
+    except BaseException:
+        error = "the import stopped on an internal error; nothing was written"
+        raise
+    finally:
+        ImportJob.objects.filter(pk=job.pk, status=ImportJob.Status.RUNNING).update(
+            status=status,
+            error=error,
+            report=report,
+            progress_done=progress.done,
+            finished_at=timezone.now(),
+        )
+        uploads.upload_delete(job.upload)
+    return status
+
+
+def _benchmark_run(format_name: str):
+    """The upload ``run`` of an item bank format: ``benchmark_import``, as the command."""
+
+    def run(path: Path, options: dict[str, Any], progress: ProgressCallback) -> UploadOutcome:
+        books = uploads.books_folder(path) if options.get("books") else None
+        report = benchmark_import(
+            format_name=format_name,
+            path=path,
+            split=options.get("split", ""),
+            progress=progress,
+            books=books,
+        )
+        return UploadOutcome(report=report)
+
+    return run
+
+
+def _screenplay_run(
+    path: Path, options: dict[str, Any], progress: ProgressCallback
+) -> UploadOutcome:
+    report = screenplay_import(
+        path=path, title=options.get("title"), split=options.get("split", ""), progress=progress
+    )
+    return UploadOutcome(report=report)
+
+
+for _source in (
+    UploadSource(
+        name="screenplay",
+        label="Screenplay",
+        help="A raw screenplay (IMSDb plain text or Fountain), built into a ToM-in-AMC movie: "
+        "scenes, the five main characters masked as P0, P1… in the testing scenes.",
+        extensions=SCREENPLAY_SUFFIXES,
+        options=("title", "split"),
+        layout=uploads.layout_screenplay,
+        run=_screenplay_run,
+        preview=uploads.preview_screenplay,
+    ),
+    UploadSource(
+        name=Benchmark.TVSHOWGUESS,
+        label="TVShowGuess",
+        help="A show's <show>.raw (CSV No.,Scene,Answer) and, optionally, its .tsv of human "
+        "annotations.",
+        extensions=(".raw", ".tsv"),
+        options=("split",),
+        layout=uploads.layout_tvshowguess,
+        run=_benchmark_run(Benchmark.TVSHOWGUESS),
+        preview=uploads.preview_tvshowguess,
+    ),
+    UploadSource(
+        name=Benchmark.DYNTOM,
+        label="DynToM",
+        help="A .zip of trialN/ folders (each with story.json and question_new.json), or one "
+        "trial's story.json and question_new.json with its name.",
+        extensions=(".zip", ".json"),
+        options=("stage", "split"),
+        layout=uploads.layout_dyntom,
+        run=_benchmark_run(Benchmark.DYNTOM),
+        preview=uploads.preview_dyntom,
+    ),
+    UploadSource(
+        name=Benchmark.CHARTOM_QA,
+        label="CharToM-QA",
+        help="CharToM-QA JSONL, one question per line, with the books (.txt) to cut plot "
+        "windows from when lines have no context_1000/context_2000.",
+        extensions=(".jsonl",),
+        options=("books", "split"),
+        layout=uploads.layout_chartom,
+        run=_benchmark_run(Benchmark.CHARTOM_QA),
+        preview=uploads.preview_chartom,
+    ),
+    UploadSource(
+        name=Benchmark.TOM_IN_AMC,
+        label="ToM-in-AMC",
+        help="ToM-in-AMC JSON ({split: {movie: {chars, training_scenes, testing_scenes}}}).",
+        extensions=(".json",),
+        options=("split",),
+        layout=uploads.layout_single("ToM-in-AMC", (".json",)),
+        run=_benchmark_run(Benchmark.TOM_IN_AMC),
+        preview=uploads.preview_tom_in_amc,
+    ),
+):
+    uploads.upload_source_register(_source)
 
 
 # -- publishing from the construction workflow ------------------------------------------

@@ -33,6 +33,7 @@ urlpatterns = [
     # Before admin.site.urls, which has the same path: the admin log-in, throttled.
     path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
+    path("data/", include("benchmarks.urls")),
     path("runs/", include("modeling.urls")),
     path("studies/", include("studies.urls")),
     path("s/", include("studies.rater_urls")),

@@ -6,6 +6,8 @@ would spend a query validating the id, and an unknown id should just match nothi
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from django import forms
 from django.db.models import Q, QuerySet
@@ -23,11 +25,21 @@ from benchmarks.models import (
 )
 
 
+class IdField(forms.IntegerField):
+    """A primary key: 64 bits at most, since a larger one raises OverflowError in the
+    SQLite driver (a 500) instead of matching nothing."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", -(2**63))
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(**kwargs)
+
+
 @extend_schema_field(OpenApiTypes.INT)
 class IdFilter(django_filters.Filter):
     """A related row's primary key."""
 
-    field_class = forms.IntegerField
+    field_class = IdField
 
 
 class WorkFilter(django_filters.FilterSet):

@@ -207,6 +207,12 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI from drf-spectacular-sidecar's static files (no CDN, CSP 'self').
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # One name per choice set that several serializers share.
+    "ENUM_NAME_OVERRIDES": {
+        "StudyStatusEnum": "studies.models.Study.Status",
+        "StudyRevealEnum": "studies.models.Study.Reveal",
+        "QuestionTypeEnum": "benchmarks.models.DynToMQuestion.QuestionType",
+    },
 }
 
 # Celery: https://docs.celeryq.dev/en/stable/userguide/configuration.html
@@ -293,6 +299,7 @@ TOMLAB_IMPORT_MAX_BYTES = {
     "tom-in-amc": 500 * _MB,
     "dyntom-story": 2 * _MB,  # the release's largest story.json is ~20 KB
     "dyntom-questions": 10 * _MB,  # ... and question_new.json ~0.3 MB
+    "predictions": 200 * _MB,  # predictions JSONL uploaded in the browser or the API
 }
 for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
     _name, _, _value = _entry.partition("=")
@@ -300,6 +307,22 @@ for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
 # Largest text or JSON value an import may store in one field (a scene's text, a QA
 # context, one unknown field kept in `extra`): bounds rows and API responses.
 TOMLAB_IMPORT_MAX_FIELD_BYTES = env.int("TOMLAB_IMPORT_MAX_FIELD_BYTES", default=2 * _MB)
+# Imports from uploaded files (benchmarks/uploads.py, the /data/ pages and /api/imports/).
+# All the files of one upload together, and a .zip's members once unpacked, at most:
+TOMLAB_UPLOAD_MAX_BYTES = env.int("TOMLAB_UPLOAD_MAX_BYTES", default=1024 * _MB)
+# An upload left unconfirmed this long is deleted when the next upload comes in.
+TOMLAB_UPLOAD_TTL_S = env.int("TOMLAB_UPLOAD_TTL_S", default=24 * 3600)
+# Confirmed uploads above this many bytes import on a Celery worker, with a progress
+# bar; smaller ones import in the request.
+TOMLAB_IMPORT_BACKGROUND_BYTES = env.int("TOMLAB_IMPORT_BACKGROUND_BYTES", default=2 * _MB)
+
+# Study webhooks (studies/participation/webhooks.py): plain http URLs only in development
+# unless allowed here; tries per event, the wait before the second (doubled each time),
+# and each call's timeout.
+TOMLAB_WEBHOOK_ALLOW_HTTP = env.bool("TOMLAB_WEBHOOK_ALLOW_HTTP", default=DEBUG)
+TOMLAB_WEBHOOK_MAX_ATTEMPTS = env.int("TOMLAB_WEBHOOK_MAX_ATTEMPTS", default=6)
+TOMLAB_WEBHOOK_BACKOFF_S = env.float("TOMLAB_WEBHOOK_BACKOFF_S", default=10.0)
+TOMLAB_WEBHOOK_TIMEOUT_S = env.float("TOMLAB_WEBHOOK_TIMEOUT_S", default=5.0)
 
 # DynToM generation: replies per step (the first and its retries, each carrying the
 # validation error) before a stage is marked "needs attention"
