@@ -1,4 +1,5 @@
-"""Admin for studies. Invite tokens are credentials: shown truncated, never editable."""
+"""Admin for studies. Invite tokens are credentials: shown truncated, never editable.
+A study's webhook signing key is never shown at all (the study page makes a new one)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .models import (
     Study,
     StudyItem,
     StudyWork,
+    WebhookDelivery,
     WorkSession,
 )
 
@@ -61,6 +63,9 @@ class StudyAdmin(admin.ModelAdmin):
     # page's form does (and Django 6's default).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     raw_id_fields = ("created_by",)
+    # Shown once to the researcher on the study page, never here (the field is also
+    # ``editable=False`` and ``holds_secrets``: no form, filter or ordering reaches it).
+    exclude = ("webhook_secret",)
     inlines = [StudyWorkInline]
     date_hierarchy = "created_at"
 
@@ -180,3 +185,30 @@ class GuessAdmin(admin.ModelAdmin):
     search_fields = ("answer", "evidence", "assignment__participant__label")
     list_select_related = ("assignment__participant", "instance__scene__work")
     raw_id_fields = ("assignment", "instance")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """Read only: the record of what was sent and how the receiver answered."""
+
+    list_display = (
+        "delivery_id",
+        "study",
+        "event",
+        "status",
+        "attempts",
+        "last_status_code",
+        "created_at",
+        "delivered_at",
+    )
+    list_filter = ("status", "event")
+    search_fields = ("delivery_id", "study__name")
+    list_select_related = ("study",)
+    raw_id_fields = ("study", "participant")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -36,7 +36,25 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class WorkChoiceField(forms.ModelMultipleChoiceField):
+class WorkField(forms.ModelMultipleChoiceField):
+    """Works by primary key, each read with the request-number helper first: Django
+    hands any digit string to the database, and one past 64 bits raises OverflowError
+    on SQLite (a 500) instead of "not one of the available choices"."""
+
+    def _check_values(self, value: Any) -> Any:
+        for pk in value if isinstance(value, list | tuple) else [value]:
+            try:
+                parse_number(str(pk).strip(), name="works", maximum=2**63 - 1)
+            except BadNumber:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_choice"],
+                    code="invalid_choice",
+                    params={"value": pk},
+                ) from None
+        return super()._check_values(value)
+
+
+class WorkChoiceField(WorkField):
     def label_from_instance(self, obj: Work) -> str:
         return f"{obj.title} ({obj.get_benchmark_display()}, {obj.n_test} test scenes)"
 

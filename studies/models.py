@@ -39,6 +39,25 @@ def default_tags() -> list[str]:
     return list(DEFAULT_TOM_TAGS)
 
 
+class WebhookSecretField(models.CharField):
+    """The key a study's webhook events are signed with (HMAC-SHA256).
+
+    It is shown to the researcher once, when made, and never again: ``editable=False``
+    keeps it out of model forms and the admin, and ``holds_secrets`` makes
+    ``common.admin_input`` refuse any admin or API filter, ordering or search reaching it
+    (a ``?webhook_secret__startswith=`` would otherwise read it one character at a time).
+    """
+
+    holds_secrets = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("max_length", 100)
+        kwargs.setdefault("blank", True)
+        kwargs.setdefault("default", "")
+        kwargs.setdefault("editable", False)
+        super().__init__(*args, **kwargs)
+
+
 class Study(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "draft"
@@ -122,6 +141,10 @@ class Study(models.Model):
     # Bumped whenever the exit questions change; each version's text is kept
     # (``StudyTextVersion``) so exports pair every answer with the question it answered.
     exit_questions_version = models.PositiveIntegerField(default=1)
+    # Where finishing and withdrawing participants are announced (blank: nowhere), and
+    # the key the events are signed with (studies.participation.webhooks).
+    webhook_url = models.URLField(max_length=500, blank=True, default="")
+    webhook_secret = WebhookSecretField()
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -495,3 +518,55 @@ class StudyTextVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.study} {self.kind} v{self.version}"
+
+
+class WebhookDelivery(models.Model):
+    """One event sent to a study's webhook, and how its delivery went.
+
+    The body is fixed when the event happens, so every try sends the same bytes (signed
+    afresh with the time of the try); the receiver tells retries apart from new events by
+    ``delivery_id``. A participant's finish or withdrawal is announced once.
+    """
+
+    class Event(models.TextChoices):
+        FINISHED = "participant.finished", "participant finished"
+        WITHDRAWN = "participant.withdrawn", "participant withdrew"
+        TEST = "webhook.test", "test event"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "sending"
+        DELIVERED = "delivered", "delivered"
+        FAILED = "failed", "failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    participant = models.ForeignKey(
+        Participant, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    event = models.CharField(max_length=40, choices=Event.choices)
+    delivery_id = models.UUIDField(unique=True)
+    body = models.TextField(help_text="the JSON sent, byte for byte")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=6)
+    # The receiver's HTTP status, or why no answer came (never the secret or a header).
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["participant", "event"],
+                condition=models.Q(participant__isnull=False),
+                name="webhook_event_once_per_participant",
+            )
+        ]
+        indexes = [models.Index(fields=["study", "-created_at"], name="webhook_delivery_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.delivery_id} ({self.status})"

@@ -34,6 +34,14 @@ urlpatterns = [
     path("<int:study_id>/invite.csv/", running_views.study_invite_csv, name="invite-csv"),
     path("<int:study_id>/roles/", running_views.study_item_roles, name="roles"),
     path("<int:study_id>/preview/", running_views.study_preview, name="preview"),
+    path("<int:study_id>/webhook/", running_views.study_webhook, name="webhook"),
+    path(
+        "<int:study_id>/webhook/rotate/", running_views.study_webhook_rotate, name="webhook-rotate"
+    ),
+    path(
+        "<int:study_id>/webhook/remove/", running_views.study_webhook_remove, name="webhook-remove"
+    ),
+    path("<int:study_id>/webhook/test/", running_views.study_webhook_test, name="webhook-test"),
     path("<int:study_id>/raters.csv", running_views.study_quality_csv, name="raters-csv"),
     path(
         "<int:study_id>/platform-ids.csv",

@@ -30,14 +30,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import researcher_required as researcher_only
-from benchmarks.models import Character, Scene
+from benchmarks.models import Character
 from benchmarks.services import character_aliases_set, character_gender_set
 from common.csv_safe import csv_stream
 from common.request_params import BadNumber, optional_number
 from studies import errors
 from studies.participation import services as participation_services
 
-from . import exports, quality, selectors, services
+from . import api_services, exports, quality, selectors, services
 from .choice import researcher_views as choice_researcher_views
 from .choice import services as choice_services
 from .forms import AliasForm, GenderForm, InviteForm, StudyCreateForm, StudyTextsForm
@@ -55,7 +55,6 @@ from .scene.leaks import (
     scene_hold,
 )
 from .scene.perturbation import gender_for, name_forms_table, name_maps_build
-from .scene.sampling import ALL, sample_scenes
 
 PROGRESS_PARTIAL = "studies/study_detail.html#progress"
 PARTICIPANTS_PARTIAL = "studies/study_detail.html#participants"
@@ -94,50 +93,15 @@ def study_list(request: HttpRequest) -> HttpResponse:
 def study_new(request: HttpRequest) -> HttpResponse:
     form = StudyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        works = list(form.cleaned_data["works"])
-        scenes, sampling = _scene_sample(form)
         try:
-            with transaction.atomic():
-                study = services.study_create(
-                    name=form.cleaned_data["name"],
-                    benchmark=works[0].benchmark,
-                    works=works,
-                    scenes=scenes,
-                    created_by=request.user,
-                    sampling=sampling,
-                    **form.study_settings(),
-                )
-                report = leaks_check(study=study)
+            # The API creates through the same function with the same form.
+            created = api_services.scene_study_create(form=form, created_by=request.user)
         except errors.StudyError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(
-                request,
-                f"Study created with {report.scenes} scenes. The leak check held back "
-                f"{report.held_back} of them; review them before going live.",
-            )
-            return redirect("studies:detail", study_id=study.pk)
+            messages.success(request, created.summary())
+            return redirect("studies:detail", study_id=created.study.pk)
     return render(request, "studies/study_new.html", {"form": form})
-
-
-def _scene_sample(form: StudyCreateForm) -> tuple[list[Scene] | None, dict[str, Any]]:
-    """The scenes the form's sampling settings draw (None: all), and how, for the study."""
-    mode = form.cleaned_data["scenes"]
-    sample = sample_scenes(
-        selectors.scene_rows(list(form.cleaned_data["works"])),
-        by=mode,
-        per_stratum=form.cleaned_data["per_stratum"],
-        seed=form.cleaned_data["seed"],
-    )
-    sampling: dict[str, Any] = {"mode": "all" if mode == ALL else "stratified"}
-    if mode == ALL:
-        return None, sampling
-    sampling |= {
-        "by": mode,
-        "per_stratum": form.cleaned_data["per_stratum"],
-        "strata": {k: list(v) for k, v in sample.counts.items()},
-    }
-    return _scenes(sample.rows), sampling
 
 
 # -- drafts: edit, duplicate, delete ------------------------------------------------------
@@ -160,7 +124,7 @@ def study_edit(request: HttpRequest, study_id: int) -> HttpResponse:
         redraw = form.sampling_changed()
         if redraw:
             works = list(form.cleaned_data["works"])
-            scenes, settings_["sampling"] = _scene_sample(form)
+            scenes, settings_["sampling"] = api_services.scene_sample(form)
             settings_ |= {"works": works, "items": services.scene_items(works, scenes)}
         try:
             services.study_update(study=study, name=form.cleaned_data["name"], **settings_)
@@ -204,10 +168,6 @@ def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
         "items": study.study_items.count(),
     }
     return render(request, "studies/study_delete.html", context)
-
-
-def _scenes(rows) -> list[Scene]:
-    return list(Scene.objects.filter(pk__in=[r.scene_id for r in rows]))
 
 
 # -- detail and live progress -----------------------------------------------------------
@@ -393,15 +353,15 @@ def study_texts(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_invite(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form = InviteForm(request.POST)
-    if study.status == Study.Status.CLOSED:
-        messages.error(request, "The study is closed: it takes no new invites.")
-        return _back(study)
-    if not form.is_valid():
+    # A closed study is refused before the form is read (the API does the same).
+    if study.status != Study.Status.CLOSED and not form.is_valid():
         messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
         return _back(study)
-    created = participation_services.participants_invite(
-        study=study, labels=form.labels_for(study.participants.count())
-    )
+    try:
+        created = api_services.invites_create(study=study, form=form)
+    except errors.StudyError as exc:
+        messages.error(request, str(exc))
+        return _back(study)
     messages.success(
         request, f"{len(created)} invite link{'s' if len(created) != 1 else ''} created."
     )

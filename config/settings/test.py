@@ -43,5 +43,9 @@ if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
     _prefix = f"{DATA_DIR.parent.name}-{DATA_DIR.name}:"  # noqa: F405
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": _prefix}
 
+# The suite's webhook receivers listen on plain http at 127.0.0.1, and retry quickly.
+TOMLAB_WEBHOOK_ALLOW_HTTP = True
+TOMLAB_WEBHOOK_BACKOFF_S = 0.5
+
 # Short leases so the kill-the-worker test resumes within seconds.
 MODELING_RUN_LEASE_S = int(os.environ.get("MODELING_RUN_LEASE_S", "3"))

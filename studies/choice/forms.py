@@ -9,13 +9,13 @@ from django.db.models import Count
 
 from benchmarks.models import Benchmark, DynToMQuestion, Work
 
-from ..forms import NumberField
+from ..forms import NumberField, WorkField
 from ..models import Study
 from ..participation.recruitment import study_name_taken
 from . import services as cs
 
 
-class ChoiceWorkField(forms.ModelMultipleChoiceField):
+class ChoiceWorkField(WorkField):
     def label_from_instance(self, obj: Work) -> str:
         if obj.benchmark == Benchmark.CHARTOM_QA:
             return f"{obj.title} (CharToM-QA, {obj.n_items} questions)"

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.decorators import researcher_required as researcher_only
 from common.request_params import BadNumber, optional_number
 
-from .. import selectors
+from .. import api_services, selectors
 from .. import services as study_services
 from ..errors import StudyError
 from ..forms import InviteForm, StudyTextsForm
@@ -45,25 +45,12 @@ def _choice_study(study_id: int) -> Study:
 def study_new(request: HttpRequest) -> HttpResponse:
     form = ChoiceStudyForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
         try:
-            created = cs.choice_study_create(
-                name=data["name"],
-                created_by=request.user,
-                instructions=data.get("instructions") or "",
-                consent=data.get("consent") or "",
-                **form.sample_args(),
-                **form.study_settings(),
-            )
+            created = api_services.choice_study_create(form=form, created_by=request.user)
         except StudyError as exc:
             form.add_error(None, str(exc))
         else:
-            skipped = "; ".join(f"{n} {why}" for why, n in created.skipped.items())
-            messages.success(
-                request,
-                f"Study created with {created.items} items."
-                + (f" Left out: {skipped}." if skipped else ""),
-            )
+            messages.success(request, api_services.choice_created_summary(created))
             return redirect("studies:detail", study_id=created.study.pk)
     status = 422 if form.is_bound and form.errors else 200
     return render(request, "studies/choice_study_new.html", {"form": form}, status=status)

@@ -13,6 +13,7 @@ from ..errors import StudyError
 from ..forms import NumberField
 from ..models import Study, StudyItem
 from .recruitment import exit_questions_parse, exit_questions_text
+from .webhooks import WebhookError, webhook_url_check
 
 PARAM_HELP = "query parameter of the platform's link; blank: not read"
 
@@ -251,3 +252,23 @@ class ExclusionOverrideForm(forms.Form):
         if data.get("decision") and not (data.get("reason") or "").strip():
             self.add_error("reason", "Say why you include or exclude this participant.")
         return data
+
+
+class WebhookForm(forms.Form):
+    """The study's webhook URL (``webhooks.webhook_url_check`` says what is accepted)."""
+
+    # A CharField, not a URLField: the check's own messages say what a webhook needs
+    # (https, a host), and no scheme is assumed for a URL that lacks one.
+    webhook_url = forms.CharField(
+        label="Webhook URL",
+        max_length=500,
+        help_text="receives a signed POST when a participant finishes or withdraws",
+        widget=forms.URLInput(attrs={"placeholder": "https://example.org/tomlab-hook"}),
+    )
+
+    def clean_webhook_url(self) -> str:
+        try:
+            return webhook_url_check(self.cleaned_data["webhook_url"])
+        except WebhookError as exc:
+            message = str(exc)
+            raise forms.ValidationError(message[:1].upper() + message[1:] + ".") from None

@@ -1,8 +1,9 @@
 """Researcher pages for running a study with recruited participants: recruitment and
 pacing settings, the public link, CSV invites, practice and attention-check scenes,
 per-rater quality (page section and CSV), the ledger's platform-id CSV and exclusion
-overrides, and a preview as a participant that stores nothing. Each view checks the
-researcher role itself, like ``researcher_views``.
+overrides, the study's webhook (URL, signing key, test event, recent deliveries), and a
+preview as a participant that stores nothing. Each view checks the researcher role
+itself, like ``researcher_views``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import researcher_required
 from common.csv_safe import csv_writer
@@ -22,9 +25,9 @@ from common.request_params import BadNumber, optional_number
 
 from .. import quality
 from ..errors import StudyError
-from ..models import Assignment, Participant, Study, StudyItem, WorkSession
-from . import ledger, recruitment
-from .forms import CsvInviteForm, ExclusionOverrideForm, ItemRolesForm, RunningForm
+from ..models import Assignment, Participant, Study, StudyItem, WebhookDelivery, WorkSession
+from . import ledger, recruitment, webhooks
+from .forms import CsvInviteForm, ExclusionOverrideForm, ItemRolesForm, RunningForm, WebhookForm
 
 researcher_only = researcher_required("Studies are for researchers only.")
 
@@ -156,6 +159,113 @@ def participant_exclusion(request: HttpRequest, study_id: int, participant_id: i
     state = "excluded" if participant.excluded_at else "included"
     messages.success(request, f"{participant} is {state} now.")
     return _back(study, "#participants")
+
+
+# -- the webhook ---------------------------------------------------------------------------
+
+WEBHOOK_PAGE = "studies/webhook.html"
+
+
+def _webhook_render(
+    request: HttpRequest,
+    study: Study,
+    *,
+    form: WebhookForm | None = None,
+    new_secret: str = "",
+    notice: str = "",
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """The webhook page, or (htmx) its panel, which the study page loads in place.
+
+    A form error answers an htmx request 200, since htmx swaps in no 4xx answer.
+    """
+    study.refresh_from_db(fields=["webhook_url"])
+    deliveries = webhooks.webhook_deliveries_recent(study=study)
+    context = {
+        "study": study,
+        "webhook_form": form or WebhookForm(initial={"webhook_url": study.webhook_url}),
+        "deliveries": deliveries,
+        "pending": any(d.status == WebhookDelivery.Status.PENDING for d in deliveries),
+        "new_secret": new_secret,
+        "notice": notice,
+        "error": error,
+    }
+    if request.htmx:
+        response = render(request, f"{WEBHOOK_PAGE}#panel", context)
+    else:
+        response = render(request, WEBHOOK_PAGE, context, status=status)
+    if new_secret:
+        # The key is on this page only: no cache (browser or proxy) may keep a copy.
+        patch_cache_control(response, no_store=True, private=True)
+    return response
+
+
+def _webhook_done(request: HttpRequest, study: Study, notice: str) -> HttpResponse:
+    if request.htmx:
+        return _webhook_render(request, study, notice=notice)
+    messages.success(request, notice)
+    return redirect("studies:webhook", study_id=study.pk)
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_only
+def study_webhook(request: HttpRequest, study_id: int) -> HttpResponse:
+    """GET: the URL, the key's state, buttons and the last deliveries. POST: set or
+    change the URL; the first time, the new signing key is shown, this once."""
+    study = _study(study_id)
+    if request.method == "GET":
+        if request.htmx and request.htmx.target == "webhook-deliveries":
+            deliveries = webhooks.webhook_deliveries_recent(study=study)
+            pending = any(d.status == WebhookDelivery.Status.PENDING for d in deliveries)
+            context = {"study": study, "deliveries": deliveries, "pending": pending}
+            response = render(request, f"{WEBHOOK_PAGE}#deliveries", context)
+            # 286: htmx swaps this last copy in and stops polling.
+            return response if pending else HttpResponseStopPolling(response.content)
+        return _webhook_render(request, study)
+    form = WebhookForm(request.POST)
+    if not form.is_valid():
+        return _webhook_render(request, study, form=form, status=400)
+    had_url = bool(study.webhook_url)
+    secret = webhooks.webhook_set(study=study, url=form.cleaned_data["webhook_url"])
+    if secret:
+        notice = "Webhook set. Copy the signing key now: it is shown only this once."
+        return _webhook_render(request, study, new_secret=secret, notice=notice)
+    notice = "Webhook URL changed; the signing key is the same." if had_url else "Webhook set."
+    return _webhook_done(request, study, notice)
+
+
+@require_POST
+@researcher_only
+def study_webhook_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
+    """A new signing key, shown once; the old one signs nothing from now on."""
+    study = _study(study_id)
+    try:
+        secret = webhooks.webhook_secret_rotate(study=study)
+    except webhooks.WebhookError as exc:
+        return _webhook_render(request, study, error=f"No new key: {exc}.", status=409)
+    notice = "New signing key made: copy it now, it is shown only this once. The old key is void."
+    return _webhook_render(request, study, new_secret=secret, notice=notice)
+
+
+@require_POST
+@researcher_only
+def study_webhook_remove(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _study(study_id)
+    webhooks.webhook_remove(study=study)
+    return _webhook_done(request, study, "Webhook removed: no more events are sent.")
+
+
+@require_POST
+@researcher_only
+def study_webhook_test(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Queue a ``webhook.test`` event; the deliveries table shows how it went."""
+    study = _study(study_id)
+    try:
+        delivery = webhooks.webhook_test_send(study=study)
+    except webhooks.WebhookError as exc:
+        return _webhook_render(request, study, error=f"No test event sent: {exc}.", status=409)
+    return _webhook_done(request, study, f"Test event {delivery.delivery_id} queued.")
 
 
 @require_http_methods(["GET", "POST"])

@@ -19,7 +19,7 @@ from studies.models import (
     Study,
 )
 from studies.participation.ledger import exclusions_refresh
-from studies.participation.signals import participant_withdrawn
+from studies.participation.signals import participant_finished, participant_withdrawn
 
 
 def participants_invite(*, study: Study, labels: list[str]) -> list[Participant]:
@@ -116,9 +116,11 @@ def participant_finish(*, participant: Participant) -> Participant:
     """
     if participant.finished_at is not None:
         return participant
-    Participant.objects.filter(pk=participant.pk, finished_at__isnull=True).update(
+    first = Participant.objects.filter(pk=participant.pk, finished_at__isnull=True).update(
         finished_at=timezone.now()
     )
     exclusions_refresh(study=participant.study)
     participant.refresh_from_db()
+    if first:  # a second tab finishing at the same moment announces nothing
+        participant_finished.send(sender=Participant, participant=participant)
     return participant
