@@ -136,3 +136,35 @@ class DynToMQuestionBankSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"DynToM question bank {self.fingerprint[:12]}"
+
+
+class ReplicationImport(models.Model):
+    """A replication package imported here (``reports.replication.importing``).
+
+    The study it became is read-only by convention (closed, never relaunched); this row
+    is its source: which package (``package_id``, unique, so a second import of the
+    same package creates nothing), from which file, exported when and by which version,
+    and what each of the package's runs became here.
+    """
+
+    package_id = models.CharField(max_length=64, unique=True)
+    source_name = models.CharField(max_length=255, help_text="the package's file name")
+    exported_at = models.CharField(max_length=40, blank=True, default="")
+    app_version = models.CharField(max_length=40, blank=True, default="")
+    study = models.OneToOneField(
+        "studies.Study", on_delete=models.CASCADE, related_name="replication_source"
+    )
+    # Package run id ("R1") -> {"id": run id here, "backend_kind": …}.
+    runs = models.JSONField(default=dict, blank=True)
+    # Report file -> differences from the packaged JSON found after the import ([]: equal).
+    report_differences = models.JSONField(default=dict, blank=True)
+    imported_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-imported_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"replication package {self.package_id} ({self.source_name})"

@@ -3,6 +3,7 @@
 from django.urls import path, register_converter
 
 from . import validation_views, views
+from .replication import views as package_views
 
 
 class ImageFormat:
@@ -46,6 +47,19 @@ urlpatterns = [
         "runs/<int:run_id>/training/<slug:key>.<report_image:fmt>",
         views.run_training_chart,
         name="run-training-chart",
+    ),
+    # Replication packages (issue 30). Before the benchmark routes, as "validation" is.
+    path("packages/", package_views.package_index, name="package-index"),
+    path("packages/import/", package_views.package_upload, name="package-upload"),
+    path(
+        "packages/study/<int:study_id>/",
+        package_views.package_export_page,
+        name="package-export",
+    ),
+    path(
+        "packages/study/<int:study_id>/download/",
+        package_views.package_download,
+        name="package-download",
     ),
     # Before the benchmark routes: "validation" would otherwise read as a benchmark.
     path("validation/", validation_views.validation_report, name="validation"),

@@ -1,0 +1,639 @@
+"""Turn a replication package back into a study, its responses, runs and predictions.
+
+``package_import`` validates the package with Frictionless, checks every item against
+the bank (or imports the bundled items first), and writes everything in one
+transaction: a package refused for any reason writes nothing. The study comes back
+closed, under its own name, with its source in ``ReplicationImport``; a second import of
+the same package (same ``package_id``) creates nothing. After the import the reports
+are built again and compared with the packaged JSON (``report_differences``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import secrets
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+
+from benchmarks.importers import ImportDataError
+from benchmarks.models import Work
+from benchmarks.services import benchmark_import
+from modeling.models import Prediction, PromptTemplate, Run, RunCall
+from studies.models import (
+    Assignment,
+    ChoiceAnswer,
+    Familiarity,
+    Guess,
+    Participant,
+    Study,
+    StudyItem,
+    StudyTextVersion,
+    StudyWork,
+    WorkSession,
+)
+
+from ..models import ReplicationImport
+from .exporting import FORMAT, STUDY_REF, STUDY_SETTINGS
+from .items import items_resolve
+from .reports import REPORT_FILES, report_differences, report_normalise, reports_build
+from .tables import TABLES, TableError, decimal_or_zero, table_read
+
+MAX_BYTES_DEFAULT = 2 * 1024**3  # uncompressed, all files together
+MAX_FILES = 10_000
+
+
+class PackageError(ValueError):
+    """The package is refused; the message names the file, row, item or field."""
+
+
+@dataclass
+class ImportResult:
+    study: Study
+    created: bool
+    package_id: str
+    messages: list[str] = field(default_factory=list)
+    # report file -> differences from the packaged JSON ([]: equal)
+    differences: dict[str, list[str]] = field(default_factory=dict)
+    reports: dict[str, Any] = field(default_factory=dict)
+
+
+def max_bytes() -> int:
+    return int(getattr(settings, "REPLICATION_MAX_BYTES", MAX_BYTES_DEFAULT))
+
+
+@contextmanager
+def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
+    """The package's files in a temporary folder (removed on leaving).
+
+    Refuses what is not a zip, a member outside the folder (an absolute path, ``..``,
+    a link), too many files or more than ``REPLICATION_MAX_BYTES`` unpacked.
+    """
+    name = name or Path(path).name
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise PackageError(f"{name}: not a zip file ({exc})") from None
+    with archive, tempfile.TemporaryDirectory(prefix="tomlab-import-") as tmp:
+        members = archive.infolist()
+        if len(members) > MAX_FILES:
+            raise PackageError(f"{name}: {len(members)} files, over {MAX_FILES}")
+        total = sum(m.file_size for m in members)
+        if total > max_bytes():
+            raise PackageError(
+                f"{name}: {total:,} bytes unpacked, over the {max_bytes():,}-byte limit"
+            )
+        root = Path(tmp)
+        for member in members:
+            member_path = PurePosixPath(member.filename)
+            unsafe = (
+                member_path.is_absolute() or ".." in member_path.parts or "\\" in member.filename
+            )
+            is_link = (member.external_attr >> 16) & 0o170000 == 0o120000
+            if unsafe or is_link:
+                raise PackageError(f"{name}: unsafe member {member.filename!r}")
+            if member.is_dir():
+                continue
+            target = root / member_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        yield root
+
+
+def package_validate(root: Path) -> None:
+    """Frictionless validation of ``datapackage.json`` (Table Schemas, files present)."""
+    from frictionless import validate
+
+    descriptor = root / "datapackage.json"
+    if not descriptor.is_file():
+        raise PackageError("the package has no datapackage.json")
+    data = _read_json(root, "datapackage.json")
+    resources = data.get("resources") if isinstance(data, dict) else None
+    if not isinstance(resources, list) or not resources:
+        raise PackageError("datapackage.json: no resources listed")
+    for n, resource in enumerate(resources, start=1):
+        # Only files inside the package: Frictionless would otherwise open a URL or a
+        # path elsewhere on this server while validating.
+        where = resource.get("path") if isinstance(resource, dict) else None
+        member = PurePosixPath(where) if isinstance(where, str) else None
+        if (
+            member is None
+            or "://" in where
+            or member.is_absolute()
+            or ".." in member.parts
+            or not (root / member).is_file()
+        ):
+            raise PackageError(
+                f"datapackage.json resource {n}: path {where!r} is not a file in the package"
+            )
+    try:
+        report = validate(str(descriptor))
+    except Exception as exc:  # Frictionless raises on descriptors it cannot read at all
+        raise PackageError(f"datapackage.json: {exc}") from None
+    if report.valid:
+        return
+    problems = []
+    for task in report.tasks:
+        for error in task.errors:
+            where = task.name or "datapackage.json"
+            row = getattr(error, "row_number", None)
+            column = getattr(error, "field_name", None)
+            place = ", ".join(
+                p
+                for p in (where, f"row {row}" if row else "", f"column {column}" if column else "")
+                if p
+            )
+            problems.append(f"{place}: {error.message}")
+    for error in report.errors:
+        problems.append(f"datapackage.json: {error.message}")
+    shown = "; ".join(problems[:5]) + (
+        f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    )
+    raise PackageError(f"the package is not a valid data package: {shown}")
+
+
+def _read_json(root: Path, name: str) -> Any:
+    try:
+        return json.loads((root / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PackageError(f"the package has no {name}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PackageError(f"{name}: not JSON ({exc})") from None
+
+
+def _table(root: Path, name: str) -> list[dict[str, Any]]:
+    path = root / "data" / f"{name}.csv"
+    if not path.is_file():
+        raise PackageError(f"the package has no data/{name}.csv")
+    try:
+        return list(table_read(name, path.read_bytes()))
+    except (TableError, UnicodeDecodeError) as exc:
+        raise PackageError(str(exc)) from None
+    except csv.Error as exc:
+        raise PackageError(f"data/{name}.csv: {exc}") from None
+
+
+def package_import(
+    path: Path | str, *, user=None, strict: bool = False, name: str = ""
+) -> ImportResult:
+    """Import the package at ``path``; see the module docstring.
+
+    Raises ``PackageError`` naming what is wrong (nothing is written). ``strict``: a
+    rebuilt report that differs from the packaged one refuses the import too. ``name``:
+    the file's name as its owner knows it (an upload's), for messages and the record.
+    """
+    path = Path(path)
+    name = name or path.name
+    with package_unpacked(path, name) as root:
+        package_validate(root)
+        manifest = _read_json(root, "manifest.json")
+        if not isinstance(manifest, dict):
+            raise PackageError("manifest.json: not a JSON object")
+        if manifest.get("format") != FORMAT:
+            raise PackageError(
+                f"manifest.json: format {manifest.get('format')!r}; this ToMLab reads {FORMAT!r}"
+            )
+        package_id = str(manifest.get("package_id") or "")
+        if not package_id:
+            raise PackageError("manifest.json: no package_id")
+        existing = ReplicationImport.objects.filter(package_id=package_id).select_related("study")
+        if (previous := existing.first()) is not None:
+            return ImportResult(
+                study=previous.study,
+                created=False,
+                package_id=package_id,
+                messages=[
+                    f"package {package_id} was already imported as study #{previous.study_id} "
+                    f"({previous.study.name}) on {previous.imported_at:%Y-%m-%d %H:%M}: "
+                    "nothing created"
+                ],
+            )
+        packaged = {report: _read_json(root, f"reports/{report}") for report in REPORT_FILES}
+        try:
+            with transaction.atomic():
+                return _import(root, manifest, name, packaged, user=user, strict=strict)
+        except PackageError:
+            raise
+        except (IntegrityError, DjangoValidationError, ValueError, TypeError, KeyError) as exc:
+            # Rows that passed the schemas but not the database (a duplicate item, a
+            # setting of the wrong shape): refused like any other problem, nothing kept.
+            raise PackageError(
+                f"the package's rows do not fit this database: {type(exc).__name__}: {exc}"
+            ) from None
+
+
+def _import(
+    root: Path,
+    manifest: dict[str, Any],
+    name: str,
+    packaged: dict[str, Any],
+    *,
+    user,
+    strict: bool,
+) -> ImportResult:
+    """Write the package and compare the rebuilt reports (inside the caller's transaction)."""
+    result = _write(root, manifest, name, user=user)
+    rebuilt = reports_build(
+        result.study.benchmark, run_ids=result.run_ids, study_id=result.study.pk
+    )
+    for report_name, data in rebuilt.items():
+        normalised = report_normalise(
+            data, runs=result.run_names, study=(result.study.pk, STUDY_REF)
+        )
+        result.import_result.reports[report_name] = normalised
+        result.import_result.differences[report_name] = report_differences(
+            packaged[report_name], normalised
+        )
+    differing = {k: v for k, v in result.import_result.differences.items() if v}
+    if differing and strict:
+        first = next(iter(differing.items()))
+        raise PackageError(
+            f"the rebuilt {first[0]} differs from the package's: {'; '.join(first[1][:3])}"
+        )
+    result.record.report_differences = result.import_result.differences
+    result.record.save(update_fields=["report_differences"])
+    return result.import_result
+
+
+@dataclass
+class _Written:
+    import_result: ImportResult
+    record: ReplicationImport
+    run_ids: list[int]
+    run_names: dict[int, tuple[str, str]]
+
+    @property
+    def study(self) -> Study:
+        return self.import_result.study
+
+
+def _items(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The package's items in the bank, importing the bundled ones when some are
+    missing; ``PackageError`` naming every item or field that differs."""
+    rows = _table(root, "items")
+    found, problems = items_resolve(rows)
+    messages: list[str] = []
+    differ = [p for p in problems if "is not in this item bank" not in p]
+    bundle = root / "items"
+    if problems and not differ and bundle.is_dir():
+        for folder in sorted(p for p in bundle.iterdir() if p.is_dir()):
+            try:
+                report = benchmark_import(format_name=folder.name, path=folder)
+            except (ImportDataError, ValueError) as exc:
+                raise PackageError(f"items/{folder.name}: {exc}") from None
+            messages.append(
+                f"imported the bundled {folder.name} items: " + "; ".join(report.summary_lines())
+            )
+        found, problems = items_resolve(rows)
+    if problems:
+        shown = "; ".join(problems[:10])
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+        hint = "" if bundle.is_dir() else " Export the package with --with-items to carry them."
+        raise PackageError(f"items refused: {shown}{more}.{hint if not differ else ''}")
+    return found, messages
+
+
+def _work(benchmark: str, key: str) -> Work:
+    work = Work.objects.filter(benchmark=benchmark, key=key).first()
+    if work is None:
+        raise PackageError(f"{benchmark} work {key!r} is not in this item bank")
+    return work
+
+
+def _template(row: dict[str, Any]) -> PromptTemplate:
+    """The bank's template of this name and version when its text is the package's;
+    a template of that name and version with other text is refused."""
+    fields = ("system", "user", "output_format")
+    existing = PromptTemplate.objects.filter(name=row["name"], version=row["version"]).first()
+    if existing is None:
+        return PromptTemplate.objects.create(
+            **{k: row[k] for k in ("name", "version", "benchmark", "method", "system", "user")},
+            fields=row["fields"] or [],
+            output_format=row["output_format"],
+            notes=row["notes"],
+            is_active=False,
+        )
+    for name in fields:
+        if getattr(existing, name) != row[name]:
+            raise PackageError(
+                f"templates.csv {row['template']}: prompt template {row['name']} "
+                f"v{row['version']} exists here with another {name} text"
+            )
+    return existing
+
+
+def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _Written:
+    found, messages = _items(root, manifest)
+
+    def item(ref: str, table: str) -> Any:
+        if ref not in found:
+            raise PackageError(f"{table}.csv: item {ref!r} is not in items.csv")
+        return found[ref]
+
+    doc = _read_json(root, "study.json")
+    if not isinstance(doc, dict) or not doc.get("name") or not doc.get("benchmark"):
+        raise PackageError("study.json: not a study (an object with its name and benchmark)")
+    settings_ = {k: doc[k] for k in STUDY_SETTINGS if k in doc and k != "created_at"}
+    settings_.update(status=Study.Status.CLOSED, imported=False, open_join=False)
+    if settings_.get("design_applied_at"):
+        settings_["design_applied_at"] = datetime.fromisoformat(settings_["design_applied_at"])
+    study = Study.objects.create(**settings_)
+    if doc.get("created_at"):
+        Study.objects.filter(pk=study.pk).update(
+            created_at=datetime.fromisoformat(doc["created_at"])
+        )
+    for row in _table(root, "text_versions"):
+        version = StudyTextVersion.objects.create(
+            study=study,
+            kind=row["kind"],
+            version=row["version"],
+            content=json.loads(row["content"]),
+        )
+        if row["created_at"] is not None:
+            StudyTextVersion.objects.filter(pk=version.pk).update(created_at=row["created_at"])
+    works: dict[tuple[str, str], StudyWork] = {}
+    for row in _table(root, "study_works"):
+        works[(row["benchmark"], row["work"])] = StudyWork.objects.create(
+            study=study,
+            work=_work(row["benchmark"], row["work"]),
+            position=row["position"],
+            name_map=row["name_map"] or {},
+        )
+
+    def study_work(row: dict[str, Any], table: str) -> StudyWork:
+        key = (row["benchmark"], row["work"])
+        if key not in works:
+            raise PackageError(f"{table}.csv: work {row['work']!r} is not one of the study's")
+        return works[key]
+
+    study_items: dict[str, StudyItem] = {}
+    for row in _table(root, "study_items"):
+        target = item(row["item"], "study_items")
+        kind = {"scene": "scene", "qa": "qa_item", "stage": "stage"}.get(row["kind"])
+        if kind is None:
+            raise PackageError(f"study_items.csv {row['study_item']}: unknown kind {row['kind']!r}")
+        study_items[row["study_item"]] = StudyItem.objects.create(
+            study=study,
+            study_work=study_work(row, "study_items"),
+            position=row["position"],
+            role=row["role"],
+            held_back=bool(row["held_back"]),
+            question_ids=[item(q, "study_items").pk for q in row["question_items"] or []],
+            leaks=row["leaks"] or [],
+            **{kind: target},
+        )
+
+    participants: dict[str, Participant] = {}
+    for row in _table(root, "participants"):
+        fields = {
+            name: row[name]
+            for name, _ in TABLES["participants"]
+            if name not in ("participant", "status", "created_at")
+            and not name.startswith("platform_")
+        }
+        platform = {
+            k: row[f"platform_{k}"]
+            for k in ("participant", "study", "session")
+            if row[f"platform_{k}"]
+        }
+        for name in ("exit_answers",):
+            fields[name] = fields[name] or {}
+        for name in ("sitting_start", "released_count"):
+            fields[name] = fields[name] or 0
+        for name in ("via_public_link",):
+            fields[name] = bool(fields[name])
+        p = Participant.objects.create(
+            study=study,
+            token=secrets.token_urlsafe(32),
+            label=row["participant"],
+            platform_ids=platform,
+            **fields,
+        )
+        Participant.objects.filter(pk=p.pk).update(created_at=row["created_at"])
+        participants[row["participant"]] = p
+
+    def participant(ref: str, table: str) -> Participant:
+        if ref not in participants:
+            raise PackageError(f"{table}.csv: participant {ref!r} is not in participants.csv")
+        return participants[ref]
+
+    for row in _table(root, "familiarities"):
+        f = Familiarity.objects.create(
+            participant=participant(row["participant"], "familiarities"),
+            work=_work(row["benchmark"], row["work"]),
+            seen=bool(row["seen"]),
+        )
+        Familiarity.objects.filter(pk=f.pk).update(declared_at=row["declared_at"])
+    sessions: dict[str, WorkSession] = {}
+    for row in _table(root, "sessions"):
+        s = WorkSession.objects.create(
+            participant=participant(row["participant"], "sessions"),
+            study_work=study_work(row, "sessions"),
+            seen=bool(row["seen"]),
+            seed=row["seed"] or 0,
+            history_confirmed_at=row["history_confirmed_at"],
+            history_views=row["history_views"] or 0,
+            finished_at=row["finished_at"],
+        )
+        WorkSession.objects.filter(pk=s.pk).update(started_at=row["started_at"])
+        sessions[row["session"]] = s
+    assignments: dict[str, Assignment] = {}
+    for row in _table(root, "assignments"):
+        if row["session"] not in sessions or row["study_item"] not in study_items:
+            raise PackageError(
+                f"assignments.csv {row['assignment']}: unknown session or study item"
+            )
+        values = {name: row[name] for name, _ in TABLES["assignments"][4:] if name != "assigned_at"}
+        values["active_ms"] = values["active_ms"] or 0
+        values["version"] = values["version"] or {}
+        a = Assignment.objects.create(
+            participant=participant(row["participant"], "assignments"),
+            session=sessions[row["session"]],
+            study_item=study_items[row["study_item"]],
+            **values,
+        )
+        Assignment.objects.filter(pk=a.pk).update(assigned_at=row["assigned_at"])
+        assignments[row["assignment"]] = a
+
+    def assignment(ref: str, table: str) -> Assignment:
+        if ref not in assignments:
+            raise PackageError(f"{table}.csv: assignment {ref!r} is not in assignments.csv")
+        return assignments[ref]
+
+    guesses = [
+        Guess(
+            assignment=assignment(row["assignment"], "guesses"),
+            instance=item(row["item"], "guesses"),
+            answer=row["answer"],
+            cant_tell=bool(row["cant_tell"]),
+            correct=row["correct"],
+            tags=row["tags"] or [],
+            evidence=row["evidence"],
+        )
+        for row in _table(root, "guesses")
+    ]
+    Guess.objects.bulk_create(guesses, batch_size=1000)
+    choices = []
+    for row in _table(root, "choices"):
+        target = item(row["item"], "choices")
+        qa = target if target._meta.model_name == "qaitem" else None
+        choices.append(
+            ChoiceAnswer(
+                assignment=assignment(row["assignment"], "choices"),
+                qa_item=qa,
+                question=None if qa else target,
+                **{name: row[name] for name, _ in TABLES["choices"][2:]},
+            )
+        )
+    # One by one: a pick's id orders the report's reading of them, so ids must follow
+    # the package's order on every database.
+    for choice in choices:
+        choice.save()
+
+    templates = {row["template"]: _template(row) for row in _table(root, "templates")}
+    runs: dict[str, Run] = {}
+    run_names: dict[int, tuple[str, str]] = {}
+    backend_kinds: dict[str, dict[str, Any]] = {}
+    for row in _table(root, "runs"):
+        values = {
+            name: row[name]
+            for name in (
+                "name",
+                "kind",
+                "benchmark",
+                "method",
+                "model",
+                "status",
+                "error",
+                "total_calls",
+                "done_calls",
+                "error_calls",
+                "prompt_tokens",
+                "completion_tokens",
+                "budget_tokens",
+                "started_at",
+                "finished_at",
+            )
+        }
+        for name in (
+            "total_calls",
+            "done_calls",
+            "error_calls",
+            "prompt_tokens",
+            "completion_tokens",
+        ):
+            values[name] = values[name] or 0
+        if row["template"] and row["template"] not in templates:
+            raise PackageError(
+                f"runs.csv {row['run']}: template {row['template']!r} not in templates.csv"
+            )
+        run = Run.objects.create(
+            **values,
+            template=templates.get(row["template"]) if row["template"] else None,
+            params=row["params"] or {},
+            selection=row["selection"] or {},
+            metrics=row["metrics"] or [],
+            cost=decimal_or_zero(row["cost"]),
+            budget_cost=Decimal(row["budget_cost"]) if row["budget_cost"] else None,
+            # Predictions made elsewhere: this install never called the model.
+            imported=True,
+            created_by=user,
+        )
+        Run.objects.filter(pk=run.pk).update(created_at=row["created_at"])
+        runs[row["run"]] = run
+        run_names[run.pk] = (row["run"], row["name"])
+        backend_kinds[row["run"]] = {"id": run.pk, "backend_kind": row["backend_kind"]}
+
+    def run_of(ref: str, table: str) -> Run:
+        if ref not in runs:
+            raise PackageError(f"{table}.csv: run {ref!r} is not in runs.csv")
+        return runs[ref]
+
+    calls: dict[str, RunCall] = {}
+    call_rows = _table(root, "calls")
+    call_objects = []
+    for row in call_rows:
+        values = {name: row[name] for name, _ in TABLES["calls"][2:]}
+        for name in ("sample_index", "prompt_tokens", "completion_tokens", "latency_ms"):
+            values[name] = values[name] or 0
+        values["from_cache"] = bool(values["from_cache"])
+        values["cost"] = decimal_or_zero(values["cost"])
+        call_objects.append(RunCall(run=run_of(row["run"], "calls"), **values))
+    for row, call in zip(
+        call_rows, RunCall.objects.bulk_create(call_objects, batch_size=1000), strict=True
+    ):
+        calls[row["call"]] = call
+    predictions = []
+    for row in _table(root, "predictions"):
+        target = item(row["item"], "predictions")
+        model_name = target._meta.model_name
+        ref = {
+            "dyntomquestion": "dyntom_question",
+            "qaitem": "qa_item",
+            "speakerinstance": "speaker_instance",
+        }.get(model_name)
+        if ref is None:
+            raise PackageError(
+                f"predictions.csv: item {row['item']!r} is not a question or speaker"
+            )
+        values = {name: row[name] for name, _ in TABLES["predictions"][4:] if name != "created_at"}
+        for name in ("prompt_tokens", "completion_tokens", "latency_ms"):
+            values[name] = values[name] or 0
+        values["details"] = values["details"] or {}
+        values["params"] = values["params"] or {}
+        if row["call"] and row["call"] not in calls:
+            raise PackageError(f"predictions.csv: call {row['call']!r} is not in calls.csv")
+        predictions.append(
+            Prediction(
+                run=run_of(row["run"], "predictions"),
+                call=calls.get(row["call"]) if row["call"] else None,
+                sample_index=row["sample_index"] or 0,
+                **{ref: target},
+                **values,
+            )
+        )
+    # bulk_create keeps the list's order in the ids it gives (SQLite and PostgreSQL):
+    # the DynToM tables read a run's predictions in id order.
+    Prediction.objects.bulk_create(predictions, batch_size=1000)
+
+    record = ReplicationImport.objects.create(
+        package_id=manifest["package_id"],
+        source_name=source_name[:255],
+        exported_at=str(manifest.get("exported_at", ""))[:40],
+        app_version=str(manifest.get("app_version", ""))[:40],
+        study=study,
+        runs=backend_kinds,
+        imported_by=user,
+    )
+    counts = {
+        "participants": len(participants),
+        "responses": len(assignments),
+        "answers": len(guesses) + len(choices),
+        "runs": len(runs),
+        "predictions": len(predictions),
+    }
+    messages.append(
+        f"created study #{study.pk} {study.name!r} (closed, from package "
+        f"{manifest['package_id']}): " + ", ".join(f"{v} {k}" for k, v in counts.items())
+    )
+    return _Written(
+        import_result=ImportResult(
+            study=study, created=True, package_id=manifest["package_id"], messages=messages
+        ),
+        record=record,
+        run_ids=[r.pk for r in runs.values()],
+        run_names=run_names,
+    )
