@@ -41,7 +41,8 @@ class RunForm(forms.Form):
     works = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Work keys (e.g. trial50), separated by commas or spaces. Blank: all works.",
+        help_text="Work keys (e.g. trial50), separated by commas or spaces; a key with "
+        "spaces (a screenplay's title) as it stands. Blank: all works.",
     )
     split = forms.ChoiceField(
         choices=[("", "any"), *[(s.value, s.label) for s in Split if s.value]], required=False
@@ -133,7 +134,9 @@ class RunForm(forms.Form):
         return options
 
     def clean_works(self) -> list[str]:
-        return [key for key in re.split(r"[\s,]+", self.cleaned_data["works"]) if key]
+        # Pieces between commas and line breaks; clean() splits a piece at its spaces
+        # unless it is a key as it stands (a screenplay's work key is its title).
+        return [p.strip() for p in re.split(r"[,\r\n]+", self.cleaned_data["works"]) if p.strip()]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -150,13 +153,18 @@ class RunForm(forms.Form):
         template = data.get("template")
         if template and template.benchmark != benchmark:
             self.add_error("template", f"{template} is a {template.benchmark} template")
-        if works := data.get("works"):
+        if pieces := data.get("works"):
             # Work keys are natural keys of the pipeline's benchmark in the item bank.
+            words = {word for piece in pieces for word in piece.split()}
             known = set(
-                Work.objects.filter(benchmark=benchmark, key__in=works).values_list(
+                Work.objects.filter(benchmark=benchmark, key__in={*pieces, *words}).values_list(
                     "key", flat=True
                 )
             )
+            works = [
+                key for piece in pieces for key in ([piece] if piece in known else piece.split())
+            ]
+            data["works"] = works
             if unknown := [k for k in works if k not in known]:
                 self.add_error("works", f"unknown {benchmark} work key(s): {', '.join(unknown)}")
         return data
