@@ -28,7 +28,9 @@ from metrics.agreement import (
     agreement_cis,
     cohen_kappa,
     fleiss_kappa,
+    interval_alpha,
     krippendorff_alpha,
+    ordinal_alpha,
     percent_agreement,
 )
 from metrics.bootstrap import bootstrap_ci, percentile_interval
@@ -70,11 +72,13 @@ __all__ = [
     "correlation_matrix",
     "first_seen_codes",
     "fleiss_kappa",
+    "interval_alpha",
     "krippendorff_alpha",
     "length_ratio",
     "majority_baseline",
     "majority_choice",
     "mean_sd",
+    "ordinal_alpha",
     "pearson",
     "penalty_rate",
     "percent_agreement",

@@ -51,6 +51,21 @@ def _category_counts(values: list[list[Hashable]]) -> np.ndarray:
     )
 
 
+def _numeric_counts(values: list[list[Hashable]]) -> tuple[np.ndarray, np.ndarray] | str:
+    """(sorted distinct values as floats, units x values counts), or the first value
+    that is not a number (bools are not), shown, for the caller's refusal."""
+    flat = list(chain.from_iterable(values))
+    for kind in set(map(type, flat)):
+        if kind is bool or not issubclass(kind, Real):
+            return repr(next(v for v in flat if type(v) is kind))
+    numbers = np.array(flat, dtype=float)
+    domain, codes = np.unique(numbers, return_inverse=True)
+    width = max(1, len(domain))
+    rows = np.repeat(np.arange(len(values), dtype=np.int64), list(map(len, values)))
+    counts = np.bincount(rows * width + codes.reshape(-1), minlength=len(values) * width)
+    return domain, counts.reshape(len(values), width)
+
+
 def percent_agreement(ratings: Ratings) -> float | None:
     """Mean over units of the share of agreeing rater pairs.
 
@@ -141,7 +156,6 @@ def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     units = _unit_values(ratings)
-    width = max((len(unit) for unit in ratings), default=0)
     pairable = [values for values in units if len(values) >= 2]
     if not pairable or len({v for values in pairable for v in values}) < 2:
         return None
@@ -151,23 +165,28 @@ def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None
         # directly, the same arithmetic follows without a raters x units matrix.
         data = {"value_counts": _category_counts(units)}
     else:
-
-        def encode(value: Hashable) -> float:
-            if isinstance(value, bool) or not isinstance(value, Real):
-                raise ValueError(f"{level} alpha needs numeric ratings, got {value!r}")
-            return float(value)
-
-        # The package wants raters x units with NaN for missing.
-        matrix = np.full((width, len(ratings)), np.nan)
-        for j, unit in enumerate(ratings):
-            for i, value in enumerate(unit):
-                if value is not None:
-                    matrix[i, j] = encode(value)
-        data = {"reliability_data": matrix}
+        # Per-unit counts over the sorted values, with that domain: what the package
+        # makes of a raters x units matrix, without filling one cell by cell.
+        numeric = _numeric_counts(units)
+        if isinstance(numeric, str):
+            raise ValueError(f"{level} alpha needs numeric ratings, got {numeric}")
+        domain, counts = numeric
+        data = {"value_counts": counts, "value_domain": domain}
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         alpha = float(krippendorff.alpha(**data, level_of_measurement=level))
     return None if math.isnan(alpha) else alpha
+
+
+def ordinal_alpha(ratings: Ratings) -> float | None:
+    """``krippendorff_alpha(ratings, "ordinal")``, named so that :func:`agreement_cis`
+    knows it and weighs its resamples in array operations (Likert rubrics)."""
+    return krippendorff_alpha(ratings, "ordinal")
+
+
+def interval_alpha(ratings: Ratings) -> float | None:
+    """``krippendorff_alpha(ratings, "interval")``, resampled fast as :func:`ordinal_alpha`."""
+    return krippendorff_alpha(ratings, "interval")
 
 
 def agreement_ci(
@@ -226,13 +245,15 @@ def agreement_cis(
 # Resamples weighed at once in ``_resampled_from_counts`` (bounds its memory: rows x units).
 _CHUNK = 64
 _FROM_COUNTS = (percent_agreement, fleiss_kappa, krippendorff_alpha)
+_ORDERED = {ordinal_alpha: "ordinal", interval_alpha: "interval"}
 
 
 def _resampled_from_counts(
     units: list[list[Hashable | None]], statistics: Sequence[Callable], draws: np.ndarray
 ) -> dict[Callable, np.ndarray]:
-    """The bootstrap statistics of ``percent_agreement``, ``fleiss_kappa`` and nominal
-    ``krippendorff_alpha`` among ``statistics`` from per-unit category counts, all
+    """The bootstrap statistics of ``percent_agreement``, ``fleiss_kappa``, nominal
+    ``krippendorff_alpha``, ``ordinal_alpha`` and ``interval_alpha`` among
+    ``statistics`` from per-unit category counts, all
     resamples in a few array operations; any other statistic (or data the generic loop
     must judge) is left out of the answer.
 
@@ -242,9 +263,15 @@ def _resampled_from_counts(
     in units rather than resamples x ratings (issue 17: 100,000 human answers took
     minutes).
     """
+    out: dict[Callable, np.ndarray] = {}
+    for statistic, level in _ORDERED.items():
+        if statistic in statistics:
+            values = _ordered_resamples(units, draws, level)
+            if values is not None:
+                out[statistic] = values
     chosen = [s for s in dict.fromkeys(statistics) if s in _FROM_COUNTS]
     if not chosen:
-        return {}
+        return out
     counts = _category_counts(_unit_values(units)).astype(float)
     m = counts.sum(axis=1)
     squares = (counts**2).sum(axis=1)
@@ -252,21 +279,86 @@ def _resampled_from_counts(
         chosen.remove(fleiss_kappa)  # empty or unequal units: the generic loop raises
     results: dict[Callable, list[np.ndarray]] = {s: [] for s in chosen}
     if not chosen:
-        return {}
+        return out
     for start in range(0, len(draws), _CHUNK):
-        chunk = draws[start : start + _CHUNK]
-        # How often each resample drew each unit: one bincount over (resample, unit)
-        # cells (np.add.at counted the same, several times slower).
-        cells = (chunk + np.arange(len(chunk))[:, None] * len(units)).ravel()
-        weights = (
-            np.bincount(cells, minlength=len(chunk) * len(units))
-            .reshape(len(chunk), len(units))
-            .astype(float)
-        )
+        weights = _weights(draws[start : start + _CHUNK], len(units))
         with np.errstate(invalid="ignore", divide="ignore"):
             for statistic, parts in results.items():
                 parts.append(_weighted_statistic(statistic, weights, counts, m, squares))
-    return {statistic: np.concatenate(parts) for statistic, parts in results.items()}
+    return out | {statistic: np.concatenate(parts) for statistic, parts in results.items()}
+
+
+def _weights(chunk: np.ndarray, n_units: int) -> np.ndarray:
+    """How often each resample of ``chunk`` drew each unit: one bincount over (resample,
+    unit) cells (np.add.at counted the same, several times slower)."""
+    cells = (chunk + np.arange(len(chunk))[:, None] * n_units).ravel()
+    counted = np.bincount(cells, minlength=len(chunk) * n_units)
+    return counted.reshape(len(chunk), n_units).astype(float)
+
+
+# Ordinal and interval alpha resampled in array operations, up to this many distinct
+# values (a units x values^2 matrix); more go through the generic loop.
+_ORDERED_MAX_VALUES = 32
+
+
+def _ordered_resamples(
+    units: list[list[Hashable | None]], draws: np.ndarray, level: str
+) -> np.ndarray | None:
+    """Ordinal or interval Krippendorff's alpha of every resample, the arithmetic of the
+    ``krippendorff`` package on weighted sums: a resample's coincidence matrix is the
+    units' coincidence matrices weighted by how often it drew each (Krippendorff 2011,
+    "Computing Krippendorff's alpha-reliability", sections C and D). The ordinal
+    distance reads the resample's own value counts, as the package does; values absent
+    from it count 0 there, which leaves the distance unchanged. ``None`` (the generic
+    loop decides) for non-numeric or too many distinct values.
+    """
+    numeric = _numeric_counts(_unit_values(units))
+    if isinstance(numeric, str):
+        return None
+    domain, counts = numeric
+    if not 2 <= len(domain) <= _ORDERED_MAX_VALUES:
+        return None  # one value: alpha is undefined in every resample (generic loop agrees)
+    width = len(domain)
+    # Units with the same counts have the same coincidences: k raters on a 1-5 scale
+    # make at most a few dozen kinds of unit, so a resample is weighed per kind, not
+    # per unit (1,000 validated stages: thousands of units per criterion).
+    kinds, kind_of = np.unique(counts, axis=0, return_inverse=True)
+    kind_of = kind_of.reshape(-1)
+    kinds = kinds.astype(float)
+    m = kinds.sum(axis=1)
+    pairable = m >= 2
+    # Each kind's coincidences: (n_uc n_uk - [c = k] n_uc) / (m_u - 1), pairable only.
+    per_kind = kinds[:, :, None] * kinds[:, None, :] - kinds[:, :, None] * np.eye(width)
+    per_kind = (
+        np.where(pairable[:, None, None], per_kind, 0.0)
+        / np.where(pairable, m - 1, 1)[:, None, None]
+    )
+    per_kind = per_kind.reshape(len(kinds), width * width)
+    interval = (domain[:, None] - domain[None, :]) ** 2
+    parts = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for start in range(0, len(draws), _CHUNK):
+            weights = _weights(kind_of[draws[start : start + _CHUNK]], len(kinds))
+            observed = (weights @ per_kind).reshape(len(weights), width, width)
+            n_v = observed.sum(axis=1)
+            n = n_v.sum(axis=1)
+            expected = (n_v[:, :, None] * n_v[:, None, :] - n_v[:, :, None] * np.eye(width)) / (
+                n - 1
+            )[:, None, None]
+            if level == "interval":
+                distance = np.broadcast_to(interval, observed.shape)
+            else:
+                # (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared.
+                cumulative = np.cumsum(n_v, axis=1)
+                low = np.minimum.outer(np.arange(width), np.arange(width))
+                high = np.maximum.outer(np.arange(width), np.arange(width))
+                between = cumulative[:, high] - cumulative[:, low] + n_v[:, low]
+                distance = (between - (n_v[:, :, None] + n_v[:, None, :]) / 2) ** 2
+            d_o = (observed * distance).sum(axis=(1, 2))
+            d_e = (expected * distance).sum(axis=(1, 2))
+            defined = ((n_v > 0).sum(axis=1) >= 2) & (d_e > 0)
+            parts.append(np.where(defined, 1 - d_o / np.where(defined, d_e, 1), np.nan))
+    return np.concatenate(parts)
 
 
 def _weighted_statistic(

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from annotation.dyntom.validation import selectors as validation_selectors
 from benchmarks.models import Benchmark
 from common.queueing import job_tasks_register
 from common.tasks import task_send_on_commit
@@ -28,6 +29,7 @@ from modeling.models import Run
 from . import selectors
 from .models import ReportJob
 from .report_types import Report
+from .tables.validation import build_validation_report
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +166,23 @@ def report_build_cached(
         )
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
+    return report
+
+
+def validation_report_cached(*, batch_ids: list[int] | None = None, seed: int = 0) -> Report:
+    """``build_validation_report`` for a request, reused while nothing it reads changed.
+
+    Its agreement bootstraps read every score (at 1,000 stages x 4 annotators, a few
+    hundred thousand): the page, its CSV, XLSX, JSON and charts each ask for it, and
+    the fingerprint (counts and newest marks, no rows) tells when it must be built again.
+    """
+    size = validation_selectors.report_size(batch_ids=batch_ids)
+    fingerprint = hashlib.sha1(repr(sorted(size.items())).encode()).hexdigest()[:16]
+    key = f"reports:validation:v1:{seed}:{_ids_key(batch_ids)}:{fingerprint}"
+    report = cache.get(key)
+    if report is None:
+        report = build_validation_report(batch_ids=batch_ids, seed=seed)
+        cache.set(key, report, CACHE_SECONDS)
     return report
 
 

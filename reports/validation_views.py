@@ -17,7 +17,8 @@ from common.request_params import BadNumber, optional_number
 
 from . import exports
 from .report_types import Report
-from .tables.validation import KEY, build_validation_report
+from .services import validation_report_cached
+from .tables.validation import KEY
 from .views import (
     XLSX_TYPE,
     _chart_response,
@@ -43,7 +44,7 @@ def _report(request: HttpRequest) -> tuple[Report, str, str]:
     batch_ids = _batch_ids(request)
     query = f"?batch={batch_ids[0]}" if batch_ids else ""
     stem = f"{KEY}-report" + (f"-batch{batch_ids[0]}" if batch_ids else "")
-    return build_validation_report(batch_ids=batch_ids), query, stem
+    return validation_report_cached(batch_ids=batch_ids), query, stem
 
 
 @require_GET

@@ -17,7 +17,7 @@ from typing import Any
 
 from annotation.dyntom.validation import selectors as validation_selectors
 from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
-from metrics import agreement_ci, krippendorff_alpha
+from metrics import agreement_ci, ordinal_alpha
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct
 
@@ -27,10 +27,6 @@ PAPER_RETENTION = {"context": 92.0, "trajectory": 85.4, "scenario": 88.7, "quest
 DECIDED = ("keep", "discard", "regenerate")
 
 
-def _alpha(units: list[list[int]]) -> float | None:
-    return krippendorff_alpha(units, "ordinal")
-
-
 def build_validation_report(
     *, batch_ids: list[int] | None = None, seed: int = 0, n_resamples: int = N_RESAMPLES
 ) -> Report:
@@ -38,8 +34,9 @@ def build_validation_report(
     data = validation_selectors.report_data(batch_ids=batch_ids)
     report = Report(benchmark=KEY, title="DynToM validation report")
     report.tables.append(_retention(data["objects"]))
-    report.tables.append(_agreement(data["ratings"], seed=seed, n_resamples=n_resamples))
-    report.tables.append(_distribution(data["ratings"]))
+    by_criterion = sorted(_by_criterion(data["ratings"]).items(), key=lambda i: _order(i[0]))
+    report.tables.append(_agreement(by_criterion, seed=seed, n_resamples=n_resamples))
+    report.tables.append(_distribution(by_criterion))
     report.tables.append(_accepted_sets(data["accepted_sets"]))
     report.charts.append(
         Chart(
@@ -90,6 +87,10 @@ def _retention(objects: list[dict[str, Any]]) -> Table:
     )
 
 
+# (kind, criterion) -> object id -> its scores, in the tables' order.
+ByCriterion = list[tuple[tuple[str, str], dict[int, list[int]]]]
+
+
 def _by_criterion(ratings: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[int]]]:
     units: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in ratings:
@@ -101,14 +102,12 @@ def _order(key: tuple[str, str]) -> tuple[int, str]:
     return (KINDS.index(key[0]) if key[0] in KINDS else len(KINDS), key[1])
 
 
-def _agreement(ratings: list[dict[str, Any]], *, seed: int, n_resamples: int) -> Table:
+def _agreement(by_criterion: ByCriterion, *, seed: int, n_resamples: int) -> Table:
     rows: list[list[Cell]] = []
-    for (kind, criterion), per_object in sorted(
-        _by_criterion(ratings).items(), key=lambda i: _order(i[0])
-    ):
+    for (kind, criterion), per_object in by_criterion:
         units = list(per_object.values())
-        alpha = _alpha(units)
-        low, high = agreement_ci(units, _alpha, n_resamples=n_resamples, seed=seed)
+        alpha = ordinal_alpha(units)
+        low, high = agreement_ci(units, ordinal_alpha, n_resamples=n_resamples, seed=seed)
         rows.append(
             [
                 KIND_LABELS.get(kind, kind),
@@ -130,11 +129,9 @@ def _agreement(ratings: list[dict[str, Any]], *, seed: int, n_resamples: int) ->
     )
 
 
-def _distribution(ratings: list[dict[str, Any]]) -> Table:
+def _distribution(by_criterion: ByCriterion) -> Table:
     rows: list[list[Cell]] = []
-    for (kind, criterion), per_object in sorted(
-        _by_criterion(ratings).items(), key=lambda i: _order(i[0])
-    ):
+    for (kind, criterion), per_object in by_criterion:
         counts = Counter(v for values in per_object.values() for v in values)
         total = sum(counts.values())
         for value in sorted(counts):

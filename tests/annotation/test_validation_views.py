@@ -251,6 +251,31 @@ def test_report_page_and_exports(client, scored):
     assert b"reports/validation/" in client.get(reverse("reports:index")).content
 
 
+def test_the_cached_report_follows_rule_changes_and_overrides(client, scored):
+    """The page's report is cached while nothing it reads changed (issue 31); a rule
+    version that recomputes decisions, and an override, must show at once."""
+    batch, _ = scored
+
+    def retention() -> dict[str, float]:
+        url = reverse("reports:validation-export", args=["json"]) + f"?batch={batch.pk}"
+        table = json.loads(client.get(url).content)["tables"][0]
+        return {row["Step"]: row["Retention %"] for row in table["rows"]}
+
+    assert retention()["mental-state trajectory"] == 50.0
+    assert retention()["mental-state trajectory"] == 50.0  # served from the cache
+    spec = paper_rule("trajectory")
+    spec["rules"][0]["when"]["value"] = 3.5
+    decision_rule_revise(kind="trajectory", spec=spec)
+    assert retention()["mental-state trajectory"] == 100.0
+    sc3 = _decision(batch, "trial149", "scenario", "3")
+    assert retention()["scenario"] == 90.0
+    client.post(
+        reverse("annotation:validation-override", args=[sc3.object_id]),
+        {"outcome": "keep", "reason": "consistent once scenario 2 is read"},
+    )
+    assert retention()["scenario"] == 100.0
+
+
 def test_annotators_see_only_their_own_scores_and_slots(client, imported, researcher):
     _login(client, researcher)
     client.post(

@@ -11,7 +11,10 @@
 - ``--guesses`` human speaker guesses (100,000) from ``--raters`` raters (500) in one
   closed TVShowGuess study over the Friends copies the load check imports, each rater
   answering whole scenes (submitted, scored) until the total is reached (the Friends
-  copies are imported first if the database has no TVShowGuess work).
+  copies are imported first if the database has no TVShowGuess work);
+- ``--validation-stages`` DynToM stages (1,000) validated by ``--annotators``
+  annotators (4): 13 objects a stage, every criterion scored, a decision per object
+  (issue 31's scale for ``/reports/validation/``).
 
 ``measure`` times what a researcher opens, through Django's test client as a logged-in
 researcher (production settings, the same views and cache the server uses), after one
@@ -253,12 +256,136 @@ def generate_guesses(total: int, raters: int, rng: random.Random) -> None:
         cursor.execute("ANALYZE")
 
 
+VALIDATION_PREFIX = "scale validation"
+# Objects a stage puts up for validation: profiles+relationship, trajectory, 5
+# scenarios, 6 questions (DynToM: 4-5 scenarios and their questions per stage).
+STAGE_OBJECTS = [("context", ""), ("trajectory", "")]
+STAGE_OBJECTS += [("scenario", str(n)) for n in range(1, 6)]
+STAGE_OBJECTS += [("question", f"q{n}") for n in range(1, 7)]
+
+
+def generate_validation(stages: int, annotators: int, rng: random.Random) -> None:
+    """``stages`` stages validated by ``annotators`` annotators each, every object scored
+    on every criterion of its default rubric (a per-object quality plus each
+    annotator's noise, so alpha is neither 0 nor 1), with a decision per object. Batches
+    of at most as many stages as the item bank has (a batch holds a stage once)."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.utils import timezone
+
+    from accounts.services import user_create_with_role
+    from annotation.dyntom.validation.rubrics import validation_defaults_ensure
+    from annotation.models import (
+        Rubric,
+        ValidationAssignment,
+        ValidationBatch,
+        ValidationDecision,
+        ValidationObject,
+        ValidationScore,
+        ValidationStage,
+    )
+    from benchmarks.models import DynToMStage
+    from tests.benchmarks.bench_dyntom_import import SYNTHETIC_PREFIX
+
+    ValidationBatch.objects.filter(name__startswith=VALIDATION_PREFIX).delete()
+    if stages <= 0:
+        return
+    started = time.perf_counter()
+    validation_defaults_ensure()
+    rubrics = {r.kind: r for r in Rubric.objects.order_by("kind", "-version")}
+    dyntom_questions(min(stages, 700) * 60)
+    bank = list(
+        DynToMStage.objects.filter(work__key__startswith=SYNTHETIC_PREFIX)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    people = []
+    for n in range(1, annotators + 1):
+        person = User.objects.filter(username=f"scale-annotator-{n}").first()
+        people.append(
+            person
+            or user_create_with_role(
+                username=f"scale-annotator-{n}",
+                password=secrets.token_urlsafe(16),
+                role="annotator",
+            )
+        )
+    now = timezone.now()
+    done = 0
+    while done < stages:
+        take = bank[: stages - done]
+        batch = ValidationBatch.objects.create(
+            name=f"{VALIDATION_PREFIX} {done // len(bank) + 1}",
+            k=annotators,
+            kinds=["context", "trajectory", "scenario", "question"],
+        )
+        vstages = ValidationStage.objects.bulk_create(
+            ValidationStage(batch=batch, position=i, stage_id=pk, label=f"stage {pk}")
+            for i, pk in enumerate(take)
+        )
+        objects = ValidationObject.objects.bulk_create(
+            ValidationObject(
+                batch=batch,
+                vstage=vs,
+                kind=kind,
+                ref=ref,
+                position=i,
+                label=f"{kind} {ref}".strip(),
+                k=annotators,
+            )
+            for vs in vstages
+            for i, (kind, ref) in enumerate(STAGE_OBJECTS)
+        )
+        slots = ValidationAssignment.objects.bulk_create(
+            ValidationAssignment(
+                object=o,
+                vstage=o.vstage,
+                annotator=person,
+                rubric=rubrics[o.kind],
+                submitted_at=now,
+            )
+            for o in objects
+            for person in people
+        )
+        quality = {o.pk: rng.random() for o in objects}
+        scores = []
+        for slot in slots:
+            for criterion in slot.rubric.criteria:
+                q = quality[slot.object_id] + rng.gauss(0, 0.15)
+                if criterion["scale"] == "yes_no":
+                    value = int(q > 0.1)
+                else:
+                    value = min(5, max(1, round(1 + 4 * q)))
+                scores.append(
+                    ValidationScore(assignment=slot, criterion=criterion["key"], value=value)
+                )
+        for i in range(0, len(scores), BATCH):
+            ValidationScore.objects.bulk_create(scores[i : i + BATCH])
+        ValidationDecision.objects.bulk_create(
+            ValidationDecision(
+                object=o,
+                outcome="keep" if quality[o.pk] > 0.7 else "discard",
+                reason="synthetic",
+                submitted=annotators,
+            )
+            for o in objects
+        )
+        done += len(take)
+        print(
+            f"  validation: {done:,} stages, {len(scores):,} scores in this batch"
+            f" ({time.perf_counter() - started:.0f} s)"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
 def cmd_generate(args) -> None:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     generate_predictions(args.predictions, args.runs, rng)
     if args.guesses:  # --guesses 0: predictions only (no TVShowGuess works needed)
         generate_guesses(args.guesses, args.raters, rng)
+    generate_validation(args.validation_stages, args.annotators, rng)
     print(f"generated in {time.perf_counter() - started:.0f} s")
 
 
@@ -322,6 +449,9 @@ def cmd_measure(args) -> None:
         ("tidy CSV TVShowGuess (streamed)", "/reports/tvshowguess/tidy.csv", True),
         ("tidy CSV DynToM (streamed)", "/reports/dyntom/tidy.csv", True),
         ("long JSON DynToM (streamed)", "/reports/dyntom/export.json", True),
+        ("validation report page", "/reports/validation/", False),
+        ("validation report page (again)", "/reports/validation/", False),
+        ("validation report JSON", "/reports/validation/export.json", False),
     ]
     only = set(args.only or [])
     print(f"{'request':<36}{'status':>7}{'seconds':>9}{'MB out':>9}{'peak MB':>9}")
@@ -341,6 +471,8 @@ def main() -> None:
     gen.add_argument("--runs", type=int, default=20)
     gen.add_argument("--guesses", type=int, default=100_000)
     gen.add_argument("--raters", type=int, default=500)
+    gen.add_argument("--validation-stages", type=int, default=1000)
+    gen.add_argument("--annotators", type=int, default=4)
     gen.add_argument("--seed", type=int, default=1)
     measure = sub.add_parser("measure")
     measure.add_argument("--only", nargs="*", help="only the checks whose name contains this")

@@ -9,7 +9,9 @@ from metrics import (
     agreement_cis,
     cohen_kappa,
     fleiss_kappa,
+    interval_alpha,
     krippendorff_alpha,
+    ordinal_alpha,
     percent_agreement,
 )
 
@@ -211,6 +213,33 @@ def test_agreement_ci_from_counts_equals_the_statistic_on_every_resample(statist
     slow = agreement_ci(units, lambda r: statistic(r), n_resamples=200, seed=seed)
     assert fast[0] is not None
     assert fast == pytest.approx(slow, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("statistic", [ordinal_alpha, interval_alpha])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ordered_alpha_resamples_equal_the_package_on_every_resample(statistic, seed):
+    """Ordinal and interval alpha (the validation rubrics' Likert scores) resample from
+    weighted per-unit coincidences (issue 31: /reports/validation/ spent 2.5 s in the
+    package's 1,000 calls per criterion); the interval must be the one the package
+    gives on every resample. Ragged units, missing and lone ratings, a value used only
+    by unpairable units, and few units (resamples where alpha is undefined) included."""
+    import random
+
+    rng = random.Random(seed)
+    units = [
+        [rng.choice([1, 2, 3, 4, 5, 5, 4, N]) for _ in range(rng.randint(1, 5))] for _ in range(50)
+    ]
+    units.append([7])  # a value no pair holds
+    fast = agreement_ci(units, statistic, n_resamples=200, seed=seed)
+    slow = agreement_ci(units, lambda r: statistic(r), n_resamples=200, seed=seed)
+    assert fast[0] is not None
+    assert fast == pytest.approx(slow, rel=1e-9, abs=1e-12)
+    few = [[4, 4], [4, 5], [5, 5]]  # many resamples hold one value only: undefined
+    fast_few = agreement_ci(few, statistic, n_resamples=300, seed=seed)
+    assert fast_few == pytest.approx(
+        agreement_ci(few, lambda r: statistic(r), n_resamples=300, seed=seed), rel=1e-9
+    )
+    assert agreement_ci([[3, 3]] * 4, statistic, n_resamples=50) == (None, None)
 
 
 def test_agreement_ci_from_counts_keeps_the_undefined_and_refused_cases():

@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from benchmarks.importers.dyntom import parse_dialogue, parse_profiles, scenario_number
 
@@ -19,6 +19,7 @@ from ...models import (
     GeneratedStage,
     ValidationAssignment,
     ValidationBatch,
+    ValidationDecision,
     ValidationObject,
     ValidationScore,
     ValidationStage,
@@ -201,6 +202,44 @@ def annotator_assignment(
 ) -> ValidationAssignment | None:
     """The annotator's own slot, or ``None`` (another annotator's id is not found)."""
     return ValidationAssignment.objects.filter(pk=assignment_id, annotator=annotator).first()
+
+
+def report_size(*, batch_ids: list[int] | None = None) -> dict[str, Any]:
+    """Counts and newest marks of everything :func:`report_data` reads: the validation
+    report's cache fingerprint. A submitted score, a decision recomputed or overridden,
+    a new batch, object or accepted-set version each change it; aggregates, no rows.
+    """
+    batches = ValidationBatch.objects.all()
+    objects = ValidationObject.objects.all()
+    scores = ValidationScore.objects.filter(assignment__submitted_at__isnull=False)
+    decisions = ValidationDecision.objects.all()
+    sets = AcceptedSet.objects.all()
+    if batch_ids is not None:
+        batches = batches.filter(pk__in=batch_ids)
+        objects = objects.filter(batch_id__in=batch_ids)
+        scores = scores.filter(assignment__object__batch_id__in=batch_ids)
+        decisions = decisions.filter(object__batch_id__in=batch_ids)
+        sets = sets.filter(batch_id__in=batch_ids)
+    # A batch's creation time too: SQLite may hand a deleted batch's ids to the next.
+    size: dict[str, Any] = {
+        f"batches_{k}": v
+        for k, v in batches.aggregate(n=Count("pk"), created=Max("created_at")).items()
+    }
+    size |= {f"objects_{k}": v for k, v in objects.aggregate(n=Count("pk"), last=Max("pk")).items()}
+    size |= {
+        f"scores_{k}": v
+        for k, v in scores.aggregate(
+            n=Count("pk"), last=Max("pk"), changed=Max("updated_at")
+        ).items()
+    }
+    size |= {
+        f"decisions_{k}": v
+        for k, v in decisions.aggregate(
+            n=Count("pk"), computed=Max("computed_at"), overridden=Max("overridden_at")
+        ).items()
+    }
+    size |= {f"sets_{k}": v for k, v in sets.aggregate(n=Count("pk"), last=Max("pk")).items()}
+    return {k: str(v) for k, v in size.items()}
 
 
 def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[dict[str, Any]]]:
