@@ -2,7 +2,7 @@
 
 from django.utils.module_loading import import_string
 
-from .base import CallUnit, ParsedItem, Pipeline, PrepareSteps
+from .base import CallUnit, Chain, ParsedItem, Pipeline, PrepareSteps, Step, run_chains
 
 _REGISTRY = {
     "chartom-qa": "modeling.pipelines.chartom_qa.CharToMQAPipeline",
@@ -27,9 +27,12 @@ def pipeline_benchmarks() -> list[str]:
 
 __all__ = [
     "CallUnit",
+    "Chain",
     "ParsedItem",
     "Pipeline",
     "PrepareSteps",
+    "Step",
     "get_pipeline",
     "pipeline_benchmarks",
+    "run_chains",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,13 +38,52 @@ class PrepareSteps(Protocol):
 
     ``call`` sends one prompt under a stable key through the run's backend, cache,
     budget and counters, and returns the reply text; a call done before (a resumed
-    run) is not sent again. It raises when the run must stop (budget, interrupt,
-    lost lease) or the backend fails; the engine turns that into the run's status.
+    run) is not sent again. ``call_many`` sends independent prompts concurrently. Both
+    raise when the run must stop (budget, interrupt, lost lease) or the backend fails;
+    the engine turns that into the run's status.
     """
 
     def call(
         self, *, key: str, messages: list[dict[str, str]], temperature: float | None = None
     ) -> str: ...  # pragma: no cover - interface
+
+    def call_many(self, steps: list[Step]) -> list[str]:  # pragma: no cover - interface
+        """``call`` for prompts that need none of each other's replies, sent together
+        inside the run's window; the replies in the order of ``steps``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One prompt of :meth:`PrepareSteps.call_many`."""
+
+    key: str
+    messages: list[dict[str, str]]
+    temperature: float | None = None
+
+
+# A pipeline's chained prompts: yields the calls it needs next (which need none of
+# each other's replies) and receives their replies, in order; ends when done.
+Chain = Generator[list[Step], list[str], None]
+
+
+def run_chains(steps: PrepareSteps, chains: list[Chain]) -> None:
+    """Run ``chains`` side by side: each round sends the next calls of every chain still
+    going in one :meth:`PrepareSteps.call_many`, so independent chains (ToMPro's works)
+    share the run's window while each keeps its own order."""
+    waiting: list[tuple[Chain, list[Step]]] = []
+    for chain in chains:
+        first = next(chain, None)
+        if first is not None:
+            waiting.append((chain, first))
+    while waiting:
+        replies = steps.call_many([step for _, calls in waiting for step in calls])
+        going: list[tuple[Chain, list[Step]]] = []
+        for chain, calls in waiting:
+            mine, replies = replies[: len(calls)], replies[len(calls) :]
+            with contextlib.suppress(StopIteration):
+                going.append((chain, chain.send(mine)))
+        waiting = going
 
 
 class Pipeline:

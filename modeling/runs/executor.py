@@ -18,8 +18,8 @@ from django.conf import settings
 from ..backends import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
 from ..backends.secrets import mask_secrets
 from ..models import CachedResponse, Run, RunCall
-from ..pipelines import get_pipeline
-from .direct import RunBudgetExceeded, run_direct_call
+from ..pipelines import Step, get_pipeline
+from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
 from .leases import LeaseHolder, _claim, _Lease, _release
 from .outcome import run_outcome
 from .recording import (
@@ -518,9 +518,10 @@ class _PrepareStopped(Exception):
 class _PrepareCaller:
     """The engine side of :class:`~modeling.pipelines.base.PrepareSteps`.
 
-    Each call goes through :func:`run_direct_call` (cache, budget, counters; a call
-    done before is returned as it is, so a resumed run repeats nothing), one at a
-    time because each prompt may depend on the previous reply. Between calls it
+    Calls go through :func:`run_direct_calls` (cache, budget, counters; a call done
+    before is returned as it is, so a resumed run repeats nothing): one at a time when
+    a prompt depends on the previous reply, together (``call_many``, up to the
+    backend's ``max_concurrency``) when the pipeline says they do not. Between calls it
     renews the run's lease, honours an interrupt and reports progress.
     """
 
@@ -533,6 +534,11 @@ class _PrepareCaller:
     def call(
         self, *, key: str, messages: list[dict[str, str]], temperature: float | None = None
     ) -> str:
+        return self.call_many([Step(key=key, messages=messages, temperature=temperature)])[0]
+
+    def call_many(self, steps: list[Step]) -> list[str]:
+        if not steps:
+            return []
         if self._lease is None:
             self._lease = _Lease(self.run.pk)
         self._lease.renew_if_due()
@@ -540,8 +546,17 @@ class _PrepareCaller:
             raise _PrepareStopped(Run.Status.CANCELLED)
         if self.interrupt.requested.is_set():
             raise _PrepareStopped(Run.Status.STOPPED)
-        overrides = {} if temperature is None else {"temperature": temperature}
-        call = run_direct_call(run=self.run, unit_key=key, messages=messages, params=overrides)
+        calls = run_direct_calls(
+            run=self.run,
+            requests=[
+                DirectRequest(
+                    unit_key=step.key,
+                    messages=step.messages,
+                    params=None if step.temperature is None else {"temperature": step.temperature},
+                )
+                for step in steps
+            ],
+        )
         if self.on_progress is not None:
             counts = Run.objects.values("total_calls", "done_calls", "error_calls").get(
                 pk=self.run.pk
@@ -551,4 +566,4 @@ class _PrepareCaller:
                     self.run.pk, counts["total_calls"], counts["done_calls"], counts["error_calls"]
                 )
             )
-        return call.raw_output
+        return [call.raw_output for call in calls]

@@ -312,6 +312,76 @@ def test_tompro_stage_one_records_and_no_look_ahead(openai_backend, llm_server, 
     assert MentalStateRecord.objects.filter(run=run).count() == len(records)
 
 
+def test_tompro_stage_one_overlaps_at_16_and_matches_one_at_a_time(
+    openai_backend, llm_server, big_fish
+):
+    """Issue 31: stage 1 sends the calls of a scene together (the personality update
+    and each character's instant states; works side by side) inside the run's window,
+    so at max_concurrency 16 they overlap at the loopback server, while every record
+    and prediction equals a run at max_concurrency 1. Replies depend on the prompt
+    only (a marker from its hash), so any difference is the engine's."""
+    import hashlib
+    import threading
+    import time
+
+    answers = gold_answers("tom-in-amc", "tompro", {}, {"scene_limit": 4})
+    lock = threading.Lock()
+    in_flight = {"now": 0, "peak": 0}
+
+    def responder(body: dict) -> str:
+        prompt = body["messages"][-1]["content"]
+        if GUESS_MARK in prompt and "Answer with one line" in prompt:
+            return answers[max(answers, key=prompt.rfind)]
+        with lock:
+            in_flight["now"] += 1
+            in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        time.sleep(0.02)  # long enough for calls sent together to meet at the server
+        with lock:
+            in_flight["now"] -= 1
+        mark = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16)
+        if "current descriptions" in prompt:
+            names = prompt.split("in which ", 1)[1].split(" appear:", 1)[0].split(",")
+            return "\n".join(f"{n.strip()}: steady MARK{mark}" for n in names)
+        return f"Emotions: worried MARK{mark}\nBeliefs: the fish is real"
+
+    def tompro_at(concurrency: int) -> tuple[Run, int]:
+        openai_backend.max_concurrency = concurrency
+        openai_backend.save(update_fields=["max_concurrency"])
+        llm_server.responder = responder
+        in_flight.update(now=0, peak=0)
+        CachedResponse.objects.all().delete()  # each run asks the server itself
+        run = run_create(
+            benchmark="tom-in-amc",
+            method="tompro",
+            backend=openai_backend,
+            selection={"scene_limit": 4},
+            params={"options": {}},
+            enqueue=False,
+        )
+        assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+        return run, in_flight["peak"]
+
+    def outcome(run: Run) -> tuple[list, list]:
+        records = sorted(
+            (r.character.name, r.scene.position, r.personality, r.emotions, r.beliefs)
+            for r in MentalStateRecord.objects.filter(run=run).select_related("scene", "character")
+        )
+        predictions = sorted(
+            Prediction.objects.filter(run=run).values_list(
+                "speaker_instance_id", "parsed_answer", "correct"
+            )
+        )
+        return records, predictions
+
+    serial, serial_peak = tompro_at(1)
+    concurrent, concurrent_peak = tompro_at(16)
+    assert serial_peak == 1
+    assert concurrent_peak > 1
+    records, predictions = outcome(concurrent)
+    assert records and predictions
+    assert (records, predictions) == outcome(serial)
+
+
 def test_tompro_without_updates_after_training_shows_history_records_only(
     openai_backend, llm_server, big_fish
 ):

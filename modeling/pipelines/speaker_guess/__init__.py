@@ -31,7 +31,7 @@ from django.db.models import Prefetch
 
 from benchmarks.models import Benchmark, Character, Scene, SpeakerInstance, Work
 
-from ..base import CallUnit, ParsedItem, Pipeline, PrepareSteps
+from ..base import CallUnit, Chain, ParsedItem, Pipeline, PrepareSteps, run_chains
 from .answers import (
     MISSING,
     OK,
@@ -223,10 +223,11 @@ class SpeakerGuessPipeline(Pipeline):
             role: PromptTemplate.objects.get(pk=pk)
             for role, pk in options.get("templates", {}).items()
         }
+        chains: list[Chain] = []
         for work in self.works(run.selection):
             view = self.view(work, run.method, options)
             if run.method == MEMORY:
-                recall(run=run, steps=steps, view=view, template=templates["recall"])
+                chains.append(recall(run=run, view=view, template=templates["recall"]))
                 continue
             scenes = list(work.scenes.all())
             tested = self.test_scenes(scenes, run.selection)
@@ -237,14 +238,11 @@ class SpeakerGuessPipeline(Pipeline):
                 walk = [s for s in scenes if s.position < tested[-1].position]
             else:
                 walk = [s for s in scenes if s.part == Scene.Part.TRAINING]
-            stage1(
-                run=run,
-                steps=steps,
-                view=view,
-                scenes=walk,
-                options=options,
-                templates=templates,
+            chains.append(
+                stage1(run=run, view=view, scenes=walk, options=options, templates=templates)
             )
+        # Works do not read each other's records: their chains share the run's window.
+        run_chains(steps, chains)
 
     # -- units ---------------------------------------------------------------------------
 

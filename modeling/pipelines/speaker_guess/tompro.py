@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.models import Character, Scene
 
-from ..base import PrepareSteps
+from ..base import Chain, Step
 from .answers import NameReader
 from .scenes import WorkView, mask_scene, unmask_scene
 
@@ -140,13 +140,19 @@ def _present(scene: Scene, view: WorkView) -> tuple[list[dict[str, str]], list[C
 def stage1(
     *,
     run: Run,
-    steps: PrepareSteps,
     view: WorkView,
     scenes: list[Scene],
     options: dict[str, Any],
     templates: dict[str, PromptTemplate],
-) -> None:
-    """Walk ``scenes`` (in order) and store a record per character per scene."""
+) -> Chain:
+    """Walk ``scenes`` (in order) and store a record per character per scene: a chain
+    for :func:`~modeling.pipelines.base.run_chains`, which runs the chains of several
+    works side by side inside the run's window.
+
+    Each scene yields its calls together: the personality update (which reads the
+    descriptions the previous scene's update wrote, so one scene waits for the last)
+    and each present character's instant states (which read the scene only).
+    """
     from modeling.models import MentalStateRecord
 
     dims = [d for d in DIMENSIONS if d in options["dimensions"]]
@@ -154,9 +160,7 @@ def stage1(
     temperature = options["stage1_temperature"]
     kind = view.kind
     if not options["iterative"]:
-        _long_context(
-            run=run, steps=steps, view=view, scenes=scenes, dims=dims, templates=templates
-        )
+        yield from _long_context(run=run, view=view, scenes=scenes, dims=dims, templates=templates)
         return
     personality: dict[int, str] = {}
     for scene in scenes:
@@ -166,33 +170,31 @@ def stage1(
         text = view.scene_text(lines)
         shown = [view.name(c.name) for c in present]
         records: dict[int, dict[str, str]] = {c.pk: {} for c in present}
+        calls: list[Step] = []
         if PERSONALITY in dims:
             descriptions = "\n".join(
                 f"{view.name(c.name)}: {personality.get(c.pk) or '(nothing known yet)'}"
                 for c in view.mains
             )
-            reply = steps.call(
-                key=unit_key("tompro1", view.work.key, scene.source_id, PERSONALITY),
-                messages=_messages(
-                    templates[PERSONALITY],
-                    {
-                        "work_kind": kind,
-                        "descriptions": descriptions,
-                        "characters": ", ".join(shown),
-                        "scene": text,
-                    },
-                ),
-                temperature=temperature,
+            calls.append(
+                Step(
+                    key=unit_key("tompro1", view.work.key, scene.source_id, PERSONALITY),
+                    messages=_messages(
+                        templates[PERSONALITY],
+                        {
+                            "work_kind": kind,
+                            "descriptions": descriptions,
+                            "characters": ", ".join(shown),
+                            "scene": text,
+                        },
+                    ),
+                    temperature=temperature,
+                )
             )
-            updated = parse_descriptions(reply, shown)
-            for character, name in zip(present, shown, strict=True):
-                if updated.get(name):
-                    personality[character.pk] = updated[name]
-                records[character.pk][PERSONALITY] = personality.get(character.pk, "")
         if instant:
             answer_format = "\n".join(f"{d.title()}: ..." for d in instant)
-            for character, name in zip(present, shown, strict=True):
-                reply = steps.call(
+            calls.extend(
+                Step(
                     key=unit_key("tompro1", view.work.key, scene.source_id, character.name),
                     messages=_messages(
                         templates["instant"],
@@ -209,6 +211,18 @@ def stage1(
                     ),
                     temperature=temperature,
                 )
+                for character, name in zip(present, shown, strict=True)
+            )
+        replies = (yield calls) if calls else []
+        if PERSONALITY in dims:
+            updated = parse_descriptions(replies[0], shown)
+            replies = replies[1:]
+            for character, name in zip(present, shown, strict=True):
+                if updated.get(name):
+                    personality[character.pk] = updated[name]
+                records[character.pk][PERSONALITY] = personality.get(character.pk, "")
+        if instant:
+            for character, reply in zip(present, replies, strict=True):
                 parsed = parse_dimensions(reply, instant)
                 if not parsed and reply.strip():
                     # Kept rather than lost: the page shows what the model wrote.
@@ -230,12 +244,11 @@ def stage1(
 def _long_context(
     *,
     run: Run,
-    steps: PrepareSteps,
     view: WorkView,
     scenes: list[Scene],
     dims: list[str],
     templates: dict[str, PromptTemplate],
-) -> None:
+) -> Chain:
     from modeling.models import MentalStateRecord
 
     if not scenes:
@@ -245,19 +258,21 @@ def _long_context(
         for i, scene in enumerate(scenes, start=1)
     )
     shown = [view.name(c.name) for c in view.mains]
-    reply = steps.call(
-        key=unit_key("tompro1", view.work.key, "long-context"),
-        messages=_messages(
-            templates["long_context"],
-            {
-                "work_kind": view.kind,
-                "scenes": text,
-                "characters": ", ".join(shown),
-                "dimensions": ", ".join(dims),
-                "answer_format": "NAME\n" + "\n".join(f"{d.title()}: ..." for d in dims),
-            },
-        ),
-    )
+    (reply,) = yield [
+        Step(
+            key=unit_key("tompro1", view.work.key, "long-context"),
+            messages=_messages(
+                templates["long_context"],
+                {
+                    "work_kind": view.kind,
+                    "scenes": text,
+                    "characters": ", ".join(shown),
+                    "dimensions": ", ".join(dims),
+                    "answer_format": "NAME\n" + "\n".join(f"{d.title()}: ..." for d in dims),
+                },
+            ),
+        )
+    ]
     blocks = parse_blocks(reply, shown, dims)
     for character, name in zip(view.mains, shown, strict=True):
         MentalStateRecord.objects.update_or_create(
@@ -272,23 +287,29 @@ def _long_context(
         )
 
 
-def recall(*, run: Run, steps: PrepareSteps, view: WorkView, template: PromptTemplate) -> None:
-    """The character-memory probe: one remembered persona per main character.
+def recall(*, run: Run, view: WorkView, template: PromptTemplate) -> Chain:
+    """The character-memory probe: one remembered persona per main character, asked
+    together (no prompt reads another's reply).
 
     The prompt names the real character and title on purpose (it probes memory); the
     guessing prompts then show the description through the run's perturbation map.
     """
     from modeling.models import MentalStateRecord
 
+    calls = []
     for character in view.mains:
         real = character.name.title() if character.name.islower() else character.name
-        reply = steps.call(
-            key=unit_key("memory", view.work.key, character.name),
-            messages=_messages(
-                template,
-                {"character": real, "work_kind": view.kind, "work_title": view.work.title},
-            ),
+        calls.append(
+            Step(
+                key=unit_key("memory", view.work.key, character.name),
+                messages=_messages(
+                    template,
+                    {"character": real, "work_kind": view.kind, "work_title": view.work.title},
+                ),
+            )
         )
+    replies = (yield calls) if calls else []
+    for character, reply in zip(view.mains, replies, strict=True):
         MentalStateRecord.objects.update_or_create(
             run=run,
             character=character,
