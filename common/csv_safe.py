@@ -12,15 +12,18 @@ Numbers the app writes as numbers (``int``/``float``, e.g. a -0.5 correlation) a
 text and stay numbers: only ``str`` values are ever prefixed, so a negative number
 that arrives as a string (an imported name "-1") is neutralised like any other text.
 
-It lives in ``config`` because studies and reports both write CSVs and neither may
+It lives in ``common`` because studies and reports both write CSVs and neither may
 import the other (data flows one way).
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+_T = TypeVar("_T")
 
 # OWASP's list of characters that start a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -84,3 +87,21 @@ def csv_stream(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Ite
     yield writer.writerow(columns)
     for row in rows:
         yield writer.writerow([row[c] for c in columns])
+
+
+_FIELD_LIMIT_LOCK = threading.Lock()
+
+
+def read_with_field_limit(limit: int, read: Callable[[], _T]) -> _T:
+    """``read()`` run with the csv module's cell limit at ``limit``, then put back.
+
+    The limit is process-wide state: raising it for good would let every other CSV
+    reader in the process (a study's choices import, an invite CSV) accept cells it
+    promises to refuse. ``read`` must consume its reader fully (e.g. build a list).
+    """
+    with _FIELD_LIMIT_LOCK:
+        previous = csv.field_size_limit(limit)
+        try:
+            return read()
+        finally:
+            csv.field_size_limit(previous)

@@ -31,6 +31,7 @@ from django.db import IntegrityError, transaction
 from benchmarks.importers import ImportDataError
 from benchmarks.models import Work
 from benchmarks.services import benchmark_import
+from common.csv_safe import read_with_field_limit
 from modeling.models import Prediction, PromptTemplate, Run, RunCall
 from studies.models import (
     Assignment,
@@ -49,7 +50,7 @@ from ..models import ReplicationImport
 from .exporting import FORMAT, STUDY_REF, STUDY_SETTINGS
 from .items import items_resolve
 from .reports import REPORT_FILES, report_differences, report_normalise, reports_build
-from .tables import TABLES, TableError, decimal_or_zero, table_read
+from .tables import CELL_LIMIT, TABLES, TableError, decimal_or_zero, table_read
 
 MAX_BYTES_DEFAULT = 2 * 1024**3  # uncompressed, all files together
 MAX_FILES = 10_000
@@ -113,10 +114,16 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
         yield root
 
 
-def package_validate(root: Path) -> None:
-    """Frictionless validation of ``datapackage.json`` (Table Schemas, files present)."""
+def _frictionless_report(descriptor: Path) -> Any:
+    # Importing Frictionless's CSV parser sets the csv module's cell limit for the whole
+    # process (to 2 GB); inside read_with_field_limit the default comes back afterwards.
     from frictionless import validate
 
+    return validate(str(descriptor))
+
+
+def package_validate(root: Path) -> None:
+    """Frictionless validation of ``datapackage.json`` (Table Schemas, files present)."""
     descriptor = root / "datapackage.json"
     if not descriptor.is_file():
         raise PackageError("the package has no datapackage.json")
@@ -140,7 +147,7 @@ def package_validate(root: Path) -> None:
                 f"datapackage.json resource {n}: path {where!r} is not a file in the package"
             )
     try:
-        report = validate(str(descriptor))
+        report = read_with_field_limit(CELL_LIMIT, lambda: _frictionless_report(descriptor))
     except Exception as exc:  # Frictionless raises on descriptors it cannot read at all
         raise PackageError(f"datapackage.json: {exc}") from None
     if report.valid:
@@ -179,7 +186,7 @@ def _table(root: Path, name: str) -> list[dict[str, Any]]:
     if not path.is_file():
         raise PackageError(f"the package has no data/{name}.csv")
     try:
-        return list(table_read(name, path.read_bytes()))
+        return table_read(name, path.read_bytes())
     except (TableError, UnicodeDecodeError) as exc:
         raise PackageError(str(exc)) from None
     except csv.Error as exc:

@@ -17,6 +17,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from common.csv_safe import read_with_field_limit
+
 # table -> [(column, Frictionless type)]; the first column is the row's package id
 # where other tables refer to it.
 TABLES: dict[str, list[tuple[str, str]]] = {
@@ -278,11 +280,13 @@ def _parse(kind: str, text: str) -> Any:
 CELL_LIMIT = 64 * 1024 * 1024
 
 
-def table_read(name: str, data: bytes) -> Iterator[dict[str, Any]]:
+def table_read(name: str, data: bytes) -> list[dict[str, Any]]:
     """The rows of a package table, typed; "" string cells stay "" (never None)."""
+    return read_with_field_limit(CELL_LIMIT, lambda: list(_table_rows(name, data)))
+
+
+def _table_rows(name: str, data: bytes) -> Iterator[dict[str, Any]]:
     columns = dict(TABLES[name])
-    if csv.field_size_limit() < CELL_LIMIT:
-        csv.field_size_limit(CELL_LIMIT)
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
     missing = [c for c in columns if c not in (reader.fieldnames or [])]
     if missing:

@@ -137,12 +137,17 @@ def test_researcher_pages_work_under_the_policy(
     with page.expect_request(lambda r: r.headers.get("hx-request") == "true", timeout=6000):
         pass
     expect(page.get_by_test_id("run-status")).to_be_visible()
-    # Both widths in one evaluation: the region swaps itself every 2 s, and two separate
-    # reads could straddle a swap (a detached element measures 0).
-    track, bar = page.locator("#run-progress").evaluate(
-        "s => ['.progress', '.progress-bar'].map("
-        "c => s.querySelector(c).getBoundingClientRect().width)"
-    )
+    # Both widths in one script run, looked up inside it: the region swaps itself every
+    # 2 s, and an element found before a swap measures 0 once detached.
+    track, bar = page.wait_for_function(
+        """() => {
+            const s = document.querySelector('#run-progress');
+            const box = c => s && s.querySelector(c);
+            const w = c => (box(c) ? box(c).getBoundingClientRect().width : 0);
+            return w('.progress') > 0 ? [w('.progress'), w('.progress-bar')] : null;
+        }""",
+        timeout=6000,
+    ).json_value()
     assert abs(bar / track - 0.25) < 0.02  # pct-25: 1 of 4 calls
     screenshot("csp-run-detail")
 

@@ -4,6 +4,8 @@ and get report JSON equal to the packaged one."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -18,11 +20,13 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from benchmarks.models import QAItem
+from common.csv_safe import read_with_field_limit
 from demo.studies import CHARTOM_STUDY, DYNTOM_STUDY, SCENE_STUDY
 from modeling.models import Backend, Prediction, PromptTemplate, Run
 from reports.models import ReplicationImport
 from reports.replication.exporting import package_export
-from reports.replication.importing import PackageError, package_import
+from reports.replication.importing import PackageError, package_import, package_validate
+from reports.replication.tables import CELL_LIMIT, table_read
 from studies.models import ChoiceAnswer, Guess, Participant, Study, StudyTextVersion
 from tests.factories import UserFactory
 
@@ -55,12 +59,17 @@ def packaged_reports(path: Path) -> dict[str, dict]:
 
 
 def validate(path: Path, tmp_path: Path) -> None:
-    from frictionless import validate as frictionless_validate
-
     folder = tmp_path / f"unpacked-{path.stem}"
     with zipfile.ZipFile(path) as archive:
         archive.extractall(folder)
-    report = frictionless_validate(str(folder / "datapackage.json"))
+
+    def frictionless_validate():
+        # Frictionless raises the csv module's process-wide cell limit when imported.
+        from frictionless import validate as frictionless_validate
+
+        return frictionless_validate(str(folder / "datapackage.json"))
+
+    report = read_with_field_limit(CELL_LIMIT, frictionless_validate)
     assert report.valid, report.flatten(["rowNumber", "fieldName", "type", "note"])
 
 
@@ -385,3 +394,23 @@ def test_a_credential_in_any_file_refuses_the_export(demo, tmp_path):
 
     assert not path.exists()
     assert second.token not in str(list(tmp_path.iterdir()))
+
+
+def test_a_cell_over_the_csv_default_reads_and_leaves_the_default_in_place(tmp_path):
+    """A package's long raw reply validates and reads, and the csv module's process-wide
+    cell limit is back at its default afterwards (Frictionless raises it when imported),
+    so an invite CSV in the same process still refuses a 140 kB cell."""
+    default = csv.field_size_limit()
+    long_text = "R" * 200_000
+    columns = "item,kind,benchmark,work,key,code,field,sha256"
+    data = f"{columns}\ni1,scene,b,w,k,c,{long_text},x\n"
+    (tmp_path / "items.csv").write_text(data)
+    schema = {"fields": [{"name": c, "type": "string"} for c in columns.split(",")]}
+    resource = {"name": "items", "path": "items.csv", "format": "csv", "schema": schema}
+    descriptor = {"name": "p", "resources": [resource]}
+    (tmp_path / "datapackage.json").write_text(json.dumps(descriptor))
+    package_validate(tmp_path)
+    assert table_read("items", data.encode())[0]["field"] == long_text
+    assert csv.field_size_limit() == default == 131_072
+    with pytest.raises(csv.Error, match="field larger than field limit"):
+        list(csv.reader(io.StringIO(long_text)))
