@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
@@ -271,18 +272,24 @@ def test_a_broken_package_is_refused_naming_the_file(demo, tmp_path):
     assert not ReplicationImport.objects.exists()
 
 
-def _other_database(tmp_path: Path) -> tuple[str, str]:
-    """(DATABASE_URL, label) of an empty database of the other engine."""
+@pytest.fixture
+def other_database(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(DATABASE_URL, label) of an empty database of the other engine. The PostgreSQL
+    one is named after this process, so two suites on one server never share it."""
     engine = settings.DATABASES["default"]["ENGINE"]
-    if engine.endswith("sqlite3"):
-        import psycopg
+    if not engine.endswith("sqlite3"):
+        yield f"sqlite:///{tmp_path / 'other.sqlite3'}", "SQLite"
+        return
+    import psycopg
 
-        name = "h6_x"
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-            c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            c.execute(f"CREATE DATABASE {name}")
-        return f"postgres://postgres@127.0.0.1:5432/{name}", "PostgreSQL"
-    return f"sqlite:///{tmp_path / 'other.sqlite3'}", "SQLite"
+    name = f"tomlab_other_{os.getpid()}"
+    server = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {name}")
+    yield f"postgres://postgres@127.0.0.1:5432/{name}", "PostgreSQL"
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
@@ -301,7 +308,7 @@ def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_round_trip_into_the_other_database_engine(demo, tmp_path):
+def test_round_trip_into_the_other_database_engine(demo, tmp_path, other_database):
     packages = {}
     for benchmark, study in demo.items():
         packages[benchmark] = tmp_path / f"{benchmark}.zip"
@@ -323,7 +330,7 @@ def test_round_trip_into_the_other_database_engine(demo, tmp_path):
                 data = (json.dumps(record, ensure_ascii=False) + "\n" + rest).encode()
                 changed = record["question"]
             target.writestr(name, data)
-    database_url, engine = _other_database(tmp_path)
+    database_url, engine = other_database
 
     migrated = _manage("migrate", "--no-input", database_url=database_url)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
