@@ -24,6 +24,7 @@ from django.db import transaction
 
 from modeling.backends import ChatRequest
 from modeling.models import Backend, CachedResponse, RunCall
+from modeling.runs.direct import DirectRequest
 
 from .bonus_review import bonus_review_submit
 from .books import book_text_import
@@ -167,33 +168,36 @@ class _RecordedStep(Step):
     """A step whose calls are answered with the demo's recorded replies.
 
     Before each call the recorded reply is put in the response cache under the exact
-    request the step sends, so :func:`modeling.runs.direct.run_direct_call` records it
+    request the step sends, so :func:`modeling.runs.direct.run_direct_calls` records it
     like any cached reply: a RunCall of the batch's run, tokens, provenance.
     """
 
     entries: dict[str, Any] = field(default_factory=dict)
 
-    def call(self, unit_key: str, messages: list[dict[str, str]], sample_index: int) -> RunCall:
-        kind = unit_key.split(":")[2]
-        reply = self._reply(kind, messages, sample_index)
-        # The demo batch sets no sampling parameters: this is the request (and so the
-        # cache key) run_direct_call builds for this call.
-        request = ChatRequest.build(
-            messages, model=self.run.model, params={}, sample_index=sample_index
-        )
-        CachedResponse.objects.get_or_create(
-            key=request.cache_key(self.run.backend.name),
-            defaults={
-                "backend_name": self.run.backend.name,
-                "model": self.run.model,
-                "request": request.as_json(),
-                "text": reply,
-                "finish_reason": "stop",
-                "prompt_tokens": request.estimated_prompt_tokens(),
-                "completion_tokens": len(reply) // 4 + 1,
-            },
-        )
-        return super().call(unit_key, messages, sample_index)
+    def call_many(
+        self, requests: list[DirectRequest]
+    ) -> tuple[dict[int, RunCall], StepFailed | None]:
+        for asked in requests:
+            kind = asked.unit_key.split(":")[2]
+            reply = self._reply(kind, asked.messages, asked.sample_index)
+            # The demo batch sets no sampling parameters: this is the request (and so the
+            # cache key) run_direct_calls builds for this call.
+            request = ChatRequest.build(
+                asked.messages, model=self.run.model, params={}, sample_index=asked.sample_index
+            )
+            CachedResponse.objects.get_or_create(
+                key=request.cache_key(self.run.backend.name),
+                defaults={
+                    "backend_name": self.run.backend.name,
+                    "model": self.run.model,
+                    "request": request.as_json(),
+                    "text": reply,
+                    "finish_reason": "stop",
+                    "prompt_tokens": request.estimated_prompt_tokens(),
+                    "completion_tokens": len(reply) // 4 + 1,
+                },
+            )
+        return super().call_many(requests)
 
     def _reply(self, kind: str, messages: list[dict[str, str]], sample_index: int) -> str:
         where = f"{self.construction} {kind}"

@@ -7,7 +7,8 @@
 * ``paraphrase``: the key note becomes a complete ToM description;
 * ``questions``: ``TOMLAB_CHARTOM_QUESTION_CANDIDATES`` candidate questions (samples
   of one prompt), then one plot-free verification per distinct candidate; at most 4
-  appropriate ones are kept for the annotator;
+  appropriate ones are kept for the annotator. The samples go out side by side, then
+  the verifications, each group inside the backend's ``max_concurrency``;
 * ``bonus``: bonus points of the reference answer (the description);
 * ``distractors``: three misleading choices, given the construction's misleadings.
 
@@ -46,8 +47,9 @@ from common.queueing import queued_job_waiting
 from modeling.backends.base import BackendError
 from modeling.models import PromptTemplate, Run, RunCall
 from modeling.runs.direct import (
+    DirectRequest,
     RunBudgetExceeded,
-    run_direct_call,
+    run_direct_calls,
     run_direct_create,
     run_direct_finish,
 )
@@ -191,19 +193,49 @@ class Step:
         return f"chartom:c{self.construction.pk}:{step}:{_prompt_hash(messages)}"
 
     def call(self, unit_key: str, messages: list[dict[str, str]], sample_index: int) -> RunCall:
-        # Hold the step for as long as this call may take (its retries included): a
-        # slow reply must not let another worker take the step and pay the call again.
-        self.touch(STEP_LEASE + call_lease(self.run.backend))
+        calls, failure = self.call_many([DirectRequest(unit_key, messages, sample_index)])
+        if failure is not None:
+            raise failure
+        return calls[0]
+
+    def call_many(
+        self, requests: list[DirectRequest]
+    ) -> tuple[dict[int, RunCall], StepFailed | None]:
+        """Send prompts that do not depend on each other side by side, inside the
+        backend's ``max_concurrency``; the calls that landed (by position) and the
+        failure, if any. Every reply is recorded as it comes, so a retry pays for none
+        of those again."""
+        # Hold the step for as long as these calls may take (retries included, the
+        # window's waves one after another): a slow reply must not let another worker
+        # take the step and pay the calls again.
+        waves = -(-len(requests) // max(1, self.run.backend.max_concurrency))
+        self.touch(STEP_LEASE + call_lease(self.run.backend) * max(1, waves))
+        failure: StepFailed | None = None
         try:
-            call = run_direct_call(
-                run=self.run, unit_key=unit_key, messages=messages, sample_index=sample_index
-            )
+            calls = dict(enumerate(run_direct_calls(run=self.run, requests=requests)))
         except RunBudgetExceeded as exc:
-            raise StepFailed(f"budget: {exc}; raise the run's budget and retry") from None
+            failure = StepFailed(f"budget: {exc}; raise the run's budget and retry")
         except BackendError as exc:
-            raise StepFailed(f"the LLM backend failed: {exc}") from None
+            failure = StepFailed(f"the LLM backend failed: {exc}")
+        if failure is not None:
+            calls = self._landed(requests)
         self.touch()
-        return call
+        return calls, failure
+
+    def _landed(self, requests: list[DirectRequest]) -> dict[int, RunCall]:
+        """The calls of ``requests`` that are done (after a failure among them)."""
+        wanted = Q()
+        for request in requests:
+            wanted |= Q(unit_key=request.unit_key, sample_index=request.sample_index)
+        found = {
+            (call.unit_key, call.sample_index): call
+            for call in RunCall.objects.filter(wanted, run=self.run, status=RunCall.Status.DONE)
+        }
+        return {
+            position: found[request.unit_key, request.sample_index]
+            for position, request in enumerate(requests)
+            if (request.unit_key, request.sample_index) in found
+        }
 
     def answer(
         self, unit_key: str, messages: list[dict[str, str]], read: Callable[[str], T]
@@ -215,23 +247,44 @@ class Step:
         after a bad reply asks anew but never pays again for a call it has. Returns the
         value, or the :class:`ReplyInvalid` of a new reply that could not be read.
         """
-        done = {
-            call.sample_index: call
-            for call in RunCall.objects.filter(
-                run=self.run, unit_key=unit_key, status=RunCall.Status.DONE
-            )
-        }
-        index = 0
-        while index in done:
+        answers, failure = self.answer_many([(unit_key, messages)], read)
+        if failure is not None:
+            raise failure
+        return answers[0]
+
+    def answer_many(
+        self, asks: list[tuple[str, list[dict[str, str]]]], read: Callable[[str], T]
+    ) -> tuple[dict[int, tuple[T | ReplyInvalid, RunCall]], StepFailed | None]:
+        """:meth:`answer` for independent prompts, the new calls sent side by side; the
+        answers that are at hand (by position) and the failure, if any."""
+        done: dict[str, dict[int, RunCall]] = {}
+        for call in RunCall.objects.filter(
+            run=self.run,
+            unit_key__in=[unit_key for unit_key, _ in asks],
+            status=RunCall.Status.DONE,
+        ):
+            done.setdefault(call.unit_key, {})[call.sample_index] = call
+        answers: dict[int, tuple[T | ReplyInvalid, RunCall]] = {}
+        to_ask: list[tuple[int, DirectRequest]] = []
+        for position, (unit_key, messages) in enumerate(asks):
+            earlier = done.get(unit_key, {})
+            index = 0
+            while index in earlier:
+                try:
+                    answers[position] = read(_reply_text(earlier[index])), earlier[index]
+                    break
+                except ReplyInvalid:
+                    index += 1
+            else:
+                to_ask.append((position, DirectRequest(unit_key, messages, index)))
+        calls, failure = self.call_many([request for _, request in to_ask])
+        for n, call in calls.items():
             try:
-                return read(_reply_text(done[index])), done[index]
-            except ReplyInvalid:
-                index += 1
-        call = self.call(unit_key, messages, index)
-        try:
-            return read(_reply_text(call)), call
-        except ReplyInvalid as exc:
-            return exc, call
+                value: T | ReplyInvalid = read(_reply_text(call))
+            except ReplyInvalid as exc:
+                value = exc
+            answers[to_ask[n][0]] = value, call
+        return answers, failure
 
     def ask(
         self,
@@ -451,26 +504,30 @@ def _questions(step: Step) -> str:
             for p in round_positions
         )
         first = (last_round + 1) * n if finished else last_round * n
-    candidates: list[QuestionCandidate] = []
-    for position in range(first, first + n):
-        candidate = existing.get(position)
-        if candidate is None:
-            call = step.call(unit_key, messages, position)
-            try:
-                text, verdict, reason = replies.question_reply(_reply_text(call)), "", ""
-            except ReplyInvalid as exc:
-                text = call.raw_output.strip()[:2000] or "(empty reply)"
-                verdict, reason = QuestionCandidate.Verdict.UNPARSEABLE, f"question: {exc}"
-            candidate = QuestionCandidate.objects.create(
-                construction=construction,
-                position=position,
-                text=text,
-                generation_call=call,
-                verdict=verdict,
-                verdict_reason=reason,
-            )
-        candidates.append(candidate)
+    # The round's missing samples are asked side by side; each candidate row is written
+    # as soon as its reply is here, the ones that came back before a failure included.
+    missing = [p for p in range(first, first + n) if p not in existing]
+    calls, failure = step.call_many([DirectRequest(unit_key, messages, p) for p in missing])
+    for n_call, call in sorted(calls.items()):
+        try:
+            text, verdict, reason = replies.question_reply(_reply_text(call)), "", ""
+        except ReplyInvalid as exc:
+            text = call.raw_output.strip()[:2000] or "(empty reply)"
+            verdict, reason = QuestionCandidate.Verdict.UNPARSEABLE, f"question: {exc}"
+        existing[missing[n_call]] = QuestionCandidate.objects.create(
+            construction=construction,
+            position=missing[n_call],
+            text=text,
+            generation_call=call,
+            verdict=verdict,
+            verdict_reason=reason,
+        )
+    if failure is not None:
+        raise failure
+    candidates = [existing[position] for position in range(first, first + n)]
     seen: dict[str, QuestionCandidate] = {}
+    to_verify: list[QuestionCandidate] = []
+    repeats: list[QuestionCandidate] = []
     for candidate in candidates:
         if (
             candidate.verdict == QuestionCandidate.Verdict.UNPARSEABLE
@@ -480,20 +537,19 @@ def _questions(step: Step) -> str:
         key = _same_question(candidate.text)
         if key in seen:
             if candidate.verdict == QuestionCandidate.Verdict.PENDING:
-                # One verification per distinct question: a repeat shares the first's.
-                original = seen[key]
-                candidate.verdict = original.verdict
-                candidate.verdict_reason = f"same question as candidate {original.position + 1}"
-                candidate.verification_call_id = original.verification_call_id
-                candidate.save(update_fields=["verdict", "verdict_reason", "verification_call"])
+                repeats.append(candidate)
             continue
         seen[key] = candidate
-        if candidate.verdict != QuestionCandidate.Verdict.PENDING:
-            continue
+        if candidate.verdict == QuestionCandidate.Verdict.PENDING:
+            to_verify.append(candidate)
+    # One plot-free verification per distinct question, all of them side by side.
+    asks = []
+    for candidate in to_verify:
         verify_messages = _render(verify, {**base, "candidate_question": candidate.text})
-        verdict, call = step.answer(
-            step.unit_key("verify", verify_messages), verify_messages, replies.verification_reply
-        )
+        asks.append((step.unit_key("verify", verify_messages), verify_messages))
+    answers, failure = step.answer_many(asks, replies.verification_reply)
+    for position, (verdict, call) in sorted(answers.items()):
+        candidate = to_verify[position]
         if isinstance(verdict, ReplyInvalid):
             candidate.verdict, reason = (
                 QuestionCandidate.Verdict.UNPARSEABLE,
@@ -508,6 +564,15 @@ def _questions(step: Step) -> str:
             )
         candidate.verdict_reason = reason
         candidate.verification_call = call
+        candidate.save(update_fields=["verdict", "verdict_reason", "verification_call"])
+    if failure is not None:
+        raise failure
+    for candidate in repeats:
+        # A repeat shares the first's verification.
+        original = seen[_same_question(candidate.text)]
+        candidate.verdict = original.verdict
+        candidate.verdict_reason = f"same question as candidate {original.position + 1}"
+        candidate.verification_call_id = original.verification_call_id
         candidate.save(update_fields=["verdict", "verdict_reason", "verification_call"])
     keep = [
         c

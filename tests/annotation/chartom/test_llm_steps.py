@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -296,6 +297,7 @@ class Script:
     """A responder that answers each prompt kind the way a cooperative model would."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()  # the server answers on several threads
         self.question_calls = 0
         self.question_suffix = ""
         self.filter_answers: dict[str, str] = {}
@@ -317,8 +319,9 @@ class Script:
             return "**The character acts on purpose to keep the plan alive.**"
         if "ask a question about the" in prompt:
             self.seen.append("question")
-            question = QUESTIONS[self.question_calls % len(QUESTIONS)]
-            self.question_calls += 1
+            with self.lock:
+                question = QUESTIONS[self.question_calls % len(QUESTIONS)]
+                self.question_calls += 1
             return f"Question: {question[:-1]}{self.question_suffix}?"
         if "[Candidate Question]:" in prompt:
             self.seen.append("verify")
@@ -417,7 +420,9 @@ def test_full_llm_walk_of_two_notes(at, script, llm_server, django_user_model) -
         assert 1 <= len(kept) <= 4
         assert all(c.verdict == "appropriate" for c in kept)
         assert len({c.text for c in kept}) == len(kept)
-        human(construction, user, question=kept[0].text)
+        # The same question for both (the samples arrive in any order): the two
+        # distractor prompts below are then the same.
+        human(construction, user, question=min(c.text for c in kept))
     assert run_queued() == ["advanced:bonus_review"] * 2
     for construction in (vautrin, goriot):
         construction.refresh_from_db()
@@ -549,22 +554,74 @@ def test_a_refusal_needs_retry(at, script, llm_server) -> None:
     assert "refused" in construction.error
 
 
-def test_a_retry_of_the_question_step_pays_for_nothing_twice(at, script, llm_server) -> None:
+def test_a_retry_of_the_question_step_pays_for_nothing_twice(
+    at, script, llm_server, chartom_backend
+) -> None:
+    # One call at a time, so the scripted failure hits the fourth sample.
+    chartom_backend.max_concurrency = 1
+    chartom_backend.save(update_fields=["max_concurrency"])
     construction = at(stage="questions", description="Vautrin flatters them on purpose.")
     for text in QUESTIONS[3:]:
         llm_server.enqueue(text)
     for _ in range(2):
         llm_server.enqueue(status=500, headers={"Retry-After": "0"})
     assert construction_step_run(construction_id=construction.pk) == "needs_retry"
-    assert construction.candidates.count() == 3
+    # The samples after the failed one were still asked; every reply that came back
+    # is a candidate already.
+    n = candidate_count()
+    assert sorted(construction.candidates.values_list("position", flat=True)) == [
+        p for p in range(n) if p != 3
+    ]
 
     construction_retry(construction_id=construction.pk)
     assert construction_step_run(construction_id=construction.pk) == "advanced:question_choice"
-    n = candidate_count()
     assert construction.candidates.count() == n
     assert script.question_calls == n - 3
     paid = RunCall.objects.filter(run=batch_run_of(construction), status="done")
     assert paid.count() == n + (n - 1)  # every sample once, one verification per distinct
+
+
+def test_the_question_step_sends_its_samples_and_verifications_side_by_side(
+    at, script, llm_server, chartom_backend
+) -> None:
+    """Issue 31: the candidate samples go out together inside the backend's window, and
+    then the verifications of the distinct ones; a step at max_concurrency 1 keeps the
+    same candidates, verdicts and paid calls."""
+    import time
+
+    from modeling.models import CachedResponse
+
+    lock = threading.Lock()
+
+    def slowly(body: dict[str, Any]) -> str:
+        with lock:  # the script counts its question replies
+            reply = script(body)
+        time.sleep(0.05)  # long enough for calls sent together to meet at the server
+        return reply
+
+    def question_step(concurrency: int, dimension: str) -> tuple[list, int, int]:
+        chartom_backend.max_concurrency = concurrency
+        chartom_backend.save(update_fields=["max_concurrency"])
+        script.question_calls, script.seen = 0, []
+        CachedResponse.objects.all().delete()  # each step asks the server itself
+        llm_server.reset()
+        llm_server.responder = slowly
+        construction = at(
+            stage="questions", dimension=dimension, description="Vautrin flatters them on purpose."
+        )
+        assert construction_step_run(construction_id=construction.pk) == "advanced:question_choice"
+        outcome = sorted(
+            (c.text, c.verdict, c.kept, c.verdict_reason.startswith("same question"))
+            for c in construction.candidates.all()
+        )
+        return outcome, script.seen.count("verify"), llm_server.max_in_flight
+
+    together, verified, peak = question_step(8, "intention")
+    assert peak > 1
+    one_at_a_time, verified_alone, peak_alone = question_step(1, "desire")
+    assert peak_alone == 1
+    assert together == one_at_a_time
+    assert verified == verified_alone == candidate_count() - 1
 
 
 def test_no_candidate_passing_verification_needs_retry_and_samples_anew(at, script) -> None:

@@ -81,22 +81,25 @@ def hold(
     )
 
 
-def half_done_question_step(at, llm_server) -> Construction:
-    """A question step that got 3 of its candidates answered, then lost its worker."""
+def half_done_question_step(at, llm_server, backend) -> Construction:
+    """A question step whose fourth candidate failed (the others are answered), then
+    lost its worker."""
+    backend.max_concurrency = 1  # one call at a time: the failure hits the fourth
+    backend.save(update_fields=["max_concurrency"])
     construction = at(stage="questions", description=DESCRIPTION)
     for text in QUESTIONS[3:]:
         llm_server.enqueue(text)
     for _ in range(2):  # the backend's own retry gets the second
         llm_server.enqueue(status=500, headers={"Retry-After": "0"})
     assert construction_step_run(construction_id=construction.pk) == "needs_retry"
-    assert construction.candidates.count() == 3
+    assert construction.candidates.count() == candidate_count() - 1
     return construction
 
 
 def test_a_step_whose_holder_died_on_this_host_is_taken_over_without_paying_twice(
-    at, script, llm_server
+    at, script, llm_server, chartom_backend
 ) -> None:
-    construction = half_done_question_step(at, llm_server)
+    construction = half_done_question_step(at, llm_server, chartom_backend)
     # The worker process running it was killed: the step still says "running", its
     # lease has minutes left, and the job is delivered again.
     hold(construction, pid=a_dead_pid())
@@ -108,9 +111,10 @@ def test_a_step_whose_holder_died_on_this_host_is_taken_over_without_paying_twic
     assert (construction.state, construction.lease_holder_pid) == ("waiting_human", None)
     n = candidate_count()
     assert construction.candidates.count() == n
-    # Only the 3 missing candidates and the verifications were asked.
+    # Only the missing candidate and the verifications were asked (the two samples
+    # after the failed one were answered before the worker was lost).
     assert script.question_calls == n - 3
-    assert llm_server.request_count - asked == (n - 3) + (n - 1)
+    assert llm_server.request_count - asked == 1 + (n - 1)
     paid = RunCall.objects.filter(run=batch_run_of(construction), status="done")
     assert paid.count() == 3 + (n - 3) + (n - 1)
 

@@ -41,9 +41,11 @@ HELD_SAMPLE = 2  # the third question sample is in flight when its process dies
 def test_a_killed_pool_process_question_step_is_taken_over_and_paid_once(
     make_construction, chartom_backend, llm_server, tmp_path, monkeypatch
 ) -> None:
-    # Long enough that the held call does not time out before the kill.
+    # Long enough that the held call does not time out before the kill; one call at a
+    # time, so the third sample is the one in flight.
     chartom_backend.timeout_s = 60
-    chartom_backend.save(update_fields=["timeout_s"])
+    chartom_backend.max_concurrency = 1
+    chartom_backend.save(update_fields=["timeout_s", "max_concurrency"])
     construction = make_construction(
         stage="questions",
         state="queued",
