@@ -226,8 +226,7 @@ def agreement_cis(
     units = [list(unit) for unit in ratings]
     if not units:
         return [(None, None) for _ in statistics]
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(units), size=(n_resamples, len(units)))
+    draws = _draws(seed, n_resamples, len(units))
     fast = _resampled_from_counts(units, statistics, draws)
     intervals = []
     for statistic in statistics:
@@ -240,6 +239,27 @@ def agreement_cis(
             stats.append(math.nan if value is None else float(value))
         intervals.append(percentile_interval(stats, level))
     return intervals
+
+
+_last_draws: tuple[tuple[int, int, int], np.ndarray] | None = None
+
+
+def _draws(seed: int, n_resamples: int, n_units: int) -> np.ndarray:
+    """The resamples' unit indices for ``seed``: the same array for the same arguments.
+
+    A report asks for one interval per criterion, and the criteria of one kind of
+    object score the same units: the last draws are kept (read-only) and handed out
+    again rather than drawn anew (1,000 resamples of 3,200 units are 3.2 million).
+    """
+    global _last_draws
+    key = (seed, n_resamples, n_units)
+    last = _last_draws
+    if last is not None and last[0] == key:
+        return last[1]
+    draws = np.random.default_rng(seed).integers(0, n_units, size=(n_resamples, n_units))
+    draws.setflags(write=False)
+    _last_draws = (key, draws)
+    return draws
 
 
 # Resamples weighed at once in ``_resampled_from_counts`` (bounds its memory: rows x units).

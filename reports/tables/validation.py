@@ -91,10 +91,12 @@ def _retention(objects: list[dict[str, Any]]) -> Table:
 ByCriterion = list[tuple[tuple[str, str], dict[int, list[int]]]]
 
 
-def _by_criterion(ratings: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[int]]]:
+def _by_criterion(
+    ratings: list[tuple[str, str, int, int]],
+) -> dict[tuple[str, str], dict[int, list[int]]]:
     units: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for r in ratings:
-        units[(r["kind"], r["criterion"])][r["object_id"]].append(r["value"])
+    for kind, criterion, object_id, value in ratings:
+        units[kind, criterion][object_id].append(value)
     return units
 
 

@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument(
         "--seconds", type=float, default=10.0, help="ideal duration of each measurement (10)"
     )
+    parser.add_argument(
+        "--min-calls", type=int, default=1000, help="calls per measurement at least (1000)"
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="llm-bench-"))
@@ -90,7 +93,7 @@ def main() -> None:
                     max_retries=0,
                 )
                 ideal = concurrency / args.latency
-                calls = max(concurrency * 2, round(ideal * args.seconds))
+                calls = max(args.min_calls, concurrency * 2, round(ideal * args.seconds))
 
                 client = get_backend(backend)
                 requests = [
