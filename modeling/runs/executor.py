@@ -243,8 +243,12 @@ class _Window:
 
     Each thread takes the next call, checks the budget (in memory, under a lock) and
     asks the backend; the reply goes on :attr:`replies` for the writer. A thread
-    refills its slot the moment its reply is handed over, whatever recording costs,
-    so the window stays full (a sliding window: one slow reply holds back no other).
+    refills its slot as soon as the writer has made a reply durable (one short
+    transaction per batch of arrivals), whatever recording the predictions costs, so
+    the window stays full (a sliding window: one slow reply holds back no other).
+    Calls sent and not yet stored never exceed ``limit``: a kill at any moment asks
+    again at most one window of calls, even when replies arrive faster than a busy
+    process stores them.
     """
 
     def __init__(
@@ -268,6 +272,8 @@ class _Window:
             for i in range(min(max(1, run.backend.max_concurrency), len(calls)))
         ]
         self._running = len(self._threads)
+        # One permit per call sent and not yet stored (see ``stored``).
+        self._slots = threading.Semaphore(len(self._threads))
 
     def start(self) -> None:
         for thread in self._threads:
@@ -278,6 +284,11 @@ class _Window:
         with self._lock:
             self.stop_status = self.stop_status or status
             self._queue.clear()
+
+    def stored(self, replies: int) -> None:
+        """The writer made ``replies`` arrived replies durable: their slots are free."""
+        for _ in range(replies):
+            self._slots.release()
 
     @property
     def finished(self) -> bool:
@@ -302,7 +313,12 @@ class _Window:
 
     def _work(self) -> None:
         try:
-            while (taken := self._next()) is not None:
+            while True:
+                self._slots.acquire()
+                taken = self._next()
+                if taken is None:
+                    self._slots.release()
+                    break
                 call, tokens, reserved_cost = taken
                 result = _complete(self.backend, self.requests[call.pk])
                 cost = Decimal(0)
@@ -345,6 +361,7 @@ def _call_sliding(
         arrived = _drain(window.replies, timeout=0 if backlog else min(lease.interval, 0.5))
         if arrived:
             recorder.store_received(arrived)
+            window.stored(len(arrived))
             backlog.extend(arrived)
         if backlog:
             chunk, size = 0, 0
