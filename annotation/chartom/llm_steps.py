@@ -205,6 +205,8 @@ class Step:
         backend's ``max_concurrency``; the calls that landed (by position) and the
         failure, if any. Every reply is recorded as it comes, so a retry pays for none
         of those again."""
+        if not requests:
+            return {}, None  # every answer was at hand: no lease to push, nothing to send
         # Hold the step for as long as these calls may take (retries included, the
         # window's waves one after another): a slow reply must not let another worker
         # take the step and pay the calls again.
