@@ -34,7 +34,12 @@ from metrics.agreement import (
     percent_agreement,
 )
 from metrics.bootstrap import bootstrap_ci, percentile_interval
-from metrics.chartom import bonus_point_coverage, length_ratio, penalty_rate
+from metrics.chartom import (
+    bonus_point_coverage,
+    bonus_point_coverage_ci,
+    length_ratio,
+    penalty_rate,
+)
 from metrics.correlation import average_ranks, correlation_matrix, mean_sd, pearson, spearman
 from metrics.dyntom import (
     CompositionalAnalysis,
@@ -64,6 +69,7 @@ __all__ = [
     "agreement_cis",
     "average_ranks",
     "bonus_point_coverage",
+    "bonus_point_coverage_ci",
     "bootstrap_ci",
     "chance_baseline",
     "cluster_accuracy_ci",

@@ -17,7 +17,12 @@ The paper's two worked cases (Appendix M, Tables 18-19, GPT-4o) give BPC = (1 + 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from metrics.bootstrap import check_bootstrap_args, percentile_interval
 
 
 def bonus_point_coverage(
@@ -39,6 +44,41 @@ def bonus_point_coverage(
     if total_sum == 0:
         return None
     return included_sum / total_sum
+
+
+def bonus_point_coverage_ci(
+    judgements: Iterable[tuple[int, int]],
+    *,
+    bounded: bool = True,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of :func:`bonus_point_coverage`, resampling responses.
+
+    BPC of a resample depends only on how often it drew each distinct ``(included,
+    total)`` judgement, and resampling n responses with replacement draws those counts
+    from Multinomial(n, each judgement's share). So the counts are drawn directly, as
+    ``accuracy_ci`` draws a Binomial: the same distribution in O(n_resamples x distinct
+    judgements) rather than O(n_resamples x n), which at 100,000 responses per report
+    took more than a minute. Judgements are taken in sorted order, so the interval
+    depends only on the data and the seed. ``(None, None)`` for no judgements, and
+    resamples with no bonus point at all are left out.
+    """
+    check_bootstrap_args(n_resamples, level)
+    pairs = list(judgements)
+    if not pairs:
+        return None, None
+    bonus_point_coverage(pairs, bounded=bounded)  # the same refusal of impossible counts
+    kinds = Counter(pairs)
+    ordered = sorted(kinds)
+    shares = np.array([kinds[k] for k in ordered], dtype=float) / len(pairs)
+    drawn = np.random.default_rng(seed).multinomial(len(pairs), shares, size=n_resamples)
+    included = drawn @ np.array([k[0] for k in ordered], dtype=np.int64)
+    total = drawn @ np.array([k[1] for k in ordered], dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = np.where(total > 0, included / np.where(total > 0, total, 1), np.nan)
+    return percentile_interval(stats, level)
 
 
 def penalty_rate(has_defect: Sequence[bool]) -> float | None:

@@ -14,7 +14,13 @@
   copies are imported first if the database has no TVShowGuess work);
 - ``--validation-stages`` DynToM stages (1,000) validated by ``--annotators``
   annotators (4): 13 objects a stage, every criterion scored, a decision per object
-  (issue 31's scale for ``/reports/validation/``).
+  (issue 31's scale for ``/reports/validation/``);
+- ``--chartom-predictions`` CharToM-QA predictions (100,000) over ``--chartom-runs``
+  runs (10) on as many synthetic CharToM-QA items as one run answers (10,000 over ten
+  synthetic novels, every dimension, direct and indirect): half the runs generative,
+  with imported judge verdicts (bonus points covered out of 2-5, defects), half
+  multiple choice (a letter, right with the run's own probability), across the three
+  context lengths.
 
 ``measure`` times what a researcher opens, through Django's test client as a logged-in
 researcher (production settings, the same views and cache the server uses), after one
@@ -45,6 +51,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_PREFIX = "scale run "
+CHARTOM_RUN_PREFIX = "scale chartom run "
+CHARTOM_WORK_PREFIX = "scale-chartom-"
 STUDY_NAME = "scale study"
 BATCH = 10_000
 
@@ -379,6 +387,100 @@ def generate_validation(stages: int, annotators: int, rng: random.Random) -> Non
         cursor.execute("ANALYZE")
 
 
+def generate_chartom(total: int, runs: int, rng: random.Random) -> None:
+    from benchmarks.models import QAItem, ToMDimension, Work
+    from modeling.models import Prediction, Run
+
+    Run.objects.filter(name__startswith=CHARTOM_RUN_PREFIX).delete()
+    Work.objects.filter(benchmark="chartom-qa", key__startswith=CHARTOM_WORK_PREFIX).delete()
+    if total <= 0:
+        return
+    per_run = total // runs
+    started = time.perf_counter()
+    works = [
+        Work.objects.create(
+            benchmark="chartom-qa",
+            key=f"{CHARTOM_WORK_PREFIX}{n}",
+            title=f"Scale novel {n}",
+            kind=Work.Kind.BOOK,
+        )
+        for n in range(10)
+    ]
+    dimensions = [d.value for d in ToMDimension]
+    items = QAItem.objects.bulk_create(
+        [
+            QAItem(
+                work=works[i % len(works)],
+                natural_key=f"{CHARTOM_WORK_PREFIX}{i}",
+                position=i // len(works),
+                dimension=dimensions[i % len(dimensions)],
+                context_0="",
+                question=f"Synthetic question {i}?",
+                answer=f"Synthetic answer {i}.",
+                bonus_points=[f"point {k}" for k in range(rng.randint(2, 5))],
+                misleading_choices=[f"wrong {k}" for k in range(3)],
+                directness=rng.choice(["direct", "indirect"]),
+            )
+            for i in range(per_run)
+        ],
+        batch_size=BATCH,
+    )
+    for n in range(1, runs + 1):
+        generative = n % 2 == 1
+        context = (0, 1000, 2000)[n % 3]
+        run = Run.objects.create(
+            name=f"{CHARTOM_RUN_PREFIX}{n}",
+            benchmark="chartom-qa",
+            method="generative" if generative else "multichoice",
+            model=f"synthetic-model-{n}",
+            params={"context": context},
+            imported=True,
+            status=Run.Status.SUCCEEDED,
+        )
+        skill = 0.3 + 0.6 * (n - 1) / max(1, runs - 1)
+        rows = []
+        for item in items:
+            if generative:
+                total_points = len(item.bonus_points)
+                covered = sorted(k for k in range(total_points) if rng.random() < skill)
+                words = rng.randint(20, 120)
+                details = {
+                    "task": "generative",
+                    "context": context,
+                    "bonus_points_total": total_points,
+                    "bonus_points_included": covered,
+                    "defects": [] if rng.random() < skill else ["misreads the scene"],
+                    "response_chars": words * 6,
+                    "answer_chars": 240,
+                    "response_words": words,
+                    "answer_words": 40,
+                }
+                answer, right = "", None
+            else:
+                right = rng.random() < skill
+                answer = "a" if right else rng.choice("bcd")
+                details = {"task": "multichoice", "context": context, "gold_letter": "a"}
+            rows.append(
+                Prediction(
+                    run=run,
+                    qa_item=item,
+                    parsed_answer=answer,
+                    parse_status=Prediction.ParseStatus.OK,
+                    correct=right,
+                    details=details,
+                    model=run.model,
+                )
+            )
+        Prediction.objects.bulk_create(rows, batch_size=BATCH)
+        Run.objects.filter(pk=run.pk).update(
+            total_calls=per_run, done_calls=per_run, finished_at=run.created_at
+        )
+        print(
+            f"  CharToM-QA run {n}/{runs}: {per_run:,} predictions"
+            f" ({time.perf_counter() - started:.0f} s)"
+        )
+
+
 def cmd_generate(args) -> None:
     rng = random.Random(args.seed)
     started = time.perf_counter()
@@ -386,6 +488,7 @@ def cmd_generate(args) -> None:
     if args.guesses:  # --guesses 0: predictions only (no TVShowGuess works needed)
         generate_guesses(args.guesses, args.raters, rng)
     generate_validation(args.validation_stages, args.annotators, rng)
+    generate_chartom(args.chartom_predictions, args.chartom_runs, rng)
     print(f"generated in {time.perf_counter() - started:.0f} s")
 
 
@@ -452,6 +555,9 @@ def cmd_measure(args) -> None:
         ("validation report page", "/reports/validation/", False),
         ("validation report page (again)", "/reports/validation/", False),
         ("validation report JSON", "/reports/validation/export.json", False),
+        ("CharToM-QA report page", "/reports/chartom-qa/", False),
+        ("CharToM-QA report page (again)", "/reports/chartom-qa/", False),
+        ("API report CharToM-QA", "/api/reports/chartom-qa/", False),
     ]
     only = set(args.only or [])
     print(f"{'request':<36}{'status':>7}{'seconds':>9}{'MB out':>9}{'peak MB':>9}")
@@ -473,6 +579,8 @@ def main() -> None:
     gen.add_argument("--raters", type=int, default=500)
     gen.add_argument("--validation-stages", type=int, default=1000)
     gen.add_argument("--annotators", type=int, default=4)
+    gen.add_argument("--chartom-predictions", type=int, default=100_000)
+    gen.add_argument("--chartom-runs", type=int, default=10)
     gen.add_argument("--seed", type=int, default=1)
     measure = sub.add_parser("measure")
     measure.add_argument("--only", nargs="*", help="only the checks whose name contains this")
