@@ -1,9 +1,11 @@
-"""Hand out slots on shared items without ever overfilling one: one function, two users.
+"""Hand out slots on shared items without ever overfilling one, by locking the items.
 
-The scene study (``studies.services.familiarity_declare``) and DynToM validation
-(``annotation.validation.validation_stage_take``) both give a person every item of a
-group that still has room for them. Doing that safely under concurrency takes the same
-four steps, kept here so there is one copy:
+The DynToM choice study (``studies.choice.services.dyntom_stage_take``), DynToM
+validation (``annotation.validation.validation_stage_take``) and the CharToM-QA queue
+give a person every item of a group that still has room for them. Doing that safely
+under concurrency takes the same four steps, kept here so there is one copy (the scene
+study, where many raters start the same work at once, claims slot rows instead:
+``studies.slots``):
 
 1. lock the candidate item rows in primary-key order (every caller locks in the same
    order, so two transactions cannot deadlock);

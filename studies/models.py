@@ -411,6 +411,48 @@ class Assignment(models.Model):
         return f"{self.participant} / {self.study_item}"
 
 
+class SceneSlot(models.Model):
+    """One rater's place on a scene of a speaker-guessing study: its quota as rows.
+
+    A scene has ``overlap`` slots: ``min_seen`` only for raters who have seen the work,
+    ``min_unseen`` only for those who have not, the rest for either. A rater claims a
+    free slot of their own kind first, then one for either, taking the free row with
+    ``SELECT … FOR UPDATE SKIP LOCKED``: raters starting a work together each lock
+    different rows instead of queueing on the scene's row (``studies.slots``).
+    """
+
+    class Kind(models.TextChoices):
+        SEEN = "seen", "seen the work"
+        UNSEEN = "unseen", "not seen the work"
+        ANY = "any", "either"
+
+    study_item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="slots")
+    number = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=6, choices=Kind.choices)
+    # Freed when the assignment goes (idle release, withdrawn data) or stops counting
+    # (withdrawal).
+    assignment = models.OneToOneField(
+        Assignment, on_delete=models.SET_NULL, null=True, blank=True, related_name="slot"
+    )
+
+    class Meta:
+        ordering = ["study_item_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["study_item", "number"], name="scene_slot_unique")
+        ]
+        # A claim reads only a scene's free slots.
+        indexes = [
+            models.Index(
+                fields=["study_item", "number"],
+                condition=models.Q(assignment__isnull=True),
+                name="scene_slot_free",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_item_id} slot {self.number} ({self.kind})"
+
+
 class Guess(models.Model):
     """A participant's answer for one masked speaker, saved the moment it is given."""
 

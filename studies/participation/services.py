@@ -20,6 +20,7 @@ from studies.models import (
 )
 from studies.participation.ledger import exclusions_refresh
 from studies.participation.signals import participant_finished, participant_withdrawn
+from studies.slots import slots_free, slots_rebalance
 
 
 def participants_invite(*, study: Study, labels: list[str]) -> list[Participant]:
@@ -74,9 +75,11 @@ def participant_for_user(*, study: Study, user) -> Participant:
 
 def participant_withdraw(*, participant: Participant) -> Participant:
     """Stop a rater: responses stay, but quotas and reports leave them out."""
-    Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(
-        withdrawn_at=timezone.now()
-    )
+    with transaction.atomic():
+        Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(
+            withdrawn_at=timezone.now()
+        )
+        slots_rebalance(slots_free(participant_id=participant.pk))
     participant.refresh_from_db()
     participant_withdrawn.send(sender=Participant, participant=participant)
     return participant

@@ -16,7 +16,6 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from common.compiled_queries import CompiledQuery
-from studies.assignment import items_assign_with_room
 from studies.errors import (
     StudyError,  # views, commands and tests import it from here
     SubmitIncomplete,
@@ -40,6 +39,7 @@ from studies.participation.recruitment import (
 )
 from studies.participation.services import check_active, participant_finish
 from studies.scene.cache import SceneSpeaker, scene_gold, scene_speakers
+from studies.slots import slots_claim, slots_ensure, slots_seat
 
 # Gaps between a rater's actions longer than this are idle time, not work.
 IDLE_CUTOFF = timedelta(minutes=2)
@@ -55,16 +55,6 @@ class NextStep:
     study_work: StudyWork | None = None
     session: WorkSession | None = None
     assignment: Assignment | None = None
-
-
-def _has_room(study: Study, counts: dict[bool, int], seen: bool) -> bool:
-    """Whether one more rater of this familiarity fits a scene's quotas."""
-    total = counts[True] + counts[False]
-    if total >= study.overlap:
-        return False
-    # Slots the other group still needs must stay free for it.
-    other_needs = max(0, (study.min_unseen if seen else study.min_seen) - counts[not seen])
-    return study.overlap - total - 1 >= other_needs
 
 
 def _open_works(participant: Participant) -> list[StudyWork]:
@@ -213,15 +203,17 @@ def familiarity_declare(
 ) -> WorkSession:
     """Record "seen it?" for the work and assign its scenes that have room for this rater.
 
-    The work's scene rows are locked (in a fixed order, so concurrent raters cannot
-    deadlock) while quotas are counted and assignments written: no scene is ever
-    given to more raters than the study allows, and no rater gets a scene twice.
+    Each scene's quota is a set of slot rows (``studies.slots``): the rater
+    claims one free slot per scene, skipping slots another rater is claiming at that
+    moment, so raters starting a work together do not wait for each other. No scene is
+    ever given to more raters than the study allows, and no rater gets a scene twice.
     """
     check_active(participant)
     if study_work.study_id != participant.study_id:
         raise StudyError("that work is not part of your study")
     study = participant.study
     assignments_release_idle(study=study)  # idle raters' open scenes count as free
+    slots_ensure(study_work=study_work)
     with transaction.atomic():
         session, created = WorkSession.objects.get_or_create(
             participant=participant,
@@ -235,27 +227,18 @@ def familiarity_declare(
         Familiarity.objects.update_or_create(
             participant=participant, work=study_work.work, defaults={"seen": seen}
         )
-        # Lock, count per familiarity group, keep scenes with room, create: the shared
-        # routine of studies.assignment (DynToM validation uses it too).
-        given = items_assign_with_room(
-            items=StudyItem.objects.filter(
-                study_work=study_work, held_back=False, role=StudyItem.Role.TEST
-            ),
-            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
-            item_field="study_item",
-            group_field="seen",
-            has_room=lambda scene, counts: _has_room(study, counts, seen),
-            build=lambda scenes: (
-                Assignment(
-                    participant=participant,
-                    session=session,
-                    study_item=scene,
-                    position=position,
-                    seen=seen,
-                )
-                for position, scene in enumerate(sorted(scenes, key=lambda s: s.position))
-            ),
+        claimed = slots_claim(study_work=study_work, seen=seen)
+        given = Assignment.objects.bulk_create(
+            Assignment(
+                participant=participant,
+                session=session,
+                study_item_id=item_id,
+                position=position,
+                seen=seen,
+            )
+            for position, (item_id, _) in enumerate(claimed)
         )
+        slots_seat(participant_id=participant.pk, slot_ids=[slot for _, slot in claimed])
         if not given:
             WorkSession.objects.filter(pk=session.pk).update(finished_at=timezone.now())
         session_prepare(participant=participant, session=session, given=given)

@@ -1,10 +1,11 @@
 """Many raters at once: assignment quotas and idempotent answers under real concurrency.
 
 Every worker is a thread with its own database connection (Django's connections are
-per thread), started together behind a barrier. On PostgreSQL this exercises the row
-locks in ``familiarity_declare`` and ``_assignment_for``; the ``postgres`` tests are
-skipped on SQLite. The lighter SQLite versions run because its write transactions are
-``BEGIN IMMEDIATE`` (settings), which serialise them: the same invariants must hold.
+per thread), started together behind a barrier. On PostgreSQL this exercises the slot
+claims (``SKIP LOCKED``) of ``familiarity_declare`` and the row locks of
+``_assignment_for``; the ``postgres`` tests are skipped on SQLite. The lighter SQLite
+versions run because its write transactions are ``BEGIN IMMEDIATE`` (settings), which
+serialise them: the same invariants must hold.
 """
 
 from __future__ import annotations
@@ -107,10 +108,11 @@ def _check_quotas(study, raters: list[Participant], seen_of: dict[int, bool]) ->
         assert scene.unseen <= study.overlap - study.min_seen
     for a in rows:
         assert a.seen == seen_of[a.participant_id], "counted in the wrong familiarity group"
-    # All scenes start empty and a rater takes every scene with room, so each rater
-    # got all of the work or none of it.
+    # A rater takes every scene with room for them. Raters claiming at the same moment
+    # take different slot rows (SKIP LOCKED), so the last slots of a work may be split
+    # between them; nobody gets more than the work.
     per_rater = Counter(a.participant_id for a in rows)
-    assert set(per_rater.values()) <= {scenes}
+    assert max(per_rater.values()) <= scenes
     sessions = WorkSession.objects.filter(participant__in=raters)
     assert sessions.count() == len(raters)  # one per rater, including those who got nothing
     for familiarity in Familiarity.objects.filter(participant__in=raters):
@@ -149,10 +151,10 @@ def test_thirty_raters_start_at_once_on_postgres(friends, overlap, min_seen, min
     for scene in per_scene:
         assert scene.n == overlap
         assert scene.seen >= min_seen and scene.unseen >= min_unseen
-    assert sum(1 for p in people if p.assignments.exists()) == overlap
-    # Whoever came too late is told there is nothing left, not given a half work.
+    assert Assignment.objects.filter(participant__in=people).count() == overlap * len(per_scene)
+    # Whoever came too late is told there is nothing left.
     late = [p for p in people if not p.assignments.exists()]
-    assert all(participant_next_step(participant=p).kind == "done" for p in late)
+    assert late and all(participant_next_step(participant=p).kind == "done" for p in late)
 
 
 def test_raters_start_at_once_on_sqlite_too(friends):
