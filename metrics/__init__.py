@@ -31,6 +31,7 @@ from metrics.agreement import (
     interval_alpha,
     krippendorff_alpha,
     ordinal_alpha,
+    ordinal_alpha_ci,
     percent_agreement,
 )
 from metrics.bootstrap import bootstrap_ci, percentile_interval
@@ -85,6 +86,7 @@ __all__ = [
     "majority_choice",
     "mean_sd",
     "ordinal_alpha",
+    "ordinal_alpha_ci",
     "pearson",
     "penalty_rate",
     "percent_agreement",

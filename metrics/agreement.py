@@ -30,7 +30,11 @@ LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
 
 def _unit_values(ratings: Ratings) -> list[list[Hashable]]:
-    return [[r for r in unit if r is not None] for unit in ratings]
+    # Units without a missing rating are kept as they are: the membership test runs in
+    # C, and reports of 100,000 ratings call this several times.
+    return [
+        list(unit) if None not in unit else [r for r in unit if r is not None] for unit in ratings
+    ]
 
 
 def _category_counts(values: list[list[Hashable]]) -> np.ndarray:
@@ -321,30 +325,56 @@ def _weights(chunk: np.ndarray, n_units: int) -> np.ndarray:
 _ORDERED_MAX_VALUES = 32
 
 
-def _ordered_resamples(
-    units: list[list[Hashable | None]], draws: np.ndarray, level: str
-) -> np.ndarray | None:
-    """Ordinal or interval Krippendorff's alpha of every resample, the arithmetic of the
-    ``krippendorff`` package on weighted sums: a resample's coincidence matrix is the
-    units' coincidence matrices weighted by how often it drew each (Krippendorff 2011,
-    "Computing Krippendorff's alpha-reliability", sections C and D). The ordinal
-    distance reads the resample's own value counts, as the package does; values absent
-    from it count 0 there, which leaves the distance unchanged. ``None`` (the generic
-    loop decides) for non-numeric or too many distinct values.
+def _ordered_kinds(
+    units: list[list[Hashable | None]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(sorted distinct values, kinds of unit as value counts, each unit's kind) for the
+    ordered alphas; ``None`` (the generic loop decides) for non-numeric or too many
+    distinct values, or a single value (alpha is undefined in every resample).
+
+    Units with the same counts have the same coincidences: k raters on a 1-5 scale
+    make at most a few dozen kinds of unit, so a resample is weighed per kind, not per
+    unit (1,000 validated stages: thousands of units per criterion).
     """
     numeric = _numeric_counts(_unit_values(units))
     if isinstance(numeric, str):
         return None
     domain, counts = numeric
     if not 2 <= len(domain) <= _ORDERED_MAX_VALUES:
-        return None  # one value: alpha is undefined in every resample (generic loop agrees)
-    width = len(domain)
-    # Units with the same counts have the same coincidences: k raters on a 1-5 scale
-    # make at most a few dozen kinds of unit, so a resample is weighed per kind, not
-    # per unit (1,000 validated stages: thousands of units per criterion).
+        return None
     kinds, kind_of = np.unique(counts, axis=0, return_inverse=True)
-    kind_of = kind_of.reshape(-1)
-    kinds = kinds.astype(float)
+    return domain, kinds.astype(float), kind_of.reshape(-1)
+
+
+def _ordered_resamples(
+    units: list[list[Hashable | None]], draws: np.ndarray, level: str
+) -> np.ndarray | None:
+    """Ordinal or interval Krippendorff's alpha of every resample of ``draws``, the
+    arithmetic of the ``krippendorff`` package on weighted sums (``_ordered_alphas``).
+    ``None`` where :func:`_ordered_kinds` leaves the data to the generic loop."""
+    found = _ordered_kinds(units)
+    if found is None:
+        return None
+    domain, kinds, kind_of = found
+    parts = [
+        _ordered_alphas(
+            domain, kinds, _weights(kind_of[draws[start : start + _CHUNK]], len(kinds)), level
+        )
+        for start in range(0, len(draws), _CHUNK)
+    ]
+    return np.concatenate(parts)
+
+
+def _ordered_alphas(
+    domain: np.ndarray, kinds: np.ndarray, weights: np.ndarray, level: str
+) -> np.ndarray:
+    """Ordinal or interval alpha of each resample, given how often it drew each kind of
+    unit (``weights``: resamples x kinds). A resample's coincidence matrix is the kinds'
+    coincidence matrices weighted by those counts (Krippendorff 2011, "Computing
+    Krippendorff's alpha-reliability", sections C and D). The ordinal distance reads the
+    resample's own value counts, as the package does; values absent from it count 0
+    there, which leaves the distance unchanged. NaN where alpha is undefined."""
+    width = len(domain)
     m = kinds.sum(axis=1)
     pairable = m >= 2
     # Each kind's coincidences: (n_uc n_uk - [c = k] n_uc) / (m_u - 1), pairable only.
@@ -355,30 +385,58 @@ def _ordered_resamples(
     )
     per_kind = per_kind.reshape(len(kinds), width * width)
     interval = (domain[:, None] - domain[None, :]) ** 2
-    parts = []
     with np.errstate(invalid="ignore", divide="ignore"):
-        for start in range(0, len(draws), _CHUNK):
-            weights = _weights(kind_of[draws[start : start + _CHUNK]], len(kinds))
-            observed = (weights @ per_kind).reshape(len(weights), width, width)
-            n_v = observed.sum(axis=1)
-            n = n_v.sum(axis=1)
-            expected = (n_v[:, :, None] * n_v[:, None, :] - n_v[:, :, None] * np.eye(width)) / (
-                n - 1
-            )[:, None, None]
-            if level == "interval":
-                distance = np.broadcast_to(interval, observed.shape)
-            else:
-                # (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared.
-                cumulative = np.cumsum(n_v, axis=1)
-                low = np.minimum.outer(np.arange(width), np.arange(width))
-                high = np.maximum.outer(np.arange(width), np.arange(width))
-                between = cumulative[:, high] - cumulative[:, low] + n_v[:, low]
-                distance = (between - (n_v[:, :, None] + n_v[:, None, :]) / 2) ** 2
-            d_o = (observed * distance).sum(axis=(1, 2))
-            d_e = (expected * distance).sum(axis=(1, 2))
-            defined = ((n_v > 0).sum(axis=1) >= 2) & (d_e > 0)
-            parts.append(np.where(defined, 1 - d_o / np.where(defined, d_e, 1), np.nan))
-    return np.concatenate(parts)
+        observed = (weights @ per_kind).reshape(len(weights), width, width)
+        n_v = observed.sum(axis=1)
+        n = n_v.sum(axis=1)
+        expected = (n_v[:, :, None] * n_v[:, None, :] - n_v[:, :, None] * np.eye(width)) / (n - 1)[
+            :, None, None
+        ]
+        if level == "interval":
+            distance = np.broadcast_to(interval, observed.shape)
+        else:
+            # (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared.
+            cumulative = np.cumsum(n_v, axis=1)
+            low = np.minimum.outer(np.arange(width), np.arange(width))
+            high = np.maximum.outer(np.arange(width), np.arange(width))
+            between = cumulative[:, high] - cumulative[:, low] + n_v[:, low]
+            distance = (between - (n_v[:, :, None] + n_v[:, None, :]) / 2) ** 2
+        d_o = (observed * distance).sum(axis=(1, 2))
+        d_e = (expected * distance).sum(axis=(1, 2))
+        defined = ((n_v > 0).sum(axis=1) >= 2) & (d_e > 0)
+        return np.where(defined, 1 - d_o / np.where(defined, d_e, 1), np.nan)
+
+
+def ordinal_alpha_ci(
+    ratings: Ratings, *, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of :func:`ordinal_alpha`, resampling units.
+
+    A resample's alpha depends only on how often it drew each kind of unit (units with
+    the same value counts), and resampling n units with replacement draws those counts
+    from Multinomial(n, each kind's share): they are drawn directly, as ``accuracy_ci``
+    draws a Binomial. The same distribution as ``agreement_ci(ratings, ordinal_alpha)``
+    (a test compares them), other draws for the same seed, and no n_resamples x n
+    array: the validation report asks for ten criteria of up to 6,000 objects each.
+    Kinds are taken in sorted order, so the interval depends only on the data and the
+    seed. Data the array arithmetic does not take (non-numeric, one or more than 32
+    distinct values) goes through ``agreement_ci``.
+    """
+    check_bootstrap_args(n_resamples, level)
+    units = [list(unit) for unit in ratings]
+    if not units:
+        return None, None
+    found = _ordered_kinds(units)
+    if found is None:
+        return agreement_ci(units, ordinal_alpha, n_resamples=n_resamples, seed=seed, level=level)
+    domain, kinds, kind_of = found
+    shares = np.bincount(kind_of, minlength=len(kinds)) / len(units)
+    drawn = np.random.default_rng(seed).multinomial(len(units), shares, size=n_resamples)
+    parts = [
+        _ordered_alphas(domain, kinds, drawn[start : start + _CHUNK].astype(float), "ordinal")
+        for start in range(0, n_resamples, _CHUNK)
+    ]
+    return percentile_interval(np.concatenate(parts), level)
 
 
 def _weighted_statistic(

@@ -17,7 +17,7 @@ from typing import Any
 
 from annotation.dyntom.validation import selectors as validation_selectors
 from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
-from metrics import agreement_ci, ordinal_alpha
+from metrics import ordinal_alpha, ordinal_alpha_ci
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct
 
@@ -34,7 +34,8 @@ def build_validation_report(
     data = validation_selectors.report_data(batch_ids=batch_ids)
     report = Report(benchmark=KEY, title="DynToM validation report")
     report.tables.append(_retention(data["objects"]))
-    by_criterion = sorted(_by_criterion(data["ratings"]).items(), key=lambda i: _order(i[0]))
+    kinds = {o["id"]: o["kind"] for o in data["objects"]}
+    by_criterion = sorted(_by_criterion(data["ratings"], kinds).items(), key=lambda i: _order(i[0]))
     report.tables.append(_agreement(by_criterion, seed=seed, n_resamples=n_resamples))
     report.tables.append(_distribution(by_criterion))
     report.tables.append(_accepted_sets(data["accepted_sets"]))
@@ -92,12 +93,17 @@ ByCriterion = list[tuple[tuple[str, str], dict[int, list[int]]]]
 
 
 def _by_criterion(
-    ratings: list[tuple[str, str, int, int]],
+    ratings: list[tuple[str, int, int]], kinds: dict[int, str]
 ) -> dict[tuple[str, str], dict[int, list[int]]]:
-    units: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for kind, criterion, object_id, value in ratings:
-        units[kind, criterion][object_id].append(value)
-    return units
+    """(kind, criterion) -> object id -> its scores, objects in id order (the scores
+    come unsorted; no statistic here depends on the order of objects or scores)."""
+    units: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for criterion, object_id, value in ratings:
+        units[criterion, object_id].append(value)
+    grouped: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(dict)
+    for criterion, object_id in sorted(units):
+        grouped[kinds[object_id], criterion][object_id] = units[criterion, object_id]
+    return grouped
 
 
 def _order(key: tuple[str, str]) -> tuple[int, str]:
@@ -109,7 +115,7 @@ def _agreement(by_criterion: ByCriterion, *, seed: int, n_resamples: int) -> Tab
     for (kind, criterion), per_object in by_criterion:
         units = list(per_object.values())
         alpha = ordinal_alpha(units)
-        low, high = agreement_ci(units, ordinal_alpha, n_resamples=n_resamples, seed=seed)
+        low, high = ordinal_alpha_ci(units, n_resamples=n_resamples, seed=seed)
         rows.append(
             [
                 KIND_LABELS.get(kind, kind),

@@ -12,6 +12,7 @@ from metrics import (
     interval_alpha,
     krippendorff_alpha,
     ordinal_alpha,
+    ordinal_alpha_ci,
     percent_agreement,
 )
 
@@ -240,6 +241,37 @@ def test_ordered_alpha_resamples_equal_the_package_on_every_resample(statistic, 
         agreement_ci(few, lambda r: statistic(r), n_resamples=300, seed=seed), rel=1e-9
     )
     assert agreement_ci([[3, 3]] * 4, statistic, n_resamples=50) == (None, None)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ordinal_alpha_ci_from_kind_counts_agrees_with_resampling_units(seed):
+    """The validation report's interval draws how often each kind of unit comes up
+    (multinomial) instead of drawing units: the interval resampling the units gives,
+    to sampling error (2,000 resamples each), and the same for any order of units."""
+    import random
+
+    rng = random.Random(seed)
+    units = []
+    for _ in range(300):  # four annotators, scores that mostly agree, a few missing
+        base = rng.randint(1, 5)
+        units.append(
+            [min(5, max(1, base + rng.choice([0, 0, 0, 1, -1]))) for _ in range(4)]
+            + [N] * rng.randint(0, 1)
+        )
+    fast = ordinal_alpha_ci(units, n_resamples=2000, seed=seed)
+    generic = agreement_ci(units, lambda r: ordinal_alpha(r), n_resamples=2000, seed=seed)
+    point = ordinal_alpha(units)
+    assert fast[0] < point < fast[1]
+    assert fast == pytest.approx(generic, abs=0.02)
+    shuffled = units[:]
+    rng.shuffle(shuffled)
+    assert ordinal_alpha_ci(shuffled, n_resamples=2000, seed=seed) == fast
+    assert ordinal_alpha_ci([], n_resamples=10) == (None, None)
+    assert ordinal_alpha_ci([[3, 3]] * 4, n_resamples=50) == (None, None)  # one value
+    # Labels the array arithmetic does not take go through the generic loop.
+    words = [["low", "high"], ["low", "low"]]
+    with pytest.raises(ValueError, match="numeric"):
+        ordinal_alpha_ci(words, n_resamples=10)
 
 
 def test_agreement_ci_from_counts_keeps_the_undefined_and_refused_cases():
