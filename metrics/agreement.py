@@ -167,7 +167,7 @@ def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None
         # Per-unit category counts are what the package makes of the matrix (categories
         # 0, 1, … in first-seen order, the sorted domain it would find): handed over
         # directly, the same arithmetic follows without a raters x units matrix.
-        data = {"value_counts": _category_counts(units)}
+        return _package_alpha({"value_counts": _category_counts(units)}, level)
     else:
         # Per-unit counts over the sorted values, with that domain: what the package
         # makes of a raters x units matrix, without filling one cell by cell.
@@ -175,7 +175,27 @@ def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None
         if isinstance(numeric, str):
             raise ValueError(f"{level} alpha needs numeric ratings, got {numeric}")
         domain, counts = numeric
-        data = {"value_counts": counts, "value_domain": domain}
+        return krippendorff_alpha_of_counts(counts, domain, level)
+
+
+def krippendorff_alpha_of_counts(
+    counts: np.ndarray, domain: np.ndarray, level: str = "ordinal"
+) -> float | None:
+    """:func:`krippendorff_alpha` at an ``ordinal``, ``interval`` or ``ratio`` level
+    from units x values counts over ``domain``, the sorted distinct values: for callers
+    that count ratings in arrays (the validation report reads 128,000 scores).
+    ``None`` where alpha is undefined, as there."""
+    if level not in LEVELS[1:]:
+        raise ValueError(f"level must be one of {LEVELS[1:]}, got {level!r}")
+    counts = np.asarray(counts)
+    pairable = counts.sum(axis=1) >= 2
+    if not pairable.any() or (counts[pairable].sum(axis=0) > 0).sum() < 2:
+        return None
+    domain = np.asarray(domain, dtype=float)
+    return _package_alpha({"value_counts": counts, "value_domain": domain}, level)
+
+
+def _package_alpha(data: dict[str, np.ndarray], level: str) -> float | None:
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         alpha = float(krippendorff.alpha(**data, level_of_measurement=level))
@@ -328,22 +348,39 @@ _ORDERED_MAX_VALUES = 32
 def _ordered_kinds(
     units: list[list[Hashable | None]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_kinds_of_counts` of the units' value counts; ``None`` (the generic loop
+    decides) for non-numeric values too."""
+    numeric = _numeric_counts(_unit_values(units))
+    if isinstance(numeric, str):
+        return None
+    domain, counts = numeric
+    return _kinds_of_counts(counts, domain)
+
+
+def _kinds_of_counts(
+    counts: np.ndarray, domain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(sorted distinct values, kinds of unit as value counts, each unit's kind) for the
-    ordered alphas; ``None`` (the generic loop decides) for non-numeric or too many
-    distinct values, or a single value (alpha is undefined in every resample).
+    ordered alphas; ``None`` for too many distinct values, or a single value (alpha is
+    undefined in every resample).
 
     Units with the same counts have the same coincidences: k raters on a 1-5 scale
     make at most a few dozen kinds of unit, so a resample is weighed per kind, not per
     unit (1,000 validated stages: thousands of units per criterion).
     """
-    numeric = _numeric_counts(_unit_values(units))
-    if isinstance(numeric, str):
-        return None
-    domain, counts = numeric
     if not 2 <= len(domain) <= _ORDERED_MAX_VALUES:
         return None
-    kinds, kind_of = np.unique(counts, axis=0, return_inverse=True)
-    return domain, kinds.astype(float), kind_of.reshape(-1)
+    base = int(counts.max()) + 1
+    if base ** counts.shape[1] < 2**62:
+        # Each row as one number, its counts the digits (first value most significant):
+        # sorting numbers orders kinds as np.unique(counts, axis=0) does, several times
+        # faster than its sort of rows.
+        digits = base ** np.arange(counts.shape[1] - 1, -1, -1, dtype=np.int64)
+        codes, kind_of = np.unique(counts.astype(np.int64) @ digits, return_inverse=True)
+        kinds = (codes[:, None] // digits) % base
+    else:
+        kinds, kind_of = np.unique(counts, axis=0, return_inverse=True)
+    return np.asarray(domain, dtype=float), kinds.astype(float), kind_of.reshape(-1)
 
 
 def _ordered_resamples(
@@ -419,21 +456,41 @@ def ordinal_alpha_ci(
     (a test compares them), other draws for the same seed, and no n_resamples x n
     array: the validation report asks for ten criteria of up to 6,000 objects each.
     Kinds are taken in sorted order, so the interval depends only on the data and the
-    seed. Data the array arithmetic does not take (non-numeric, one or more than 32
-    distinct values) goes through ``agreement_ci``.
+    seed. Non-numeric ratings go through ``agreement_ci`` (which refuses them).
     """
     check_bootstrap_args(n_resamples, level)
-    units = [list(unit) for unit in ratings]
-    if not units:
-        return None, None
-    found = _ordered_kinds(units)
-    if found is None:
+    numeric = _numeric_counts(_unit_values(ratings))
+    if isinstance(numeric, str):
+        return agreement_ci(ratings, ordinal_alpha, n_resamples=n_resamples, seed=seed, level=level)
+    domain, counts = numeric
+    return ordinal_alpha_ci_of_counts(
+        counts, domain, n_resamples=n_resamples, seed=seed, level=level
+    )
+
+
+def ordinal_alpha_ci_of_counts(
+    counts: np.ndarray,
+    domain: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """:func:`ordinal_alpha_ci` from units x values counts over ``domain``, the sorted
+    distinct values (as :func:`krippendorff_alpha_of_counts` takes them)."""
+    check_bootstrap_args(n_resamples, level)
+    counts = np.asarray(counts)
+    if len(counts) == 0 or len(domain) < 2:
+        return None, None  # no units, or one value: alpha is undefined in every resample
+    found = _kinds_of_counts(counts, domain)
+    if found is None:  # more distinct values than the array arithmetic takes
+        units = [list(np.repeat(np.asarray(domain), row)) for row in counts]
         return agreement_ci(units, ordinal_alpha, n_resamples=n_resamples, seed=seed, level=level)
-    domain, kinds, kind_of = found
-    shares = np.bincount(kind_of, minlength=len(kinds)) / len(units)
-    drawn = np.random.default_rng(seed).multinomial(len(units), shares, size=n_resamples)
+    values, kinds, kind_of = found
+    shares = np.bincount(kind_of, minlength=len(kinds)) / len(counts)
+    drawn = np.random.default_rng(seed).multinomial(len(counts), shares, size=n_resamples)
     parts = [
-        _ordered_alphas(domain, kinds, drawn[start : start + _CHUNK].astype(float), "ordinal")
+        _ordered_alphas(values, kinds, drawn[start : start + _CHUNK].astype(float), "ordinal")
         for start in range(0, n_resamples, _CHUNK)
     ]
     return percentile_interval(np.concatenate(parts), level)

@@ -12,12 +12,16 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from annotation.dyntom.validation import selectors as validation_selectors
 from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
-from metrics import ordinal_alpha, ordinal_alpha_ci
+from metrics import krippendorff_alpha_of_counts, ordinal_alpha_ci_of_counts
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct
 
@@ -35,7 +39,7 @@ def build_validation_report(
     report = Report(benchmark=KEY, title="DynToM validation report")
     report.tables.append(_retention(data["objects"]))
     kinds = {o["id"]: o["kind"] for o in data["objects"]}
-    by_criterion = sorted(_by_criterion(data["ratings"], kinds).items(), key=lambda i: _order(i[0]))
+    by_criterion = _by_criterion(data["ratings"], kinds)
     report.tables.append(_agreement(by_criterion, seed=seed, n_resamples=n_resamples))
     report.tables.append(_distribution(by_criterion))
     report.tables.append(_accepted_sets(data["accepted_sets"]))
@@ -88,40 +92,72 @@ def _retention(objects: list[dict[str, Any]]) -> Table:
     )
 
 
-# (kind, criterion) -> object id -> its scores, in the tables' order.
-ByCriterion = list[tuple[tuple[str, str], dict[int, list[int]]]]
+@dataclass(frozen=True)
+class Scored:
+    """One criterion of one kind of object: its objects x score values counts."""
+
+    kind: str
+    criterion: str
+    domain: np.ndarray  # the distinct scores given, ascending
+    counts: np.ndarray  # objects (ascending id) x domain: how many annotators gave each
 
 
-def _by_criterion(
-    ratings: list[tuple[str, int, int]], kinds: dict[int, str]
-) -> dict[tuple[str, str], dict[int, list[int]]]:
-    """(kind, criterion) -> object id -> its scores, objects in id order (the scores
-    come unsorted; no statistic here depends on the order of objects or scores)."""
-    units: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for criterion, object_id, value in ratings:
-        units[criterion, object_id].append(value)
-    grouped: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(dict)
-    for criterion, object_id in sorted(units):
-        grouped[kinds[object_id], criterion][object_id] = units[criterion, object_id]
-    return grouped
+def _by_criterion(ratings: list[tuple[str, int, int]], kinds: dict[int, str]) -> list[Scored]:
+    """Each (kind, criterion)'s counts, in the tables' order, grouped in arrays: the
+    report reads 128,000 scores at 1,000 stages x 4 annotators, and grouping them in
+    Python dicts and lists took longer than the statistics."""
+    if not ratings:
+        return []
+    n = len(ratings)
+    # Columns by itemgetter (zip(*ratings) over 128,000 rows took 0.12 s).
+    criteria, object_ids, values = (list(map(itemgetter(i), ratings)) for i in range(3))
+    # Each score's (kind, criterion) as one code, through dict lookups mapped in C: a
+    # Python loop over the rows cost 0.1 s.
+    names = sorted(set(criteria))
+    kind_names = sorted(set(kinds.values()))
+    name_code = {name: i for i, name in enumerate(names)}
+    kind_code = {object_id: kind_names.index(kind) for object_id, kind in kinds.items()}
+    codes = np.fromiter(map(kind_code.__getitem__, object_ids), np.int64, n) * len(names)
+    codes += np.fromiter(map(name_code.__getitem__, criteria), np.int64, n)
+    objects = np.fromiter(object_ids, np.int64, n)
+    scores = np.fromiter(values, np.int64, n)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    key_of = {
+        code: (kind_names[code // len(names)], names[code % len(names)])
+        for code in np.unique(codes).tolist()
+    }
+    out = []
+    for code in sorted(key_of, key=lambda c: _order(key_of[c])):
+        start, end = np.searchsorted(sorted_codes, [code, code + 1])
+        rows = order[start:end]
+        units, unit_of = np.unique(objects[rows], return_inverse=True)
+        domain, value_of = np.unique(scores[rows], return_inverse=True)
+        counts = np.bincount(
+            unit_of.reshape(-1) * len(domain) + value_of.reshape(-1),
+            minlength=len(units) * len(domain),
+        ).reshape(len(units), len(domain))
+        out.append(Scored(*key_of[code], domain, counts))
+    return out
 
 
 def _order(key: tuple[str, str]) -> tuple[int, str]:
     return (KINDS.index(key[0]) if key[0] in KINDS else len(KINDS), key[1])
 
 
-def _agreement(by_criterion: ByCriterion, *, seed: int, n_resamples: int) -> Table:
+def _agreement(by_criterion: list[Scored], *, seed: int, n_resamples: int) -> Table:
     rows: list[list[Cell]] = []
-    for (kind, criterion), per_object in by_criterion:
-        units = list(per_object.values())
-        alpha = ordinal_alpha(units)
-        low, high = ordinal_alpha_ci(units, n_resamples=n_resamples, seed=seed)
+    for scored in by_criterion:
+        alpha = krippendorff_alpha_of_counts(scored.counts, scored.domain, "ordinal")
+        low, high = ordinal_alpha_ci_of_counts(
+            scored.counts, scored.domain, n_resamples=n_resamples, seed=seed
+        )
         rows.append(
             [
-                KIND_LABELS.get(kind, kind),
-                criterion,
-                len(units),
-                sum(len(u) for u in units),
+                KIND_LABELS.get(scored.kind, scored.kind),
+                scored.criterion,
+                len(scored.counts),
+                int(scored.counts.sum()),
                 None if alpha is None else round(alpha, 4),
                 None if low is None else round(low, 4),
                 None if high is None else round(high, 4),
@@ -137,19 +173,19 @@ def _agreement(by_criterion: ByCriterion, *, seed: int, n_resamples: int) -> Tab
     )
 
 
-def _distribution(by_criterion: ByCriterion) -> Table:
+def _distribution(by_criterion: list[Scored]) -> Table:
     rows: list[list[Cell]] = []
-    for (kind, criterion), per_object in by_criterion:
-        counts = Counter(v for values in per_object.values() for v in values)
-        total = sum(counts.values())
-        for value in sorted(counts):
+    for scored in by_criterion:
+        per_value = scored.counts.sum(axis=0)
+        total = int(per_value.sum())
+        for value, count in zip(scored.domain.tolist(), per_value.tolist(), strict=True):
             rows.append(
                 [
-                    KIND_LABELS.get(kind, kind),
-                    criterion,
+                    KIND_LABELS.get(scored.kind, scored.kind),
+                    scored.criterion,
                     value,
-                    counts[value],
-                    pct(counts[value] / total),
+                    count,
+                    pct(count / total),
                 ]
             )
     return Table(

@@ -25,9 +25,10 @@
 ``measure`` times what a researcher opens, through Django's test client as a logged-in
 researcher (production settings, the same views and cache the server uses), after one
 untimed request that imports what a server worker imports once: the report pages and
-the API report of both benchmarks (first request and a repeat),
-and the streamed exports (tidy CSV, long JSON), with the process's peak memory
-growth while each export streams (tracemalloc), so a whole-table list would show.
+the API report of DynToM, TVShowGuess and CharToM-QA and the validation report (first
+request and a repeat; seconds to the millisecond), and the streamed exports (tidy
+CSV, long JSON), with the process's peak memory growth while each export streams
+(tracemalloc), so a whole-table list would show.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
         .venv/bin/python tests/benchmarks/bench_report_scale.py generate
@@ -566,7 +567,7 @@ def cmd_measure(args) -> None:
             continue
         seconds, status, size, peak = _timed(client, path, stream=stream)
         traced = f"{peak:>9.1f}" if peak is not None else f"{'':>9}"
-        print(f"{name:<36}{status:>7}{seconds:>9.2f}{size / 2**20:>9.1f}{traced}")
+        print(f"{name:<36}{status:>7}{seconds:>9.3f}{size / 2**20:>9.1f}{traced}")
 
 
 def main() -> None:

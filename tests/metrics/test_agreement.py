@@ -11,8 +11,10 @@ from metrics import (
     fleiss_kappa,
     interval_alpha,
     krippendorff_alpha,
+    krippendorff_alpha_of_counts,
     ordinal_alpha,
     ordinal_alpha_ci,
+    ordinal_alpha_ci_of_counts,
     percent_agreement,
 )
 
@@ -272,6 +274,36 @@ def test_ordinal_alpha_ci_from_kind_counts_agrees_with_resampling_units(seed):
     words = [["low", "high"], ["low", "low"]]
     with pytest.raises(ValueError, match="numeric"):
         ordinal_alpha_ci(words, n_resamples=10)
+
+
+def test_ordinal_alpha_and_interval_from_counts_equal_those_from_ratings():
+    """The validation report counts scores in arrays and hands the counts over: alpha
+    and its interval must be exactly what the ratings themselves give. Kinds of unit
+    are ordered as numpy's row sort orders them, also when their counts are too large
+    to be packed into one number."""
+    import random
+
+    import numpy as np
+
+    from metrics.agreement import _kinds_of_counts
+
+    rng = random.Random(4)
+    units = [[rng.choice([1, 2, 2, 3, 5]) for _ in range(rng.randint(1, 4))] for _ in range(200)]
+    domain = np.array(sorted({v for u in units for v in u}))
+    counts = np.array([[u.count(v) for v in domain] for u in units])
+    assert krippendorff_alpha_of_counts(counts, domain) == ordinal_alpha(units)
+    assert krippendorff_alpha_of_counts(counts, domain, "interval") == interval_alpha(units)
+    assert ordinal_alpha_ci_of_counts(counts, domain, n_resamples=300, seed=2) == (
+        ordinal_alpha_ci(units, n_resamples=300, seed=2)
+    )
+    for big in (counts, counts * 10**6):
+        _, kinds, kind_of = _kinds_of_counts(big, domain)
+        expected, expected_of = np.unique(big, axis=0, return_inverse=True)
+        assert (kinds == expected).all() and (kind_of == expected_of.reshape(-1)).all()
+    assert krippendorff_alpha_of_counts(np.array([[1, 0], [0, 1]]), [1, 2]) is None
+    assert ordinal_alpha_ci_of_counts(np.zeros((0, 2)), [1, 2]) == (None, None)
+    with pytest.raises(ValueError, match="level"):
+        krippendorff_alpha_of_counts(counts, domain, "nominal")
 
 
 def test_agreement_ci_from_counts_keeps_the_undefined_and_refused_cases():
