@@ -1,12 +1,12 @@
 """The rater's requests in a pinned number of queries (issue 17: a lean answer path).
 
 Targets: a scene page in at most 4 queries, an autosave in 3, a whole-form submit in
-6. Counted as the test database sees them: the SAVEPOINT and RELEASE of a
-transaction count, standing for the BEGIN and COMMIT it has in production. Each
-request is made on a scene whose cached entries (speakers, body, gold) are warm, as
-they are for every rater of a scene but its first; a cold cache adds one query per
-entry. The load check (tests/benchmarks/bench_study_load.py) measures the same
-counts under load.
+6, and a "seen it?" declaration in a number that does not grow with the work's scenes.
+Counted as the test database sees them: the SAVEPOINT and RELEASE of a transaction
+count, standing for the BEGIN and COMMIT it has in production. Each request is made on
+a scene whose cached entries (speakers, body, gold) are warm, as they are for every
+rater of a scene but its first; a cold cache adds one query per entry. The load check
+(tests/benchmarks/bench_study_load.py) measures the same counts under load.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ from tests.studies.test_rater_views import (
 SCENE_PAGE_MAX = 4
 SAVE_MAX = 3
 SUBMIT_MAX = 6
+# The study, the slots check, session, familiarity, the slot claim, one INSERT of every
+# assignment, seating them, the history check, practice items and their savepoints.
+DECLARE_MAX = 20
 
 
 def _at_scene(client, study):
@@ -200,3 +203,24 @@ def test_the_cached_blank_form_is_the_form_the_template_renders(client, live_stu
     client.post(save_url, {f"choice-{first.pk}": "1"}, **HTMX)
     page = client.get(url("start", participant)).content.decode()
     assert f'name="choice-{first.pk}" value="1" checked' in page
+
+
+@pytest.mark.django_db
+def test_a_declaration_claims_every_scene_in_a_fixed_number_of_queries(
+    live_study, django_assert_max_num_queries
+):
+    """The "seen it?" post assigns 53 scenes with one claim, one INSERT and one UPDATE,
+    whoever declares and however many scenes the work has (after the work's first
+    declaration, which makes its slots)."""
+    from studies.participation.services import participant_consent, participants_invite
+
+    work = live_study.study_works.get()
+    first, second = (
+        participant_consent(participant=p)
+        for p in participants_invite(study=live_study, labels=["first", "second"])
+    )
+    scene_services.familiarity_declare(participant=first, study_work=work, seen=False)
+    with django_assert_max_num_queries(DECLARE_MAX):
+        scene_services.familiarity_declare(participant=second, study_work=work, seen=True)
+    scenes = live_study.study_items.count()
+    assert Assignment.objects.filter(participant=second).count() == scenes == 53
