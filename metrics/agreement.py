@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain
 from numbers import Real
 
@@ -168,14 +168,13 @@ def krippendorff_alpha(ratings: Ratings, level: str = "nominal") -> float | None
         # 0, 1, … in first-seen order, the sorted domain it would find): handed over
         # directly, the same arithmetic follows without a raters x units matrix.
         return _package_alpha({"value_counts": _category_counts(units)}, level)
-    else:
-        # Per-unit counts over the sorted values, with that domain: what the package
-        # makes of a raters x units matrix, without filling one cell by cell.
-        numeric = _numeric_counts(units)
-        if isinstance(numeric, str):
-            raise ValueError(f"{level} alpha needs numeric ratings, got {numeric}")
-        domain, counts = numeric
-        return krippendorff_alpha_of_counts(counts, domain, level)
+    # Per-unit counts over the sorted values, with that domain: what the package makes
+    # of a raters x units matrix, without filling one cell by cell.
+    numeric = _numeric_counts(units)
+    if isinstance(numeric, str):
+        raise ValueError(f"{level} alpha needs numeric ratings, got {numeric}")
+    domain, counts = numeric
+    return krippendorff_alpha_of_counts(counts, domain, level)
 
 
 def krippendorff_alpha_of_counts(
@@ -345,18 +344,6 @@ def _weights(chunk: np.ndarray, n_units: int) -> np.ndarray:
 _ORDERED_MAX_VALUES = 32
 
 
-def _ordered_kinds(
-    units: list[list[Hashable | None]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`_kinds_of_counts` of the units' value counts; ``None`` (the generic loop
-    decides) for non-numeric values too."""
-    numeric = _numeric_counts(_unit_values(units))
-    if isinstance(numeric, str):
-        return None
-    domain, counts = numeric
-    return _kinds_of_counts(counts, domain)
-
-
 def _kinds_of_counts(
     counts: np.ndarray, domain: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -388,29 +375,32 @@ def _ordered_resamples(
 ) -> np.ndarray | None:
     """Ordinal or interval Krippendorff's alpha of every resample of ``draws``, the
     arithmetic of the ``krippendorff`` package on weighted sums (``_ordered_alphas``).
-    ``None`` where :func:`_ordered_kinds` leaves the data to the generic loop."""
-    found = _ordered_kinds(units)
+    ``None`` (the generic loop decides) for non-numeric values, or where
+    :func:`_kinds_of_counts` gives none."""
+    numeric = _numeric_counts(_unit_values(units))
+    if isinstance(numeric, str):
+        return None
+    found = _kinds_of_counts(numeric[1], numeric[0])
     if found is None:
         return None
     domain, kinds, kind_of = found
-    parts = [
-        _ordered_alphas(
-            domain, kinds, _weights(kind_of[draws[start : start + _CHUNK]], len(kinds)), level
-        )
+    chunks = (
+        _weights(kind_of[draws[start : start + _CHUNK]], len(kinds))
         for start in range(0, len(draws), _CHUNK)
-    ]
-    return np.concatenate(parts)
+    )
+    return _ordered_alphas(domain, kinds, chunks, level)
 
 
 def _ordered_alphas(
-    domain: np.ndarray, kinds: np.ndarray, weights: np.ndarray, level: str
+    domain: np.ndarray, kinds: np.ndarray, chunks: Iterable[np.ndarray], level: str
 ) -> np.ndarray:
     """Ordinal or interval alpha of each resample, given how often it drew each kind of
-    unit (``weights``: resamples x kinds). A resample's coincidence matrix is the kinds'
-    coincidence matrices weighted by those counts (Krippendorff 2011, "Computing
-    Krippendorff's alpha-reliability", sections C and D). The ordinal distance reads the
-    resample's own value counts, as the package does; values absent from it count 0
-    there, which leaves the distance unchanged. NaN where alpha is undefined."""
+    unit (``chunks`` of resamples x kinds, weighed a chunk at a time to bound memory).
+    A resample's coincidence matrix is the kinds' coincidence matrices weighted by those
+    counts (Krippendorff 2011, "Computing Krippendorff's alpha-reliability", sections C
+    and D). The ordinal distance reads the resample's own value counts, as the package
+    does; values absent from it count 0 there, which leaves the distance unchanged. NaN
+    where alpha is undefined."""
     width = len(domain)
     m = kinds.sum(axis=1)
     pairable = m >= 2
@@ -422,6 +412,15 @@ def _ordered_alphas(
     )
     per_kind = per_kind.reshape(len(kinds), width * width)
     interval = (domain[:, None] - domain[None, :]) ** 2
+    parts = []
+    for weights in chunks:
+        parts.append(_ordered_chunk(per_kind, weights, width, interval, level))
+    return np.concatenate(parts)
+
+
+def _ordered_chunk(
+    per_kind: np.ndarray, weights: np.ndarray, width: int, interval: np.ndarray, level: str
+) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = (weights @ per_kind).reshape(len(weights), width, width)
         n_v = observed.sum(axis=1)
@@ -489,11 +488,10 @@ def ordinal_alpha_ci_of_counts(
     values, kinds, kind_of = found
     shares = np.bincount(kind_of, minlength=len(kinds)) / len(counts)
     drawn = np.random.default_rng(seed).multinomial(len(counts), shares, size=n_resamples)
-    parts = [
-        _ordered_alphas(values, kinds, drawn[start : start + _CHUNK].astype(float), "ordinal")
-        for start in range(0, n_resamples, _CHUNK)
-    ]
-    return percentile_interval(np.concatenate(parts), level)
+    chunks = (
+        drawn[start : start + _CHUNK].astype(float) for start in range(0, n_resamples, _CHUNK)
+    )
+    return percentile_interval(_ordered_alphas(values, kinds, chunks, "ordinal"), level)
 
 
 def _weighted_statistic(
