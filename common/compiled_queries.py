@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators
 from django.db.transaction import TransactionManagementError
@@ -35,6 +36,79 @@ from django.db.transaction import TransactionManagementError
 _SLOT_TEXT = "\x00compiled-query-slot-{}"
 _SLOT_NUMBER = -2_000_000_000
 _slot_numbers = itertools.count()
+
+
+@contextmanager
+def binding_cursor(connection: Any) -> Iterator[Any]:
+    """``connection.cursor()``, binding its values on the server when the database can.
+
+    Django binds values on the client with psycopg 3 (``server_side_binding`` off): each
+    statement reaches PostgreSQL as new SQL text, to be parsed and planned again. Bound
+    on the server, the text stays the same and psycopg prepares it once the connection
+    has run it five times, which halved PostgreSQL's CPU per scene of the rater's
+    answer path (5.0 -> 2.3 ms, issue 31). Only fixed, hot statements whose parameters
+    all have a type (columns compared or written) use it; Django's own queries keep
+    client binding, which the ORM needs for some expressions. The cursor is Django's
+    wrapper as usual, so query counts and ``execute_wrapper`` see these statements.
+    """
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+    raw = connection.connection if connection.vendor == "postgresql" else None
+    factory = getattr(raw, "cursor_factory", None)
+    binding = _server_binding_cursor()
+    if raw is None or binding is None or raw.closed or issubclass(factory, binding):
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    raw.cursor_factory = binding
+    try:
+        cursor = connection.cursor()
+    finally:
+        raw.cursor_factory = factory
+    with cursor:
+        yield cursor
+
+
+def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:
+    """``UPDATE`` ``model``'s rows where each field in ``where`` equals its value (``IS
+    NULL`` for None), setting ``values``; returns the rows changed.
+
+    What ``filter(**where).update(**values)`` does for plain field equality, without
+    building a queryset (0.3-0.6 ms of CPU for the rater's per-scene updates) and
+    bound on the server (:func:`binding_cursor`). No signals, as with ``update()``.
+    """
+    meta = model._meta
+    connection = connections[router.db_for_write(model)]
+    quote = connection.ops.quote_name
+
+    def field(name: str) -> Any:
+        return meta.pk if name == "pk" else meta.get_field(name)
+
+    sets, params = [], []
+    for name, value in values.items():
+        target = field(name)
+        sets.append(f"{quote(target.column)} = %s")
+        params.append(target.get_db_prep_save(value, connection))
+    conditions = []
+    for name, value in where.items():
+        target = field(name)
+        if value is None:
+            conditions.append(f"{quote(target.column)} IS NULL")
+        else:
+            conditions.append(f"{quote(target.column)} = %s")
+            params.append(target.get_db_prep_value(value, connection))
+    sql = f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    with binding_cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def _server_binding_cursor() -> type | None:
+    try:
+        from django.db.backends.postgresql.base import ServerBindingCursor
+    except ImportError:  # psycopg 2, or no psycopg at all
+        return None
+    return ServerBindingCursor
 
 
 @dataclass
@@ -118,7 +192,7 @@ class CompiledQuery:
         for name, positions in compiled.slots.items():
             for position in positions:
                 params[position] = values[name]
-        with connection.cursor() as cursor:
+        with binding_cursor(connection) as cursor:
             cursor.execute(compiled.sql, params)
             row = cursor.fetchone()
         if row is None:

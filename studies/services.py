@@ -24,6 +24,9 @@ from .models import (
     StudyTextVersion,
     StudyWork,
 )
+
+# ../shared/bench/annotation_load.py makes its load-check study with it from here.
+from .participation.services import participants_invite as participants_invite
 from .scene.leaks import LeakReport, leaks_check
 from .scene.perturbation import name_maps_build
 

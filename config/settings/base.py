@@ -121,6 +121,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    # Django turns psycopg's prepared statements off. Only the rater's hot statements
+    # are bound on the server (common.compiled_queries.binding_cursor), and psycopg
+    # prepares those once a connection has run one this many times; Django's own
+    # client-bound queries are never prepared. "none" turns it off (e.g. behind a
+    # pooler that cannot keep prepared statements).
+    _prepare = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        None if _prepare.lower() in ("", "none", "off") else int(_prepare)
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

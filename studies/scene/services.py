@@ -12,10 +12,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from common.compiled_queries import CompiledQuery
+from common.compiled_queries import CompiledQuery, binding_cursor, update_where
 from studies.errors import (
     StudyError,  # views, commands and tests import it from here
     SubmitIncomplete,
@@ -385,9 +385,13 @@ def _clock_advance(assignment: Assignment, **also: Any) -> bool:
         seen = assignment.last_event_at
         fields = _time_event(assignment, timezone.now())
         values = {f: getattr(assignment, f) for f in fields} | also
-        rows = Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ASSIGNED)
-        rows = rows.filter(last_event_at=seen) if seen else rows.filter(last_event_at__isnull=True)
-        if rows.update(**values):
+        if update_where(
+            Assignment,
+            values,
+            pk=assignment.pk,
+            status=Assignment.Status.ASSIGNED,
+            last_event_at=seen,
+        ):
             for name, value in also.items():
                 setattr(assignment, name, value)
             return True
@@ -501,7 +505,7 @@ def _guesses_upsert(assignment: Assignment, rows: dict[int, dict[str, Any]]) -> 
             f"ON CONFLICT (assignment_id, instance_id) DO UPDATE SET {changes} "
             f"WHERE {table}.correct IS NULL RETURNING id"
         )
-        with connection.cursor() as cursor:
+        with binding_cursor(connection) as cursor:
             cursor.execute(sql, params)
             written += len(cursor.fetchall())
     return written
@@ -746,18 +750,23 @@ def _submit_close(assignment: Assignment) -> bool:
     assignment.submitted_at = now
     assignment.total_ms = int((now - assignment.first_shown_at).total_seconds() * 1000)
     assignment.version = _version_stamp(assignment.participant, assignment)
-    assignment.save(
-        update_fields=[*fields, "history_needed", "status", "submitted_at", "total_ms", "version"]
-    )
+    written = [*fields, "history_needed", "status", "submitted_at", "total_ms", "version"]
+    update_where(Assignment, {f: getattr(assignment, f) for f in written}, pk=assignment.pk)
     # One statement, no COUNT: the session is finished when no scene of it is open.
-    open_scenes = Assignment.objects.filter(
-        session_id=OuterRef("pk"), status=Assignment.Status.ASSIGNED
-    )
-    return bool(
-        WorkSession.objects.filter(pk=assignment.session_id, finished_at__isnull=True)
-        .exclude(Exists(open_scenes))
-        .update(finished_at=now)
-    )
+    with binding_cursor(connection) as cursor:
+        finished_at = WorkSession._meta.get_field("finished_at").get_db_prep_save(now, connection)
+        cursor.execute(
+            _SESSION_FINISH, [finished_at, assignment.session_id, Assignment.Status.ASSIGNED]
+        )
+        return bool(cursor.rowcount)
+
+
+_SESSION_FINISH = (
+    f"UPDATE {WorkSession._meta.db_table} SET finished_at = %s "
+    f"WHERE id = %s AND finished_at IS NULL AND NOT EXISTS "
+    f"(SELECT 1 FROM {Assignment._meta.db_table} WHERE session_id = {WorkSession._meta.db_table}.id"
+    f" AND status = %s)"
+)
 
 
 @dataclass(frozen=True)

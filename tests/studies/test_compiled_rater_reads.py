@@ -1,4 +1,4 @@
-"""The rater's reads through config.compiled_queries give what the querysets give.
+"""The rater's reads through common.compiled_queries give what the querysets give.
 
 ``rater_open_assignment`` and ``rater_assignment`` run querysets compiled once per
 connection (issue 17: compiling cost more CPU than the rest of the scene page). Here
@@ -9,6 +9,8 @@ and JSON itself, PostgreSQL does not: both paths must agree on each).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
 from django.db.models import Model
@@ -16,7 +18,7 @@ from django.db.transaction import TransactionManagementError
 from django.test import Client
 from django.utils import timezone
 
-from common.compiled_queries import CompiledQuery
+from common.compiled_queries import CompiledQuery, update_where
 from studies.models import Assignment, StudyWork
 from studies.scene import services as scene_services
 from tests.studies.test_rater_views import current, invite, to_scenes, url
@@ -103,3 +105,61 @@ def test_a_slot_the_query_does_not_use_is_refused(live_study):
     query = CompiledQuery(lambda token: Assignment.objects.all()[:1], token=str)
     with pytest.raises(ValueError, match="token"):
         query.first(token="x")
+
+
+@pytest.mark.django_db
+def test_update_where_writes_and_matches_what_the_orm_does(at_scene):
+    """The rater's per-scene UPDATEs skip the queryset: the values written (a datetime,
+    JSON, a choice) read back as the ORM wrote them, and the compare-and-set matches
+    the stored datetime exactly (SQLite compares its own text form of it)."""
+    _, assignment = at_scene
+    seen = Assignment.objects.get(pk=assignment.pk).last_event_at
+    later = seen + timedelta(seconds=3)
+    version = {"names": "original", "seed": 7}
+
+    assert (
+        update_where(Assignment, {"last_event_at": later}, pk=assignment.pk, last_event_at=seen)
+        == 1
+    )
+    # The compare-and-set misses once another event moved the clock.
+    assert update_where(Assignment, {"active_ms": 9}, pk=assignment.pk, last_event_at=seen) == 0
+    assert Assignment.objects.filter(pk=assignment.pk, last_event_at=later).exists()
+    assert (
+        update_where(
+            Assignment,
+            {"version": version, "status": Assignment.Status.SUBMITTED, "submitted_at": later},
+            pk=assignment.pk,
+            status=Assignment.Status.ASSIGNED,
+            submitted_at=None,
+        )
+        == 1
+    )
+    assert update_where(Assignment, {"active_ms": 9}, pk=assignment.pk, submitted_at=None) == 0
+    row = Assignment.objects.get(pk=assignment.pk)
+    assert (row.version, row.status, row.submitted_at, row.active_ms) == (
+        version,
+        "submitted",
+        later,
+        assignment.active_ms,
+    )
+    assert Assignment.objects.filter(submitted_at__gte=later, version__seed=7).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_answer_paths_statements_are_prepared_on_postgresql(at_scene):
+    """The scene page's read and its clock's UPDATE are bound on the server, so
+    PostgreSQL prepares them (issue 31: half of its CPU per scene was parsing and
+    planning them again); Django's own queries stay unprepared."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    participant, _ = at_scene
+    client = Client()
+    for _ in range(8):
+        assert client.get(url("start", participant)).status_code == 200
+    list(Assignment.objects.filter(participant=participant))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any(s.startswith('SELECT "studies_assignment"."id"') and "$1" in s for s in prepared)
+    assert any(s.startswith('UPDATE "studies_assignment" SET "active_ms" = $1') for s in prepared)
+    assert not any("studies_assignment" in s and 'participant_id" = $1' in s for s in prepared)
