@@ -45,8 +45,9 @@ def binding_cursor(connection: Any) -> Iterator[Any]:
     Django binds values on the client with psycopg 3 (``server_side_binding`` off): each
     statement reaches PostgreSQL as new SQL text, to be parsed and planned again. Bound
     on the server, the text stays the same and psycopg prepares it once the connection
-    has run it five times, which halved PostgreSQL's CPU per scene of the rater's
-    answer path (5.0 -> 2.3 ms, issue 31). Only fixed, hot statements whose parameters
+    has run it five times (``DATABASE_PREPARE_THRESHOLD``). On the rater's answer path
+    that took PostgreSQL's CPU per scene from 3.4-5.0 to 1.3-1.5 ms in one process, and
+    from 4.4-4.7 to 2.7-3.2 ms under load (issue 31). Only fixed, hot statements whose parameters
     all have a type (columns compared or written) use it; Django's own queries keep
     client binding, which the ORM needs for some expressions. The cursor is Django's
     wrapper as usual, so query counts and ``execute_wrapper`` see these statements.
