@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from django.db import connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 
 from studies.models import Assignment, SceneSlot, Study, StudyItem, StudyWork
 
@@ -52,8 +52,10 @@ def slots_ensure(*, study_work: StudyWork) -> None:
     them seated own kind first; withdrawn raters do not count. Runs in its own
     transaction: the scene rows are locked only while slots are made.
     """
-    missing = StudyItem.objects.filter(
-        study_work=study_work, role=StudyItem.Role.TEST, slots__isnull=True
+    # NOT EXISTS, not a LEFT JOIN … IS NULL: PostgreSQL answered the join form by
+    # scanning every slot of every study (30 ms at 180,000 slots) on each "seen it?".
+    missing = StudyItem.objects.filter(study_work=study_work, role=StudyItem.Role.TEST).exclude(
+        Exists(SceneSlot.objects.filter(study_item=OuterRef("pk")))
     )
     if not missing.exists():
         return
@@ -64,7 +66,8 @@ def slots_ensure(*, study_work: StudyWork) -> None:
         )
         # Another rater made them while this one waited for the locks.
         item_ids = list(
-            StudyItem.objects.filter(pk__in=item_ids, slots__isnull=True)
+            StudyItem.objects.filter(pk__in=item_ids)
+            .exclude(Exists(SceneSlot.objects.filter(study_item=OuterRef("pk"))))
             .order_by("pk")
             .values_list("pk", flat=True)
         )
