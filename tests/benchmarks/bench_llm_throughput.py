@@ -7,8 +7,16 @@ predictions), and prints achieved requests/s beside the ideal concurrency / late
 and their ratio. The server runs in a process of its own, as a real one would: in
 ours it would compete with the engine for the GIL.
 
+Two sweeps. The first holds the latency (0.2 s), so the ideal rate grows with the
+concurrency, up to 640 calls/s at 128: past what one process on a small machine can
+send and store, it measures that ceiling. The second holds the ideal rate
+(``--rate``, 160 calls/s: latency = concurrency / rate, 0.8 s at 128) and so measures
+what the window itself keeps in flight as the concurrency grows. Real replies to
+these prompts take seconds, so real runs at 128 in flight are in the second regime.
+Each sweep also prints the CPU per call of this process and of the server.
+
     .venv/bin/python tests/benchmarks/bench_llm_throughput.py [--latency 0.2] \\
-        [--concurrency 8 32 128]
+        [--rate 160] [--concurrency 8 32 128]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
         .venv/bin/python tests/benchmarks/bench_llm_throughput.py
 
@@ -36,6 +44,12 @@ BACKEND_NAME = "bench-throughput"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="server latency, s (0.2)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=160.0,
+        help="ideal calls/s of the second sweep (160); 0 skips it",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument(
         "--seconds", type=float, default=10.0, help="ideal duration of each measurement (10)"
@@ -58,12 +72,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from modeling.backends import ChatRequest, get_backend
-    from modeling.models import Backend, CachedResponse, Prediction, Run
     from modeling.pipelines import get_pipeline
-    from modeling.runs.executor import run_execute
     from modeling.runs.prompt_templates import active_template
-    from modeling.runs.services import run_create
 
     try:
         call_command("migrate", verbosity=0)
@@ -73,79 +83,147 @@ def main() -> None:
             str(Path(settings.TOMLAB_SHARED_DATA) / "dyntom"),
             verbosity=0,
         )
-        print(f"database: {connection.vendor}; server latency {args.latency * 1000:.0f} ms")
-        print(
-            f"{'what':<8} {'conc':>4} {'calls':>6} {'seconds':>8} {'req/s':>8} "
-            f"{'ideal':>8} {'of ideal':>8}"
-        )
+        print(f"database: {connection.vendor}")
         units = get_pipeline("dyntom").build_units(
             selection={}, template=active_template("dyntom-vanilla")
         )
-        with _server_process(args.latency) as base_url:
+        sweeps = [(f"fixed latency {args.latency * 1000:.0f} ms", None)]
+        if args.rate:
+            sweeps.append((f"same ideal rate, {args.rate:.0f} calls/s", args.rate))
+        for title, rate in sweeps:
+            print(f"\n{title}")
+            print(
+                f"{'what':<8} {'conc':>4} {'latency':>7} {'calls':>6} {'seconds':>8} "
+                f"{'req/s':>8} {'ideal':>8} {'of ideal':>8} {'cpu ms/call':>11} {'server':>6}"
+            )
             for concurrency in args.concurrency:
-                Backend.objects.filter(name=BACKEND_NAME).delete()
-                backend = Backend.objects.create(
-                    name=BACKEND_NAME,
-                    kind=Backend.Kind.OPENAI,
-                    base_url=base_url,
-                    default_model="bench-model",
-                    max_concurrency=concurrency,
-                    max_retries=0,
-                )
-                ideal = concurrency / args.latency
-                calls = max(args.min_calls, concurrency * 2, round(ideal * args.seconds))
-
-                client = get_backend(backend)
-                requests = [
-                    ChatRequest.build(
-                        units[i % len(units)].messages,
-                        model="bench-model",
-                        params={},
-                        sample_index=i,
-                    )
-                    for i in range(calls)
-                ]
-                started = time.perf_counter()
-                done = sum(1 for _ in client.complete_many(requests))
-                _report("backend", concurrency, done, time.perf_counter() - started, ideal)
-                client.close()
-
-                # Samples multiply the 24 stages into enough distinct (uncached) calls.
-                samples = max(1, -(-calls // len(units)))
-                run = run_create(
-                    benchmark="dyntom",
-                    method="vanilla",
-                    backend=backend,
-                    selection={},
-                    params={"samples": samples, "seed": 1},
-                    enqueue=False,
-                )
-                started = time.perf_counter()
-                status = run_execute(run_id=run.pk)
-                seconds = time.perf_counter() - started
-                run.refresh_from_db()
-                assert status == Run.Status.SUCCEEDED, run.error
-                assert run.done_calls == run.total_calls == samples * len(units)
-                predictions = Prediction.objects.filter(run=run).count()
-                _report(
-                    "engine",
-                    concurrency,
-                    run.done_calls,
-                    seconds,
-                    ideal,
-                    f"{predictions / run.done_calls:.0f} predictions/call",
-                )
-                Run.objects.filter(backend=backend).delete()
-                CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
-                backend.delete()
+                latency = concurrency / rate if rate else args.latency
+                with _server_process(latency) as server:
+                    _measure(server, units, concurrency, latency, args, with_backend=rate is None)
         print(f"load average (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _measure(
+    server: _Server,
+    units: list,
+    concurrency: int,
+    latency: float,
+    args: argparse.Namespace,
+    *,
+    with_backend: bool,
+) -> None:
+    """Print the backend alone (when asked) and the engine at one concurrency."""
+    from modeling.backends import ChatRequest, get_backend
+    from modeling.models import Backend, CachedResponse, Prediction, Run
+    from modeling.runs.executor import run_execute
+    from modeling.runs.services import run_create
+
+    Backend.objects.filter(name=BACKEND_NAME).delete()
+    backend = Backend.objects.create(
+        name=BACKEND_NAME,
+        kind=Backend.Kind.OPENAI,
+        base_url=server.base_url,
+        default_model="bench-model",
+        max_concurrency=concurrency,
+        max_retries=0,
+    )
+    ideal = concurrency / latency
+    calls = max(args.min_calls, concurrency * 2, round(ideal * args.seconds))
+    line = _Line(concurrency, latency, ideal, server)
+    if with_backend:
+        client = get_backend(backend)
+        requests = [
+            ChatRequest.build(
+                units[i % len(units)].messages, model="bench-model", params={}, sample_index=i
+            )
+            for i in range(calls)
+        ]
+        line.start()
+        done = sum(1 for _ in client.complete_many(requests))
+        line.report("backend", done)
+        client.close()
+
+    # Samples multiply the 24 stages into enough distinct (uncached) calls.
+    samples = max(1, -(-calls // len(units)))
+    run = run_create(
+        benchmark="dyntom",
+        method="vanilla",
+        backend=backend,
+        selection={},
+        params={"samples": samples, "seed": 1},
+        enqueue=False,
+    )
+    line.start()
+    status = run_execute(run_id=run.pk)
+    line.stop()
+    run.refresh_from_db()
+    assert status == Run.Status.SUCCEEDED, run.error
+    assert run.done_calls == run.total_calls == samples * len(units)
+    predictions = Prediction.objects.filter(run=run).count()
+    line.report("engine", run.done_calls, f"{predictions / run.done_calls:.0f} predictions/call")
+    Run.objects.filter(backend=backend).delete()
+    CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
+    backend.delete()
+
+
+class _Server:
+    """The loopback server's child process: its URL and the CPU it has used."""
+
+    def __init__(self, proc: subprocess.Popen, port: str) -> None:
+        self.proc = proc
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU of the server so far (Linux's /proc), else None."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Line:
+    """One printed line: calls/s against the ideal, and CPU per call on both sides."""
+
+    def __init__(self, concurrency: int, latency: float, ideal: float, server: _Server) -> None:
+        self.concurrency, self.latency, self.ideal, self.server = (
+            concurrency,
+            latency,
+            ideal,
+            server,
+        )
+
+    def start(self) -> None:
+        self.ended = None
+        self.began = (time.perf_counter(), time.process_time(), self.server.cpu_seconds())
+
+    def stop(self) -> None:
+        self.ended = (time.perf_counter(), time.process_time(), self.server.cpu_seconds())
+
+    def report(self, what: str, calls: int, note: str = "") -> None:
+        if self.ended is None:
+            self.stop()
+        (wall0, cpu0, server0), (wall1, cpu1, server1) = self.began, self.ended
+        seconds = wall1 - wall0
+        rate = calls / seconds
+        server = (
+            f"{(server1 - server0) / calls * 1000:>6.2f}"
+            if server0 is not None and server1 is not None
+            else f"{'-':>6}"
+        )
+        print(
+            f"{what:<8} {self.concurrency:>4} {self.latency:>7.3f} {calls:>6} {seconds:>8.2f} "
+            f"{rate:>8.1f} {self.ideal:>8.1f} {rate / self.ideal:>8.2f} "
+            f"{(cpu1 - cpu0) / calls * 1000:>11.2f} {server}  {note}",
+            flush=True,
+        )
+
+
 @contextmanager
-def _server_process(latency: float) -> Iterator[str]:
-    """The loopback server in a child process answering DynToM prompts; yields its URL."""
+def _server_process(latency: float) -> Iterator[_Server]:
+    """The loopback server in a child process answering DynToM prompts."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -165,7 +243,7 @@ def _server_process(latency: float) -> Iterator[str]:
         line = proc.stdout.readline().split()
         if line[:1] != ["port"]:
             raise RuntimeError(f"the test server did not start: {line}")
-        yield f"http://127.0.0.1:{line[1]}/v1"
+        yield _Server(proc, line[1])
     finally:
         proc.stdin.close()
         try:
@@ -173,16 +251,6 @@ def _server_process(latency: float) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _report(
-    what: str, concurrency: int, calls: int, seconds: float, ideal: float, note: str = ""
-) -> None:
-    rate = calls / seconds
-    print(
-        f"{what:<8} {concurrency:>4} {calls:>6} {seconds:>8.2f} {rate:>8.1f} "
-        f"{ideal:>8.1f} {rate / ideal:>8.2f}  {note}"
-    )
 
 
 if __name__ == "__main__":
