@@ -52,7 +52,7 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument(
-        "--seconds", type=float, default=10.0, help="ideal duration of each measurement (10)"
+        "--seconds", type=float, default=20.0, help="ideal duration of each measurement (20)"
     )
     parser.add_argument(
         "--min-calls", type=int, default=1000, help="calls per measurement at least (1000)"
