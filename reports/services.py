@@ -13,6 +13,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -106,9 +107,12 @@ def report_data_size(
     benchmark: str,
     run_ids: Sequence[int] | None = None,
     counts: dict[int, dict[str, int]] | None = None,
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Predictions (count, highest id) of the selected runs and the benchmark's runs
     (count, highest id, running): the report's size and its cache fingerprint.
+
+    CharToM-QA's construction tables change with human checks and text-similarity
+    scores, which add no prediction: their counts join the fingerprint.
 
     ``counts`` is ``selectors.run_prediction_counts(benchmark=...)`` when the caller
     already has it (one pass over the predictions serves the page).
@@ -127,7 +131,12 @@ def report_data_size(
             running=Count("pk", filter=Q(status=Run.Status.RUNNING)),
         )
     )
-    return {k: v or 0 for k, v in size.items()}
+    size = {k: v or 0 for k, v in size.items()}
+    if benchmark == Benchmark.CHARTOM_QA:
+        from .tables.chartom_construction import data_fingerprint
+
+        size.update(data_fingerprint())
+    return size
 
 
 def report_build_cached(

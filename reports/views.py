@@ -98,24 +98,6 @@ def _file_stem(benchmark: str, selection: ReportSelection, job: ReportJob | None
     return stem
 
 
-def _data_size(
-    benchmark: str, run_ids: list[int] | None, counts: dict[int, dict[str, int]]
-) -> dict[str, Any]:
-    """The report's size and cache fingerprint (``services.report_data_size``).
-
-    CharToM-QA's construction tables change with human checks and text-similarity
-    scores, which add no prediction: their counts join the fingerprint.
-    """
-    size: dict[str, Any] = services.report_data_size(
-        benchmark=benchmark, run_ids=run_ids, counts=counts
-    )
-    if benchmark == Benchmark.CHARTOM_QA:
-        from .tables.chartom_construction import data_fingerprint
-
-        size.update(data_fingerprint())
-    return size
-
-
 def _download(data: bytes, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(data, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -347,7 +329,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         if selection.study_ids is not None
         else {s["id"] for s in studies if s["default"]}
     )
-    size = _data_size(benchmark, run_ids, counts)
+    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
     big = services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts)
     context.update(
         selection=selection,
@@ -377,7 +359,7 @@ def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, ReportSe
     selection = selection_from_query(request.GET, benchmark=_benchmark(benchmark))
     run_ids = selection.run_ids
     counts = selectors.run_prediction_counts(benchmark=benchmark)
-    size = _data_size(benchmark, run_ids, counts)
+    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
     if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts):
         raise Http404("This report is built in the background: start a report job.")
     report = services.report_build_cached(
