@@ -12,6 +12,9 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -27,7 +30,7 @@ from annotation.models import (
     ReaderNote,
     TaskAssignment,
 )
-from benchmarks.models import Benchmark, Work
+from benchmarks.models import Benchmark, QAItem, Work
 from common.models import QueuedJob
 from common.queueing import HEADER
 from modeling.models import Prediction, Run
@@ -285,6 +288,33 @@ def test_a_new_judgement_shows_without_waiting_for_the_cache(client_researcher, 
     judge("note_check", [extra], ["inappropriate"], note=notes[0], batch=notes[0].batch)
     after = client_researcher.get(url).context["report"].table("note-checks")
     assert row(after, "This study")["Judgements"] == 11
+
+
+def test_the_api_answers_from_the_page_cache_and_sees_a_new_judgement(
+    client_researcher, checked, notes
+):
+    def judgements(tables: list[dict]) -> int:
+        table = next(t for t in tables if t["key"] == "note-checks")
+        return next(r for r in table["rows"] if r["Source"] == "This study")["Judgements"]
+
+    page = reverse("reports:report", args=["chartom-qa"])
+    api = reverse("reports-report", args=["chartom-qa"])
+    client_researcher.get(page)
+    with CaptureQueriesContext(connection) as read:
+        cached = client_researcher.get(api)
+    assert cached.status_code == 200 and judgements(cached.json()["tables"]) == 10
+    cache.clear()
+    with CaptureQueriesContext(connection) as built:
+        client_researcher.get(api)
+    # Building reads the questions behind the predictions; the page's build, reused,
+    # needs only the fingerprint's counts.
+    items = QAItem._meta.db_table
+    assert any(items in q["sql"] for q in built.captured_queries)
+    assert not any(items in q["sql"] for q in read.captured_queries)
+    # Construction counts are in the fingerprint every caller computes.
+    extra = UserFactory(username="late", role="annotator")
+    judge("note_check", [extra], ["inappropriate"], note=notes[0], batch=notes[0].batch)
+    assert judgements(client_researcher.get(api).json()["tables"]) == 11
 
 
 def test_exports_hold_every_new_table(client_researcher, checked, judged_run):
