@@ -583,7 +583,10 @@ def run_prediction_counts(
     """
     predictions = Prediction.objects.all()
     if benchmark is not None:
-        predictions = predictions.filter(run__benchmark=_benchmark(benchmark))
+        # By id, not by joining the run: PostgreSQL then reads only these runs'
+        # predictions (a join on the benchmark scanned the whole table).
+        ids = Run.objects.filter(benchmark=_benchmark(benchmark)).values_list("pk", flat=True)
+        predictions = predictions.filter(run_id__in=list(ids))
     if run_ids is not None:
         predictions = predictions.filter(run_id__in=list(run_ids))
     rows = (

@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.dyntom.validation import selectors as validation_selectors
@@ -114,28 +114,25 @@ def report_data_size(
     CharToM-QA's construction tables change with human checks and text-similarity
     scores, which add no prediction: their counts join the fingerprint.
 
-    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)`` when the caller
-    already has it (one pass over the predictions serves the page).
+    ``counts`` is ``selectors.run_prediction_counts`` of the benchmark's runs when the
+    caller already has it (one pass over the predictions serves the page).
     """
+    runs = list(Run.objects.filter(benchmark=benchmark).values_list("pk", "status"))
+    ids = [pk for pk, _ in runs]
     if counts is None:
-        counts = selectors.run_prediction_counts(benchmark=benchmark)
+        counts = selectors.run_prediction_counts(run_ids=ids)
     chosen = counts.values() if run_ids is None else [counts[i] for i in run_ids if i in counts]
-    size = {
+    size: dict[str, Any] = {
         "predictions": sum(c["predictions"] for c in chosen),
         "last_prediction": max((c["last_prediction"] for c in chosen), default=0),
+        "runs": len(runs),
+        "last_run": max(ids, default=0),
+        "running": sum(status == Run.Status.RUNNING for _, status in runs),
     }
-    size.update(
-        Run.objects.filter(benchmark=benchmark).aggregate(
-            runs=Count("pk"),
-            last_run=Max("pk"),
-            running=Count("pk", filter=Q(status=Run.Status.RUNNING)),
-        )
-    )
-    size = {k: v or 0 for k, v in size.items()}
     if benchmark == Benchmark.CHARTOM_QA:
         from .tables.chartom_construction import data_fingerprint
 
-        size.update(data_fingerprint())
+        size.update(data_fingerprint(ids))
     return size
 
 

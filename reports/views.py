@@ -289,13 +289,13 @@ def report_index(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     benchmark = _benchmark(benchmark)
-    # One pass over the predictions: run list, report size and what is still to pack.
-    counts = selectors.run_prediction_counts(benchmark=benchmark)
     runs = list(
         Run.objects.filter(benchmark=benchmark)
         .order_by("pk")
         .only("pk", "name", "model", "method", "status", "imported")
     )
+    # One pass over the predictions: run list, report size and what is still to pack.
+    counts = selectors.run_prediction_counts(run_ids=[run.pk for run in runs])
     for run in runs:
         run.prediction_count = counts.get(run.pk, {}).get("predictions", 0)
         run.prediction_text = f"{run.prediction_count:,}"
