@@ -374,3 +374,6 @@ TOMLAB_BACKEND_HOSTS = env.list("TOMLAB_BACKEND_HOSTS", default=[])
 
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)
+# Engine processes per run (modeling.runs.processes): one process keeps about 300-450
+# calls a second in flight; raise it, up to the cores, for fast local model servers.
+MODELING_RUN_PROCESSES = env.int("MODELING_RUN_PROCESSES", default=1)

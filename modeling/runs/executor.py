@@ -22,6 +22,7 @@ from ..pipelines import Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
 from .leases import LeaseHolder, _claim, _Lease, _release
 from .outcome import run_outcome
+from .processes import _ParentLink, call_in_processes, engine_processes
 from .recording import (
     ProgressHook,
     RunProgress,
@@ -183,6 +184,15 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
                 stop_status = _call_in_batches(
                     run, backend, to_call, requests, lease, recorder, interrupt
                 )
+            elif (processes := engine_processes(run, len(to_call))) > 1:
+                stop_status = call_in_processes(
+                    run=run,
+                    calls=to_call,
+                    processes=processes,
+                    lease=lease,
+                    recorder=recorder,
+                    interrupt=interrupt,
+                )
             else:
                 stop_status = _call_sliding(
                     run, backend, to_call, requests, lease, recorder, interrupt
@@ -258,6 +268,7 @@ class _Window:
         backend: ChatBackend,
         calls: list[RunCall],
         requests: dict[int, ChatRequest],
+        limit: int,
     ) -> None:
         self.run = run
         self.backend = backend
@@ -269,7 +280,7 @@ class _Window:
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._work, name=f"run{run.pk}-call{i}", daemon=True)
-            for i in range(min(max(1, run.backend.max_concurrency), len(calls)))
+            for i in range(min(max(1, limit), len(calls)))
         ]
         self._running = len(self._threads)
         # One permit per call sent and not yet stored (see ``stored``).
@@ -343,17 +354,26 @@ def _call_sliding(
     backend: ChatBackend,
     to_call: list[RunCall],
     requests: dict[int, ChatRequest],
-    lease: _Lease,
+    lease: _Lease | _ParentLink,
     recorder: _Recorder,
     interrupt: RunInterrupt,
+    *,
+    limit: int | None = None,
 ) -> str:
     """Drive a :class:`_Window` and write what comes back; returns a stop status or "".
 
     This thread is the writer: it makes each batch of arrived replies durable first
     (one short transaction), then records a bounded chunk of the backlog, renews the
-    lease and reports progress, and again.
+    lease and reports progress, and again. ``limit`` is the calls in flight at most:
+    the backend's ``max_concurrency`` unless this process makes one shard of a run.
     """
-    window = _Window(run=run, backend=backend, calls=to_call, requests=requests)
+    window = _Window(
+        run=run,
+        backend=backend,
+        calls=to_call,
+        requests=requests,
+        limit=run.backend.max_concurrency if limit is None else limit,
+    )
     window.start()
     backlog: list[_Outcome] = []
     deadline: float | None = None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--min-calls", type=int, default=1000, help="calls per measurement at least (1000)"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="engine processes (MODELING_RUN_PROCESSES) to measure the engine with (1)",
     )
     args = parser.parse_args()
 
@@ -115,6 +123,8 @@ def _measure(
     with_backend: bool,
 ) -> None:
     """Print the backend alone (when asked) and the engine at one concurrency."""
+    from django.test import override_settings
+
     from modeling.backends import ChatRequest, get_backend
     from modeling.models import Backend, CachedResponse, Prediction, Run
     from modeling.runs.executor import run_execute
@@ -147,24 +157,27 @@ def _measure(
 
     # Samples multiply the 24 stages into enough distinct (uncached) calls.
     samples = max(1, -(-calls // len(units)))
-    run = run_create(
-        benchmark="dyntom",
-        method="vanilla",
-        backend=backend,
-        selection={},
-        params={"samples": samples, "seed": 1},
-        enqueue=False,
-    )
-    line.start()
-    status = run_execute(run_id=run.pk)
-    line.stop()
-    run.refresh_from_db()
-    assert status == Run.Status.SUCCEEDED, run.error
-    assert run.done_calls == run.total_calls == samples * len(units)
-    predictions = Prediction.objects.filter(run=run).count()
-    line.report("engine", run.done_calls, f"{predictions / run.done_calls:.0f} predictions/call")
-    Run.objects.filter(backend=backend).delete()
-    CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
+    for processes in args.processes:
+        run = run_create(
+            benchmark="dyntom",
+            method="vanilla",
+            backend=backend,
+            selection={},
+            params={"samples": samples, "seed": 1},
+            enqueue=False,
+        )
+        line.start()
+        with override_settings(MODELING_RUN_PROCESSES=processes):
+            status = run_execute(run_id=run.pk)
+        line.stop()
+        run.refresh_from_db()
+        assert status == Run.Status.SUCCEEDED, run.error
+        assert run.done_calls == run.total_calls == samples * len(units)
+        predictions = Prediction.objects.filter(run=run).count()
+        what = "engine" if processes == 1 else f"engine/{processes}"
+        line.report(what, run.done_calls, f"{predictions / run.done_calls:.0f} predictions/call")
+        Run.objects.filter(backend=backend).delete()
+        CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
     backend.delete()
 
 
@@ -184,6 +197,16 @@ class _Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu() -> float:
+    """CPU of this process and of the engine processes it started and has waited for
+    (the server, still running, is not among them)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 class _Line:
     """One printed line: calls/s against the ideal, and CPU per call on both sides."""
 
@@ -197,10 +220,10 @@ class _Line:
 
     def start(self) -> None:
         self.ended = None
-        self.began = (time.perf_counter(), time.process_time(), self.server.cpu_seconds())
+        self.began = (time.perf_counter(), _own_cpu(), self.server.cpu_seconds())
 
     def stop(self) -> None:
-        self.ended = (time.perf_counter(), time.process_time(), self.server.cpu_seconds())
+        self.ended = (time.perf_counter(), _own_cpu(), self.server.cpu_seconds())
 
     def report(self, what: str, calls: int, note: str = "") -> None:
         if self.ended is None:

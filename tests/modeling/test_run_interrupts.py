@@ -48,21 +48,22 @@ def _command(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "manage.py"), "run_model", *args]
 
 
-def _env() -> dict[str, str]:
+def _env(processes: int = 1) -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": database_url(),
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "MODELING_RUN_LEASE_S": str(LEASE_S),
+        "MODELING_RUN_PROCESSES": str(processes),
         "PYTHONUNBUFFERED": "1",
     }
 
 
-def _start(*args: str) -> subprocess.Popen:
+def _start(*args: str, processes: int = 1) -> subprocess.Popen:
     return subprocess.Popen(
         _command(*args),
         cwd=ROOT,
-        env=_env(),
+        env=_env(processes),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -215,9 +216,27 @@ def test_kills_at_random_points_never_repeat_an_answered_call(
     assert repeated_in_flight <= trials * (8 + 8)
 
 
+def engine_children(parent_pid: int) -> list[int]:
+    """Live engine processes (modeling.runs.engine_process) that ``parent_pid`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        mine = b"modeling.runs.engine_process" in argv and str(parent_pid).encode() in argv
+        if mine and state not in "ZX":
+            found.append(int(entry.name))
+    return found
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 4])
 def test_a_kill_at_128_in_flight_repeats_at_most_one_window(
-    openai_backend, llm_server, dyntom_stages
+    openai_backend, llm_server, dyntom_stages, processes
 ):
     """Issue 31: with 128 calls in flight, a SIGKILL loses no stored reply, and the
     resume asks again at most the window that was in flight.
@@ -225,22 +244,28 @@ def test_a_kill_at_128_in_flight_repeats_at_most_one_window(
     At this width on 2 busy cores a reply can wait in the client longer than the 0.4 s
     the tests at 8 allow (request threads queue for the GIL before reading it), so the
     check here is the durability rule itself: no call stored before the kill is sent
-    again, and the resume sends exactly the calls that were not stored."""
+    again, and the resume sends exactly the calls that were not stored.
+
+    In 4 engine processes (32 calls in flight each) the kill of the process that
+    holds the run takes its engine processes with it: none sends a call afterwards."""
     window = 128
     openai_backend.max_concurrency = window
     openai_backend.save()
     llm_server.fixed_latency = 0.2
     llm_server.responder = answer_all("d")
     calls = 24 * 12
-    proc = _start(*_new_run_args(openai_backend, seed=31, samples=12))
+    proc = _start(*_new_run_args(openai_backend, seed=31, samples=12), processes=processes)
     _wait_for(
         lambda: len(llm_server.answered_log) >= 150, timeout=120, what="150 answers", proc=proc
     )
     if proc.poll() is not None:
         raise AssertionError("run_model finished before the kill")
+    if processes > 1:
+        assert len(engine_children(proc.pid)) == processes
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     proc.communicate()
+    _wait_for(lambda: not engine_children(proc.pid), timeout=5, what="the engine processes' end")
     run = Run.objects.get()
     sent_before = llm_server.request_count
     assert sent_before > window  # the window was full and moving when it died
@@ -265,12 +290,14 @@ def test_a_kill_at_128_in_flight_repeats_at_most_one_window(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
 def test_sigint_stops_the_run_releases_the_lease_and_resume_finishes_it(
-    openai_backend, llm_server, dyntom_stages
+    openai_backend, llm_server, dyntom_stages, processes
 ):
+    """In two engine processes too: the stop reaches both, each waits for its calls."""
     llm_server.fixed_latency = 0.2
     llm_server.responder = answer_all("c")
-    proc = _start(*_new_run_args(openai_backend, seed=21, samples=2))
+    proc = _start(*_new_run_args(openai_backend, seed=21, samples=2), processes=processes)
     _wait_for(lambda: len(llm_server.answered_log) >= 8, timeout=90, what="8 answers", proc=proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

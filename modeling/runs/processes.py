@@ -1,0 +1,290 @@
+"""A run's calls in several engine processes, for windows one process cannot keep full.
+
+One process sends, stores and records at most about 1 core of Python (the GIL): some
+300-450 calls a second of DynToM stages, whatever the server could answer. With
+``MODELING_RUN_PROCESSES`` above 1, the process that holds the run (the parent) splits
+the calls still to make into that many interleaved shards and starts an engine process
+for each (``python -m modeling.runs.engine_process``). Each child runs the same sliding
+window and recorder as a single process does, on its own database connection, with its
+share of ``max_concurrency``; so calls sent and not yet stored still never exceed
+``max_concurrency`` in all. The parent keeps the lease, reports progress from the run's
+counters, and passes a stop, an abandon or a cancel on to the children through their
+stdin. The children die with the parent (Linux's parent-death signal) and stop when
+their stdin closes, so a kill of the parent still repeats at most one window.
+
+A run with a token or cost budget stays in one process: its budget is kept in memory,
+call by call, and shards could not share it exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import connection
+
+from ..models import Run, RunCall
+from .recording import PROGRESS_INTERVAL_S, _Recorder
+
+if TYPE_CHECKING:
+    from .executor import RunInterrupt
+    from .leases import _Lease
+
+logger = logging.getLogger(__name__)
+
+# The commands a parent sends, in rising order of force.
+_COMMANDS = ("stop", "abandon", "cancel")
+
+
+def engine_processes(run: Run, calls: int) -> int:
+    """How many engine processes make this run's ``calls`` remaining calls."""
+    wanted = int(getattr(settings, "MODELING_RUN_PROCESSES", 1))
+    if wanted <= 1:
+        return 1
+    if run.budget_tokens is not None or run.budget_cost is not None:
+        logger.info("run %s has a budget: its calls stay in one process", run.pk)
+        return 1
+    if connection.vendor == "sqlite" and connection.is_in_memory_db():
+        return 1  # other processes cannot open it
+    return max(1, min(wanted, run.backend.max_concurrency, calls))
+
+
+def call_in_processes(
+    *,
+    run: Run,
+    calls: list[RunCall],
+    processes: int,
+    lease: _Lease,
+    recorder: _Recorder,
+    interrupt: RunInterrupt,
+) -> str:
+    """Make ``calls`` in ``processes`` engine processes; returns a stop status or ""."""
+    window = run.backend.max_concurrency
+    children = []
+    try:
+        for shard in range(processes):
+            limit = window // processes + (1 if shard < window % processes else 0)
+            children.append(_Child.start(run, calls[shard::processes], limit))
+        logger.info(
+            "run %s: %d calls in %d engine processes (%s)",
+            run.pk,
+            len(calls),
+            processes,
+            ", ".join(str(child.proc.pid) for child in children),
+        )
+        sent = ""
+        failed: list[str] = []
+        progress_at = 0.0
+        while live := [child for child in children if child.proc.poll() is None]:
+            live[0].wait(0.1)
+            lease.renew_if_due()
+            for child in children:
+                if child.proc.poll() is not None and child not in live and not child.seen:
+                    child.seen = True
+                    if child.failure():
+                        failed.append(child.failure())
+            command = (
+                "cancel"
+                if lease.lost
+                else "abandon"
+                if interrupt.abandon.is_set()
+                else "stop"
+                if interrupt.requested.is_set() or failed
+                else ""
+            )
+            if command and _COMMANDS.index(command) > (_COMMANDS.index(sent) if sent else -1):
+                sent = command
+                for child in live:
+                    child.send(command)
+            if time.monotonic() - progress_at >= PROGRESS_INTERVAL_S:
+                progress_at = time.monotonic()
+                _progress(run, recorder)
+    except BaseException:
+        for child in children:
+            child.kill()
+        raise
+    _progress(run, recorder)
+    failures = [f for f in (child.failure() for child in children) if f]
+    if failures:
+        raise RuntimeError("; ".join(failures))
+    statuses = {child.stop_status() for child in children}
+    for status in (Run.Status.CANCELLED, Run.Status.STOPPED, Run.Status.BUDGET_EXHAUSTED):
+        if status in statuses:
+            return status
+    return ""
+
+
+def _progress(run: Run, recorder: _Recorder) -> None:
+    counts = Run.objects.values("done_calls", "error_calls").get(pk=run.pk)
+    recorder.done, recorder.errors = counts["done_calls"], counts["error_calls"]
+    recorder.progress()
+
+
+class _Child:
+    """One engine process: its shard goes in on stdin, its stop status comes out on stdout."""
+
+    def __init__(self, proc: subprocess.Popen, shard: int) -> None:
+        self.proc = proc
+        self.shard = shard
+        self.seen = False
+        self._output: str | None = None
+
+    @classmethod
+    def start(cls, run: Run, calls: list[RunCall], limit: int) -> _Child:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "modeling.runs.engine_process",
+                str(run.pk),
+                str(os.getpid()),
+                str(connection.settings_dict["NAME"]),
+            ],
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"calls": [c.pk for c in calls], "limit": limit}) + "\n")
+        proc.stdin.flush()
+        return cls(proc, len(calls))
+
+    def wait(self, timeout: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+
+    def send(self, command: str) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # it has ended meanwhile
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def _read(self) -> str:
+        if self._output is None:
+            self.proc.wait()
+            assert self.proc.stdout is not None
+            self._output = self.proc.stdout.read()
+            if self.proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    self.proc.stdin.close()
+        return self._output
+
+    def stop_status(self) -> str:
+        lines = self._read().strip().splitlines()
+        return json.loads(lines[-1])["stop_status"]
+
+    def failure(self) -> str:
+        """Why this process failed (it has ended), or "" when it finished its shard."""
+        output = self._read().strip().splitlines()
+        if self.proc.returncode == 0 and output:
+            try:
+                json.loads(output[-1])["stop_status"]
+                return ""
+            except (ValueError, KeyError, TypeError):
+                pass
+        return (
+            f"engine process {self.proc.pid} ({self.shard} calls) exited with code "
+            f"{self.proc.returncode}; its log says why"
+        )
+
+
+# --- the child's side --------------------------------------------------------------------
+
+
+class _ParentLink:
+    """What a child has in place of the lease: the parent's commands, read from stdin.
+
+    ``stop`` stops sending (the calls in flight are waited for, as in one process),
+    ``abandon`` stops waiting too, ``cancel`` is a lost lease. End of input means the
+    parent is gone: send nothing more and abandon the calls in flight.
+    """
+
+    interval = 0.5
+
+    def __init__(self, interrupt: RunInterrupt) -> None:
+        self.interrupt = interrupt
+        self.lost = False
+        threading.Thread(target=self._read, name="parent-link", daemon=True).start()
+
+    def renew_if_due(self) -> None:
+        """The parent renews the lease."""
+
+    def _read(self) -> None:
+        for line in sys.stdin:
+            command = line.strip()
+            if command == "cancel":
+                self.lost = True
+            elif command in ("stop", "abandon"):
+                self.interrupt.reason = "the parent process"
+                self.interrupt.requested.set()
+                if command == "abandon":
+                    self.interrupt.abandon.set()
+        self.interrupt.requested.set()
+        self.interrupt.abandon.set()
+
+
+def _die_with(parent_pid: int) -> None:
+    """SIGKILL this process when its parent dies (Linux), as a kill of one process would."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # not Linux: end of stdin still stops this process
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the signal was set
+
+
+def child_main(argv: list[str]) -> int:
+    """An engine process: make the calls of one shard of a run, then print its status."""
+    from ..backends import get_backend
+    from ..pipelines import get_pipeline
+    from .executor import RunInterrupt, _call_sliding
+    from .recording import _request_for
+
+    run_id, parent_pid, database = int(argv[0]), int(argv[1]), argv[2]
+    _die_with(parent_pid)
+    # Ctrl-C reaches the whole process group; the parent decides what a stop means.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out, sys.stdout = sys.stdout, sys.stderr  # stdout carries the status line only
+    # The parent's database by name: under a test runner, not the one settings name.
+    connection.settings_dict["NAME"] = database
+    shard = json.loads(sys.stdin.readline())
+    interrupt = RunInterrupt()
+    link = _ParentLink(interrupt)
+    run = Run.objects.select_related("backend", "template").get(pk=run_id)
+    pipeline = get_pipeline(run.benchmark)
+    units = {u.key: u for u in pipeline.units_for_run(run=run)}
+    by_pk = {c.pk: c for c in RunCall.objects.filter(run_id=run_id, pk__in=shard["calls"])}
+    calls = [by_pk[pk] for pk in shard["calls"]]
+    requests = {c.pk: _request_for(run, units[c.unit_key], c.sample_index) for c in calls}
+    recorder = _Recorder(
+        run=run, pipeline=pipeline, units=units, requests=requests, on_progress=None
+    )
+    backend = get_backend(run.backend)
+    try:
+        status = _call_sliding(
+            run, backend, calls, requests, link, recorder, interrupt, limit=shard["limit"]
+        )
+    finally:
+        backend.close()
+    out.write(json.dumps({"stop_status": status}) + "\n")
+    out.flush()
+    return 0

@@ -1,0 +1,114 @@
+"""A run split across engine processes (MODELING_RUN_PROCESSES): the same predictions as
+in one process, the window kept in all, and one process where a budget is kept.
+
+Runs in this process call ``run_execute``; its engine processes are real children that
+open the suite's database (SQLite file or PostgreSQL) and call the loopback server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from decimal import Decimal
+
+import pytest
+from django.test import override_settings
+
+from benchmarks.models import DynToMQuestion
+from modeling.models import CachedResponse, Prediction, Run, RunCall
+from modeling.runs.executor import run_execute
+from modeling.runs.processes import engine_processes
+from modeling.runs.services import run_create
+
+from .conftest import prompt_keys
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _letter(key: str, seed: int) -> str:
+    return "abcd"[hashlib.sha256(f"{key}/{seed}".encode()).digest()[0] % 4]
+
+
+def varied_answers(request_json: dict) -> str:
+    """A letter per question that depends on the question and the request's seed, so a
+    reply recorded against the wrong call shows up as a wrong prediction."""
+    seed = request_json["seed"]
+    return json.dumps({key: _letter(key, seed) for key in prompt_keys(request_json)})
+
+
+def _run(backend, processes: int) -> tuple[Run, list[tuple]]:
+    run = run_create(
+        benchmark="dyntom",
+        method="vanilla",
+        backend=backend,
+        selection={},
+        params={"samples": 3, "seed": 7},
+        enqueue=False,
+    )
+    with override_settings(MODELING_RUN_PROCESSES=processes):
+        assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    keys = dict(DynToMQuestion.objects.values_list("pk", "key"))
+    predictions = sorted(
+        (keys[p.dyntom_question_id], p.sample_index, p.parsed_answer, p.parse_status, p.correct)
+        for p in Prediction.objects.filter(run=run)
+    )
+    return run, predictions
+
+
+def test_three_engine_processes_give_the_predictions_of_one(
+    openai_backend, llm_server, dyntom_stages, caplog
+):
+    openai_backend.max_concurrency = 6
+    openai_backend.save()
+    llm_server.fixed_latency = 0.05
+    llm_server.responder = varied_answers
+    calls = 24 * 3
+
+    with caplog.at_level(logging.INFO, logger="modeling.runs.processes"):
+        split, split_predictions = _run(openai_backend, processes=3)
+    assert f"run {split.pk}: {calls} calls in 3 engine processes" in caplog.text
+    assert split.done_calls == split.total_calls == calls
+    assert llm_server.request_count == calls  # each call asked once
+    assert llm_server.max_in_flight <= 6  # the window is the backend's, in all
+    assert RunCall.objects.filter(run=split, status=RunCall.Status.DONE).count() == calls
+    # Each prediction holds the letter the server gave for its question and sample.
+    assert all(answer == _letter(key, 7 + sample) for key, sample, answer, *_ in split_predictions)
+
+    # The same requests again in one process, the cache emptied so every one is sent.
+    CachedResponse.objects.all().delete()
+    llm_server.reset()
+    llm_server.fixed_latency = 0.05
+    llm_server.responder = varied_answers
+    single, single_predictions = _run(openai_backend, processes=1)
+    assert llm_server.request_count == calls
+    assert len(split_predictions) == Prediction.objects.filter(run=single).count() > calls
+    assert split_predictions == single_predictions
+    assert len({answer for _, _, answer, _, _ in split_predictions}) == 4
+    # Per-run counters, summed by the engine processes, equal one process's.
+    assert (split.prompt_tokens, split.completion_tokens) == (
+        single.prompt_tokens,
+        single.completion_tokens,
+    )
+
+
+def test_a_run_with_a_budget_or_a_small_window_stays_in_fewer_processes(
+    openai_backend, dyntom_stages
+):
+    run = run_create(
+        benchmark="dyntom",
+        method="vanilla",
+        backend=openai_backend,
+        selection={},
+        params={},
+        enqueue=False,
+    )
+    with override_settings(MODELING_RUN_PROCESSES=8):
+        assert engine_processes(run, 100) == openai_backend.max_concurrency == 4
+        assert engine_processes(run, 3) == 3
+        run.budget_cost = Decimal("1.00")
+        assert engine_processes(run, 100) == 1
+    with override_settings(MODELING_RUN_PROCESSES=1):
+        run.budget_cost = None
+        assert engine_processes(run, 100) == 1
