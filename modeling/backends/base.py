@@ -149,10 +149,19 @@ _KINDS = {
 }
 
 
-def get_backend(config: BackendConfig) -> ChatBackend:
-    """The backend object for a Backend row (or any :class:`BackendConfig`)."""
+def backend_class(config: BackendConfig) -> type[ChatBackend]:
+    """The class of the backend object for a Backend row (or any :class:`BackendConfig`)."""
     try:
-        cls = import_string(_KINDS[config.kind])
+        return import_string(_KINDS[config.kind])
     except KeyError:
         raise BackendConfigError(f"backend {config.name}: unknown kind {config.kind!r}") from None
-    return cls(config)
+
+
+def batches_itself(config: BackendConfig) -> bool:
+    """True for backends that take a batch of requests at once (``complete_many``)."""
+    return backend_class(config).complete_many is not ChatBackend.complete_many
+
+
+def get_backend(config: BackendConfig) -> ChatBackend:
+    """The backend object for a Backend row (or any :class:`BackendConfig`)."""
+    return backend_class(config)(config)

@@ -15,14 +15,21 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from ..backends import BackendError, ChatBackend, ChatRequest, ChatResult, get_backend
+from ..backends import (
+    BackendError,
+    ChatBackend,
+    ChatRequest,
+    ChatResult,
+    batches_itself,
+    get_backend,
+)
 from ..backends.secrets import mask_secrets
 from ..models import CachedResponse, Run, RunCall
-from ..pipelines import Step, get_pipeline
+from ..pipelines import Pipeline, Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
 from .leases import LeaseHolder, _claim, _Lease, _release
 from .outcome import run_outcome
-from .processes import _ParentLink, call_in_processes, engine_processes
+from .processes import EnginePool, _ParentLink, engine_processes
 from .recording import (
     ProgressHook,
     RunProgress,
@@ -115,6 +122,22 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
         return _finish(run.pk, Run.Status.BUDGET_EXHAUSTED, interrupt)
     except _PrepareStopped as stop:
         return _finish(run.pk, stop.status, interrupt)
+    # Engine processes start first: their start-up overlaps the preparing of calls here.
+    pool = EnginePool(run, processes) if (processes := engine_processes(run)) > 1 else None
+    try:
+        return _execute_units(run, pipeline, on_progress, interrupt, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _execute_units(
+    run: Run,
+    pipeline: Pipeline,
+    on_progress: ProgressHook | None,
+    interrupt: RunInterrupt,
+    pool: EnginePool | None,
+) -> str:
     units = pipeline.units_for_run(run=run)
     order = {u.key: i for i, u in enumerate(units)}
     by_key = {u.key: u for u in units}
@@ -176,22 +199,17 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
     _record_in_chunks(recorder, hits)
 
     stop_status = ""
-    if to_call and not interrupt.requested.is_set():
+    if to_call and not interrupt.requested.is_set() and pool is not None:
+        stop_status = pool.call(
+            calls=to_call, lease=_Lease(run.pk), recorder=recorder, interrupt=interrupt
+        )
+    elif to_call and not interrupt.requested.is_set():
         backend = get_backend(run.backend)
         lease = _Lease(run.pk)
         try:
-            if type(backend).complete_many is not ChatBackend.complete_many:
+            if batches_itself(run.backend):
                 stop_status = _call_in_batches(
                     run, backend, to_call, requests, lease, recorder, interrupt
-                )
-            elif (processes := engine_processes(run, len(to_call))) > 1:
-                stop_status = call_in_processes(
-                    run=run,
-                    calls=to_call,
-                    processes=processes,
-                    lease=lease,
-                    recorder=recorder,
-                    interrupt=interrupt,
                 )
             else:
                 stop_status = _call_sliding(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import connection
 
+from ..backends import batches_itself
 from ..models import Run, RunCall
 from .recording import PROGRESS_INTERVAL_S, _Recorder
 
@@ -46,82 +47,89 @@ logger = logging.getLogger(__name__)
 _COMMANDS = ("stop", "abandon", "cancel")
 
 
-def engine_processes(run: Run, calls: int) -> int:
-    """How many engine processes make this run's ``calls`` remaining calls."""
+def engine_processes(run: Run) -> int:
+    """How many engine processes make this run's calls (1: this process alone)."""
     wanted = int(getattr(settings, "MODELING_RUN_PROCESSES", 1))
-    if wanted <= 1:
+    if wanted <= 1 or batches_itself(run.backend):
         return 1
     if run.budget_tokens is not None or run.budget_cost is not None:
         logger.info("run %s has a budget: its calls stay in one process", run.pk)
         return 1
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
         return 1  # other processes cannot open it
-    return max(1, min(wanted, run.backend.max_concurrency, calls))
+    return max(1, min(wanted, run.backend.max_concurrency))
 
 
-def call_in_processes(
-    *,
-    run: Run,
-    calls: list[RunCall],
-    processes: int,
-    lease: _Lease,
-    recorder: _Recorder,
-    interrupt: RunInterrupt,
-) -> str:
-    """Make ``calls`` in ``processes`` engine processes; returns a stop status or ""."""
-    window = run.backend.max_concurrency
-    children = []
-    try:
-        for shard in range(processes):
-            limit = window // processes + (1 if shard < window % processes else 0)
-            children.append(_Child.start(run, calls[shard::processes], limit))
-        logger.info(
-            "run %s: %d calls in %d engine processes (%s)",
-            run.pk,
-            len(calls),
-            processes,
-            ", ".join(str(child.proc.pid) for child in children),
-        )
-        sent = ""
-        failed: list[str] = []
-        progress_at = 0.0
-        while live := [child for child in children if child.proc.poll() is None]:
-            live[0].wait(0.1)
-            lease.renew_if_due()
-            for child in children:
-                if child.proc.poll() is not None and child not in live and not child.seen:
-                    child.seen = True
-                    if child.failure():
-                        failed.append(child.failure())
-            command = (
-                "cancel"
-                if lease.lost
-                else "abandon"
-                if interrupt.abandon.is_set()
-                else "stop"
-                if interrupt.requested.is_set() or failed
-                else ""
+class EnginePool:
+    """A run's engine processes, started before its calls are known so that their own
+    start (Django, the client, the run's prompts: about a second of CPU each) overlaps
+    this process's preparing of the calls. :meth:`close` ends any not given work."""
+
+    def __init__(self, run: Run, processes: int) -> None:
+        self.run = run
+        self.children = [_Child.start(run) for _ in range(processes)]
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+
+    def call(
+        self,
+        *,
+        calls: list[RunCall],
+        lease: _Lease,
+        recorder: _Recorder,
+        interrupt: RunInterrupt,
+    ) -> str:
+        """Make ``calls`` in the pool's processes; returns a stop status or ""."""
+        run, children = self.run, self.children
+        processes, window = len(children), run.backend.max_concurrency
+        try:
+            for shard, child in enumerate(children):
+                limit = window // processes + (1 if shard < window % processes else 0)
+                child.give(calls[shard::processes], limit)
+            logger.info(
+                "run %s: %d calls in %d engine processes (%s)",
+                run.pk,
+                len(calls),
+                processes,
+                ", ".join(str(child.proc.pid) for child in children),
             )
-            if command and _COMMANDS.index(command) > (_COMMANDS.index(sent) if sent else -1):
-                sent = command
-                for child in live:
-                    child.send(command)
-            if time.monotonic() - progress_at >= PROGRESS_INTERVAL_S:
-                progress_at = time.monotonic()
-                _progress(run, recorder)
-    except BaseException:
-        for child in children:
-            child.kill()
-        raise
-    _progress(run, recorder)
-    failures = [f for f in (child.failure() for child in children) if f]
-    if failures:
-        raise RuntimeError("; ".join(failures))
-    statuses = {child.stop_status() for child in children}
-    for status in (Run.Status.CANCELLED, Run.Status.STOPPED, Run.Status.BUDGET_EXHAUSTED):
-        if status in statuses:
-            return status
-    return ""
+            sent = ""
+            progress_at = 0.0
+            while live := [child for child in children if child.proc.poll() is None]:
+                live[0].wait(0.1)
+                lease.renew_if_due()
+                ended = [child for child in children if child.proc.poll() is not None]
+                failed = any(child.failure() for child in ended)
+                command = (
+                    "cancel"
+                    if lease.lost
+                    else "abandon"
+                    if interrupt.abandon.is_set()
+                    else "stop"
+                    if interrupt.requested.is_set() or failed
+                    else ""
+                )
+                if command and _COMMANDS.index(command) > (_COMMANDS.index(sent) if sent else -1):
+                    sent = command
+                    for child in live:
+                        child.send(command)
+                if time.monotonic() - progress_at >= PROGRESS_INTERVAL_S:
+                    progress_at = time.monotonic()
+                    _progress(run, recorder)
+        except BaseException:
+            for child in children:
+                child.kill()
+            raise
+        _progress(run, recorder)
+        if failures := [f for f in (child.failure() for child in children) if f]:
+            raise RuntimeError("; ".join(failures))
+        statuses = {child.stop_status() for child in children}
+        for status in (Run.Status.CANCELLED, Run.Status.STOPPED, Run.Status.BUDGET_EXHAUSTED):
+            if status in statuses:
+                return status
+        return ""
 
 
 def _progress(run: Run, recorder: _Recorder) -> None:
@@ -133,32 +141,43 @@ def _progress(run: Run, recorder: _Recorder) -> None:
 class _Child:
     """One engine process: its shard goes in on stdin, its stop status comes out on stdout."""
 
-    def __init__(self, proc: subprocess.Popen, shard: int) -> None:
+    def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
-        self.shard = shard
-        self.seen = False
+        self.calls = 0
         self._output: str | None = None
 
     @classmethod
-    def start(cls, run: Run, calls: list[RunCall], limit: int) -> _Child:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "modeling.runs.engine_process",
-                str(run.pk),
-                str(os.getpid()),
-                str(connection.settings_dict["NAME"]),
-            ],
-            cwd=settings.BASE_DIR,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+    def start(cls, run: Run) -> _Child:
+        return cls(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "modeling.runs.engine_process",
+                    str(run.pk),
+                    str(os.getpid()),
+                    str(connection.settings_dict["NAME"]),
+                ],
+                cwd=settings.BASE_DIR,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         )
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps({"calls": [c.pk for c in calls], "limit": limit}) + "\n")
-        proc.stdin.flush()
-        return cls(proc, len(calls))
+
+    def give(self, calls: list[RunCall], limit: int) -> None:
+        self.calls = len(calls)
+        self.send(json.dumps({"calls": [c.pk for c in calls], "limit": limit}))
+
+    def close(self) -> None:
+        """End of input: a process given no work exits; one at work stops sending."""
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=float(getattr(settings, "MODELING_STOP_GRACE_S", 30)) + 10)
+        except subprocess.TimeoutExpired:
+            self.kill()
 
     def wait(self, timeout: float) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -201,7 +220,7 @@ class _Child:
             except (ValueError, KeyError, TypeError):
                 pass
         return (
-            f"engine process {self.proc.pid} ({self.shard} calls) exited with code "
+            f"engine process {self.proc.pid} ({self.calls} calls) exited with code "
             f"{self.proc.returncode}; its log says why"
         )
 
@@ -266,12 +285,16 @@ def child_main(argv: list[str]) -> int:
     out, sys.stdout = sys.stdout, sys.stderr  # stdout carries the status line only
     # The parent's database by name: under a test runner, not the one settings name.
     connection.settings_dict["NAME"] = database
-    shard = json.loads(sys.stdin.readline())
-    interrupt = RunInterrupt()
-    link = _ParentLink(interrupt)
     run = Run.objects.select_related("backend", "template").get(pk=run_id)
     pipeline = get_pipeline(run.benchmark)
     units = {u.key: u for u in pipeline.units_for_run(run=run)}
+    connection.close()  # not held open while the parent prepares the calls
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # the parent had no calls for this process
+    shard = json.loads(line)
+    interrupt = RunInterrupt()
+    link = _ParentLink(interrupt)
     by_pk = {c.pk: c for c in RunCall.objects.filter(run_id=run_id, pk__in=shard["calls"])}
     calls = [by_pk[pk] for pk in shard["calls"]]
     requests = {c.pk: _request_for(run, units[c.unit_key], c.sample_index) for c in calls}

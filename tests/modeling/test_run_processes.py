@@ -13,13 +13,14 @@ import logging
 from decimal import Decimal
 
 import pytest
+from django.db.models import F
 from django.test import override_settings
 
 from benchmarks.models import DynToMQuestion
-from modeling.models import CachedResponse, Prediction, Run, RunCall
+from modeling.models import Backend, CachedResponse, Prediction, Run, RunCall
 from modeling.runs.executor import run_execute
 from modeling.runs.processes import engine_processes
-from modeling.runs.services import run_create
+from modeling.runs.services import run_create, run_resume
 
 from .conftest import prompt_keys
 
@@ -93,7 +94,36 @@ def test_three_engine_processes_give_the_predictions_of_one(
     )
 
 
-def test_a_run_with_a_budget_or_a_small_window_stays_in_fewer_processes(
+def test_a_resume_with_fewer_calls_than_processes_makes_just_those(
+    openai_backend, llm_server, dyntom_stages
+):
+    """Two calls left, four processes: two get a call each, two none, and all end."""
+    llm_server.responder = varied_answers
+    run, before = _run(openai_backend, processes=1)
+    left = list(RunCall.objects.filter(run=run).order_by("pk")[:2])
+    Prediction.objects.filter(call__in=left).delete()
+    RunCall.objects.filter(pk__in=[c.pk for c in left]).update(
+        status=RunCall.Status.PENDING, raw_output=""
+    )
+    CachedResponse.objects.all().delete()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.STOPPED, done_calls=F("done_calls") - 2)
+    llm_server.reset()
+    llm_server.responder = varied_answers
+    run_resume(run_id=run.pk, enqueue=False)
+    with override_settings(MODELING_RUN_PROCESSES=4):
+        assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    assert llm_server.request_count == 2
+    run.refresh_from_db()
+    assert run.done_calls == run.total_calls == 24 * 3
+    keys = dict(DynToMQuestion.objects.values_list("pk", "key"))
+    after = sorted(
+        (keys[p.dyntom_question_id], p.sample_index, p.parsed_answer, p.parse_status, p.correct)
+        for p in Prediction.objects.filter(run=run)
+    )
+    assert after == before
+
+
+def test_a_run_with_a_budget_or_a_batching_backend_stays_in_one_process(
     openai_backend, dyntom_stages
 ):
     run = run_create(
@@ -105,10 +135,12 @@ def test_a_run_with_a_budget_or_a_small_window_stays_in_fewer_processes(
         enqueue=False,
     )
     with override_settings(MODELING_RUN_PROCESSES=8):
-        assert engine_processes(run, 100) == openai_backend.max_concurrency == 4
-        assert engine_processes(run, 3) == 3
+        assert engine_processes(run) == openai_backend.max_concurrency == 4
         run.budget_cost = Decimal("1.00")
-        assert engine_processes(run, 100) == 1
-    with override_settings(MODELING_RUN_PROCESSES=1):
+        assert engine_processes(run) == 1
         run.budget_cost = None
-        assert engine_processes(run, 100) == 1
+        run.backend.kind = Backend.Kind.TRANSFORMERS
+        assert engine_processes(run) == 1
+    run.backend.kind = Backend.Kind.OPENAI
+    with override_settings(MODELING_RUN_PROCESSES=1):
+        assert engine_processes(run) == 1
