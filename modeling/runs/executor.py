@@ -82,12 +82,15 @@ def run_execute(
     run_id: int,
     on_progress: ProgressHook | None = None,
     interrupt: RunInterrupt | None = None,
+    processes: int | None = None,
 ) -> str:
     """Execute (or resume) a run. Returns the final status, or "skipped".
 
     ``on_progress`` gets a :class:`RunProgress` a few times a second (the CLI draws its
     bar from it). ``interrupt`` stops the run cleanly (status ``stopped``, lease
-    released). Raises :class:`RunLeased` when another live process holds the run.
+    released). ``processes`` engine processes make the calls (default
+    ``MODELING_RUN_PROCESSES``; see ``processes``). Raises :class:`RunLeased` when
+    another live process holds the run.
     """
     run = _claim(run_id)
     if run is None:
@@ -96,7 +99,7 @@ def run_execute(
     try:
         if run.kind == Run.Kind.TRAINED:
             return _execute_trained(run, on_progress, interrupt or RunInterrupt())
-        return _execute(run, on_progress, interrupt or RunInterrupt())
+        return _execute(run, on_progress, interrupt or RunInterrupt(), processes)
     except Exception as exc:
         logger.exception("run %s crashed", run.pk)
         _release(
@@ -113,7 +116,9 @@ def run_execute(
         raise
 
 
-def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
+def _execute(
+    run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt, processes: int | None
+) -> str:
     pipeline = get_pipeline(run.benchmark)
     steps = _PrepareCaller(run, on_progress, interrupt)
     try:
@@ -123,7 +128,8 @@ def _execute(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt
     except _PrepareStopped as stop:
         return _finish(run.pk, stop.status, interrupt)
     # Engine processes start first: their start-up overlaps the preparing of calls here.
-    pool = EnginePool(run, processes) if (processes := engine_processes(run)) > 1 else None
+    processes = engine_processes(run, processes)
+    pool = EnginePool(run, processes) if processes > 1 else None
     try:
         return _execute_units(run, pipeline, on_progress, interrupt, pool)
     finally:

@@ -47,9 +47,11 @@ logger = logging.getLogger(__name__)
 _COMMANDS = ("stop", "abandon", "cancel")
 
 
-def engine_processes(run: Run) -> int:
-    """How many engine processes make this run's calls (1: this process alone)."""
-    wanted = int(getattr(settings, "MODELING_RUN_PROCESSES", 1))
+def engine_processes(run: Run, wanted: int | None = None) -> int:
+    """How many engine processes make this run's calls (1: this process alone), of the
+    ``wanted`` (default ``MODELING_RUN_PROCESSES``)."""
+    if wanted is None:
+        wanted = int(getattr(settings, "MODELING_RUN_PROCESSES", 1))
     if wanted <= 1 or batches_itself(run.backend):
         return 1
     if run.budget_tokens is not None or run.budget_cost is not None:

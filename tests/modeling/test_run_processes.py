@@ -10,9 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db.models import F
 from django.test import override_settings
 
@@ -21,6 +27,7 @@ from modeling.models import Backend, CachedResponse, Prediction, Run, RunCall
 from modeling.runs.executor import run_execute
 from modeling.runs.processes import engine_processes
 from modeling.runs.services import run_create, run_resume
+from tests.celery_worker import database_url
 
 from .conftest import prompt_keys
 
@@ -144,3 +151,41 @@ def test_a_run_with_a_budget_or_a_batching_backend_stays_in_one_process(
     run.backend.kind = Backend.Kind.OPENAI
     with override_settings(MODELING_RUN_PROCESSES=1):
         assert engine_processes(run) == 1
+
+
+def test_run_model_processes_splits_a_run_made_in_the_foreground(
+    openai_backend, llm_server, dyntom_stages
+):
+    llm_server.responder = varied_answers
+    result = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "run_model",
+            *("--benchmark", "dyntom", "--method", "vanilla", "--backend", openai_backend.name),
+            *("--samples", "2", "--seed", "3", "--processes", "2"),
+        ],
+        cwd=settings.BASE_DIR,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    run = Run.objects.get()
+    assert f"run {run.pk}: 48 calls in 2 engine processes" in result.stderr
+    assert f"run {run.pk} succeeded: 48/48 calls" in result.stdout
+    assert llm_server.request_count == 48
+
+
+def test_run_model_processes_refuses_what_it_cannot_do(openai_backend, dyntom_stages):
+    args = ["--benchmark", "dyntom", "--method", "vanilla", "--backend", openai_backend.name]
+    with pytest.raises(CommandError, match="--processes must be at least 1"):
+        call_command("run_model", *args, "--processes", "0")
+    with pytest.raises(CommandError, match="workers use MODELING_RUN_PROCESSES"):
+        call_command("run_model", *args, "--processes", "2", "--background")
+    assert not Run.objects.exists()

@@ -96,8 +96,22 @@ class Command(BaseCommand):
             "(with a countdown) instead of refusing",
         )
         parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a run")
+        parser.add_argument(
+            "--processes",
+            type=int,
+            metavar="N",
+            help="engine processes for a run made here (default MODELING_RUN_PROCESSES); "
+            "more than 1 helps only where one process cannot keep a fast server busy",
+        )
 
     def handle(self, *args, **opts) -> None:
+        self.processes = opts["processes"]
+        if self.processes is not None and self.processes < 1:
+            raise CommandError("--processes must be at least 1")
+        if self.processes is not None and opts["background"]:
+            raise CommandError(
+                "--processes is for a run made here; workers use MODELING_RUN_PROCESSES"
+            )
         if opts["cancel"]:
             run = run_cancel(run_id=opts["cancel"])
             self.stdout.write(f"run {run.pk}: {run.status}")
@@ -284,7 +298,12 @@ class Command(BaseCommand):
 
         try:
             with self._interruptible(run_id) as interrupt:
-                status = run_execute(run_id=run_id, on_progress=progress, interrupt=interrupt)
+                status = run_execute(
+                    run_id=run_id,
+                    on_progress=progress,
+                    interrupt=interrupt,
+                    processes=self.processes,
+                )
         except RunLeased as exc:
             raise CommandError(f"{exc}; or pass --wait with --resume") from None
         finally:
