@@ -37,15 +37,22 @@ def purge_queues() -> None:
 
 
 def start_worker(
-    log_path: Path, *, name: str = "test", pool: str = "solo", concurrency: int = 1
+    log_path: Path,
+    *,
+    name: str = "test",
+    pool: str = "solo",
+    concurrency: int = 1,
+    environment: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """A worker on the default queue; ``pool="prefork"`` runs tasks in ``concurrency``
-    child processes (see :func:`pool_children`), as deployments do."""
+    child processes (see :func:`pool_children`), as deployments do. ``environment``
+    adds variables (settings read from it) to the worker's."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "PYTHONUNBUFFERED": "1",
+        **(environment or {}),
     }
     log = log_path.open("a")
     return subprocess.Popen(

@@ -97,3 +97,32 @@ def test_killed_worker_run_resumes_without_paying_twice(
 
     # One prediction per question, none twice.
     assert Prediction.objects.filter(run=run).count() == DynToMQuestion.objects.count() == 1719
+
+
+def test_a_worker_splits_a_run_across_engine_processes(
+    openai_backend, llm_server, dyntom_stages, tmp_path
+):
+    """MODELING_RUN_PROCESSES on a prefork worker, as deployed: its pool child starts
+    the engine processes, which open the worker's database and finish the run."""
+    llm_server.responder = lambda body: json.dumps(dict.fromkeys(prompt_keys(body), "b"))
+    purge_queues()
+    log = tmp_path / "worker.log"
+    worker = start_worker(
+        log, name="split", pool="prefork", environment={"MODELING_RUN_PROCESSES": "2"}
+    )
+    try:
+        run = run_create(benchmark="dyntom", method="vanilla", backend=openai_backend, selection={})
+        wait_for(
+            lambda: Run.objects.get(pk=run.pk).is_finished,
+            timeout=120,
+            what="the worker to finish the run",
+            log=log,
+        )
+    finally:
+        stop_worker(worker)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert (run.done_calls, run.total_calls, run.error_calls) == (24, 24, 0)
+    assert f"run {run.pk}: 24 calls in 2 engine processes" in log.read_text()
+    assert llm_server.request_count == 24
+    assert Prediction.objects.filter(run=run).count() == DynToMQuestion.objects.count()
