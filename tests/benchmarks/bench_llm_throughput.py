@@ -13,10 +13,12 @@ send and store, it measures that ceiling. The second holds the ideal rate
 (``--rate``, 160 calls/s: latency = concurrency / rate, 0.8 s at 128) and so measures
 what the window itself keeps in flight as the concurrency grows. Real replies to
 these prompts take seconds, so real runs at 128 in flight are in the second regime.
-Each sweep also prints the CPU per call of this process and of the server.
+Each sweep also prints the CPU per call of this process (with the engine processes it
+started) and of the server. ``--processes 1 4`` measures the engine in one process and
+split across four (``MODELING_RUN_PROCESSES``; lines ``engine/4``).
 
     .venv/bin/python tests/benchmarks/bench_llm_throughput.py [--latency 0.2] \\
-        [--rate 160] [--concurrency 8 32 128]
+        [--rate 160] [--concurrency 8 32 128] [--processes 1 4]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
         .venv/bin/python tests/benchmarks/bench_llm_throughput.py
 
