@@ -151,7 +151,11 @@ def report_build_cached(
     ``size`` is ``report_data_size``'s answer and ``counts``
     ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
     """
-    size = size if size is not None else report_data_size(benchmark=benchmark, run_ids=run_ids)
+    if size is None:
+        # One pass over the predictions for the fingerprint and, on a miss, the build.
+        if counts is None:
+            counts = selectors.run_prediction_counts(benchmark=benchmark)
+        size = report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
     # Human answers change the tables too: a new answer, a withdrawal or an exclusion
     # must not wait out the cache.
     human = selectors.human_response_size(benchmark)
