@@ -27,9 +27,9 @@ from ..backends.secrets import mask_secrets
 from ..models import CachedResponse, Run, RunCall
 from ..pipelines import Pipeline, Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
-from .leases import LeaseHolder, _claim, _Lease, _release
+from .leases import LeaseHolder, LeaseView, _claim, _Lease, _release
 from .outcome import run_outcome
-from .processes import EnginePool, _ParentLink, engine_processes
+from .processes import EnginePool, engine_processes
 from .recording import (
     ProgressHook,
     RunProgress,
@@ -378,7 +378,7 @@ def _call_sliding(
     backend: ChatBackend,
     to_call: list[RunCall],
     requests: dict[int, ChatRequest],
-    lease: _Lease | _ParentLink,
+    lease: LeaseView,
     recorder: _Recorder,
     interrupt: RunInterrupt,
     *,

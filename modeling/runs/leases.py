@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
@@ -215,6 +215,16 @@ def _renew_lease(run_id: int, holder: LeaseHolder) -> bool:
             lease_holder_pid=holder.pid,
         ).update(lease_expires_at=lease)
     )
+
+
+class LeaseView(Protocol):
+    """What the writer loop needs of a lease: :class:`_Lease`, or in an engine process
+    the parent's commands (``engine_process.ParentLink``)."""
+
+    interval: float
+    lost: bool
+
+    def renew_if_due(self) -> None: ...
 
 
 class _Lease:

@@ -9,8 +9,9 @@ window and recorder as a single process does, on its own database connection, wi
 share of ``max_concurrency``; so calls sent and not yet stored still never exceed
 ``max_concurrency`` in all. The parent keeps the lease, reports progress from the run's
 counters, and passes a stop, an abandon or a cancel on to the children through their
-stdin. The children die with the parent (Linux's parent-death signal) and stop when
-their stdin closes, so a kill of the parent still repeats at most one window.
+stdin. The children (``engine_process``) die with the parent (Linux's parent-death
+signal) and stop when their stdin closes, so a kill of the parent still repeats at
+most one window.
 
 A run with a token or cost budget stays in one process: its budget is kept in memory,
 call by call, and shards could not share it exactly.
@@ -19,16 +20,14 @@ call by call, and shards could not share it exactly.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from django.db import connection
@@ -38,8 +37,15 @@ from ..models import Run, RunCall
 from .recording import PROGRESS_INTERVAL_S, _Recorder
 
 if TYPE_CHECKING:
-    from .executor import RunInterrupt
     from .leases import _Lease
+
+
+class _Interrupt(Protocol):
+    """What the pool reads of ``executor.RunInterrupt``."""
+
+    requested: threading.Event
+    abandon: threading.Event
+
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +87,7 @@ class EnginePool:
         calls: list[RunCall],
         lease: _Lease,
         recorder: _Recorder,
-        interrupt: RunInterrupt,
+        interrupt: _Interrupt,
     ) -> str:
         """Make ``calls`` in the pool's processes; returns a stop status or ""."""
         run, children = self.run, self.children
@@ -225,91 +231,3 @@ class _Child:
             f"engine process {self.proc.pid} ({self.calls} calls) exited with code "
             f"{self.proc.returncode}; its log says why"
         )
-
-
-# --- the child's side --------------------------------------------------------------------
-
-
-class _ParentLink:
-    """What a child has in place of the lease: the parent's commands, read from stdin.
-
-    ``stop`` stops sending (the calls in flight are waited for, as in one process),
-    ``abandon`` stops waiting too, ``cancel`` is a lost lease. End of input means the
-    parent is gone: send nothing more and abandon the calls in flight.
-    """
-
-    interval = 0.5
-
-    def __init__(self, interrupt: RunInterrupt) -> None:
-        self.interrupt = interrupt
-        self.lost = False
-        threading.Thread(target=self._read, name="parent-link", daemon=True).start()
-
-    def renew_if_due(self) -> None:
-        """The parent renews the lease."""
-
-    def _read(self) -> None:
-        for line in sys.stdin:
-            command = line.strip()
-            if command == "cancel":
-                self.lost = True
-            elif command in ("stop", "abandon"):
-                self.interrupt.reason = "the parent process"
-                self.interrupt.requested.set()
-                if command == "abandon":
-                    self.interrupt.abandon.set()
-        self.interrupt.requested.set()
-        self.interrupt.abandon.set()
-
-
-def _die_with(parent_pid: int) -> None:
-    """SIGKILL this process when its parent dies (Linux), as a kill of one process would."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return  # not Linux: end of stdin still stops this process
-    if os.getppid() != parent_pid:
-        os._exit(1)  # the parent died before the signal was set
-
-
-def child_main(argv: list[str]) -> int:
-    """An engine process: make the calls of one shard of a run, then print its status."""
-    from ..backends import get_backend
-    from ..pipelines import get_pipeline
-    from .executor import RunInterrupt, _call_sliding
-    from .recording import _request_for
-
-    run_id, parent_pid, database = int(argv[0]), int(argv[1]), argv[2]
-    _die_with(parent_pid)
-    # Ctrl-C reaches the whole process group; the parent decides what a stop means.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    out, sys.stdout = sys.stdout, sys.stderr  # stdout carries the status line only
-    # The parent's database by name: under a test runner, not the one settings name.
-    connection.settings_dict["NAME"] = database
-    run = Run.objects.select_related("backend", "template").get(pk=run_id)
-    pipeline = get_pipeline(run.benchmark)
-    units = {u.key: u for u in pipeline.units_for_run(run=run)}
-    connection.close()  # not held open while the parent prepares the calls
-    line = sys.stdin.readline()
-    if not line:
-        return 0  # the parent had no calls for this process
-    shard = json.loads(line)
-    interrupt = RunInterrupt()
-    link = _ParentLink(interrupt)
-    by_pk = {c.pk: c for c in RunCall.objects.filter(run_id=run_id, pk__in=shard["calls"])}
-    calls = [by_pk[pk] for pk in shard["calls"]]
-    requests = {c.pk: _request_for(run, units[c.unit_key], c.sample_index) for c in calls}
-    recorder = _Recorder(
-        run=run, pipeline=pipeline, units=units, requests=requests, on_progress=None
-    )
-    backend = get_backend(run.backend)
-    try:
-        status = _call_sliding(
-            run, backend, calls, requests, link, recorder, interrupt, limit=shard["limit"]
-        )
-    finally:
-        backend.close()
-    out.write(json.dumps({"stop_status": status}) + "\n")
-    out.flush()
-    return 0
