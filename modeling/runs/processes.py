@@ -186,6 +186,8 @@ class _Child:
             self.proc.wait(timeout=float(getattr(settings, "MODELING_STOP_GRACE_S", 30)) + 10)
         except subprocess.TimeoutExpired:
             self.kill()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()  # read already, or nothing was written to it
 
     def wait(self, timeout: float) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
