@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, TextField
 from django.db.models.functions import Cast
-from django.db.models.query import ValuesListIterable
+from django.db.models.query import ValuesIterable, ValuesListIterable
 
 from benchmarks.models import (
     Benchmark,
@@ -101,13 +101,19 @@ PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_ans
 
 
 def _prediction_values(
-    predictions: QuerySet, *fields: str, **related: F
+    predictions: QuerySet, *fields: str, whole: bool = False, **related: F
 ) -> Iterator[dict[str, Any]]:
     """Stream ``predictions`` as dicts: ``PREDICTION_FIELDS``, the prompt's version and
-    model, then the benchmark's own ``fields`` and ``related`` values."""
-    return predictions.values(
-        *PREDICTION_FIELDS, *fields, "template_version", "model", **related
-    ).iterator(chunk_size=CHUNK)
+    model, then the benchmark's own ``fields`` and ``related`` values.
+
+    ``whole``: for a caller that keeps every row anyway (a report's tables), read them
+    through a client-side cursor, planned for the whole result (see
+    :func:`_client_side_rows`); exports keep the server-side cursor's flat memory.
+    """
+    values = predictions.values(*PREDICTION_FIELDS, *fields, "template_version", "model", **related)
+    if whole:
+        return iter(ValuesIterable(values, chunked_fetch=False, chunk_size=10 * CHUNK))
+    return values.iterator(chunk_size=CHUNK)
 
 
 def _speaker_item_values(prefix: str) -> tuple[tuple[str, ...], dict[str, F]]:
@@ -156,11 +162,15 @@ def dyntom_prediction_rows(
     )
 
 
-def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """CharToM-QA predictions with dimension, directness and the judge's details."""
+def chartom_prediction_rows(
+    run_ids: Iterable[int], *, whole: bool = False
+) -> Iterator[dict[str, Any]]:
+    """CharToM-QA predictions with dimension, directness and the judge's details
+    (``whole``: see :func:`_prediction_values`)."""
     return _prediction_values(
         _predictions(run_ids).filter(qa_item__isnull=False),
         "details",
+        whole=whole,
         item_id=F("qa_item_id"),
         item_key=F("qa_item__natural_key"),
         dimension=F("qa_item__dimension"),

@@ -40,7 +40,6 @@ from modeling.pipelines.chartom_qa import (
     UNJUDGED,
     UNPARSEABLE,
     ResponseScore,
-    response_score,
 )
 from reports import selectors
 from reports.report_types import Cell, Chart, Report, Table
@@ -52,6 +51,7 @@ from reports.tables import (
     run_label,
     runs_table,
 )
+from reports.tables.chartom_construction import prediction_score
 
 GENERATIVE = "generative"
 MULTICHOICE = "multichoice"
@@ -63,7 +63,7 @@ DIMENSIONS = [d.value for d in ToMDimension]
 
 
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    predictions = list(selectors.chartom_prediction_rows([r["id"] for r in runs]))
+    predictions = list(selectors.chartom_prediction_rows([r["id"] for r in runs], whole=True))
     report.tables.append(runs_table(runs, prediction_stats(predictions)))
     tasks: dict[int, str] = {}
     first: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in runs}
@@ -124,28 +124,19 @@ def _grouped(
     per_run: dict[int, dict[Any, list[dict[str, Any]]]] = {}
     groups: set[Any] = set()
     for run in runs:
-        per_run[run["id"]] = defaultdict(list)
+        run_groups: defaultdict[Any, list[dict[str, Any]]] = defaultdict(list)
         for p in first[run["id"]]:
             for group in groups_of(p):
-                per_run[run["id"]][group].append(p)
-                groups.add(group)
+                run_groups[group].append(p)
+        per_run[run["id"]] = run_groups
+        groups.update(run_groups)
     return sorted(groups), per_run
 
 
 def _scores(predictions: list[dict[str, Any]], mode: str) -> list[ResponseScore]:
     """Each judged response's score in ``mode``; responses the judge never saw are left out."""
-    scores = [_score(p, mode) for p in predictions]
+    scores = [prediction_score(p, mode) for p in predictions]
     return [s for s in scores if (s.bonus_status, s.defects_status) != (UNJUDGED, UNJUDGED)]
-
-
-def _score(prediction: dict[str, Any], mode: str) -> ResponseScore:
-    """``response_score`` of a prediction row, read once per mode: each row sits in a
-    group of every table (dimension, directness, context, and "All"), and reading its
-    details again for each took seconds at 100,000 predictions."""
-    scores = prediction.setdefault("_scores", {})
-    if mode not in scores:
-        scores[mode] = response_score(prediction["details"] or {}, mode)
-    return scores[mode]
 
 
 def _unparseable(scores: list[ResponseScore]) -> int:

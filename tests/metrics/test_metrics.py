@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import metrics
@@ -27,6 +28,7 @@ from metrics import (
     chance_baseline,
     cluster_accuracy_ci,
     correlation_matrix,
+    first_seen_codes,
     length_ratio,
     majority_baseline,
     majority_choice,
@@ -37,6 +39,7 @@ from metrics import (
     speaker_difficulty,
     spearman,
 )
+from metrics.bootstrap import percentile_interval
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,6 +174,62 @@ def test_cluster_accuracy_ci_from_counts_is_accuracy_ci_by_cluster():
     assert cluster_accuracy_ci([], []) == AccuracyEstimate(0, 0, None, None, None, 0)
     with pytest.raises(ValueError, match="2 cluster sizes but 1 counts"):
         cluster_accuracy_ci([1, 2], [1])
+
+
+def _gathered_cluster_interval(cluster_n, cluster_correct, *, n_resamples, seed):
+    """The cluster bootstrap written out: draw k clusters per resample, sum what they hold."""
+    n, c = np.asarray(cluster_n), np.asarray(cluster_correct)
+    draws = np.random.default_rng(seed).integers(0, len(n), size=(n_resamples, len(n)))
+    return percentile_interval(c[draws].sum(axis=1) / n[draws].sum(axis=1), 0.95)
+
+
+@pytest.mark.parametrize(
+    ("k", "n_resamples"),
+    [
+        (7, 1000),  # a multiplicity matrix, kept for the next call with the same k
+        (853, 1000),  # a DynToM report's stages
+        (1200, 1000),  # past the matrix cap: the gathered sums themselves
+    ],
+)
+def test_cluster_accuracy_ci_is_the_written_out_bootstrap(k, n_resamples):
+    rng = np.random.default_rng(k)
+    cluster_n = rng.integers(1, 90, size=k)
+    cluster_correct = rng.binomial(cluster_n, 0.6)
+    expected = _gathered_cluster_interval(
+        cluster_n, cluster_correct, n_resamples=n_resamples, seed=3
+    )
+    for _ in range(2):  # the second call reuses the first call's draws
+        estimate = cluster_accuracy_ci(cluster_n, cluster_correct, n_resamples=n_resamples, seed=3)
+        assert (estimate.ci_low, estimate.ci_high) == expected
+    # Other counts over the same draws: the reused draws are not the last answer's.
+    other = rng.binomial(cluster_n, 0.3)
+    estimate = cluster_accuracy_ci(cluster_n, other, n_resamples=n_resamples, seed=3)
+    assert (estimate.ci_low, estimate.ci_high) == _gathered_cluster_interval(
+        cluster_n, other, n_resamples=n_resamples, seed=3
+    )
+
+
+def _first_seen_by_dict(labels):
+    codes = {}
+    return [codes.setdefault(label, len(codes)) for label in labels]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [5, 3, 5, 9, 3, 4],
+        [-2, 7, -2, 0],
+        [10**12, 3, 10**12, 77],  # too sparse for a table: sorted instead
+        list(np.random.default_rng(0).integers(100_000, 100_853, size=5000)),
+    ],
+)
+def test_first_seen_codes_number_labels_in_order_of_appearance(labels):
+    expected = _first_seen_by_dict(labels)
+    for dtype in (np.int64, np.int32, np.float64):
+        if dtype is np.int32 and max(abs(x) for x in labels) > 2**31:
+            continue
+        assert first_seen_codes(np.array(labels, dtype=dtype)).tolist() == expected
+    assert first_seen_codes(np.array([], dtype=np.int64)).tolist() == []
 
 
 def test_accuracy_ci_rejects_mismatched_clusters_and_bad_settings():

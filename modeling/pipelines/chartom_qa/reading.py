@@ -45,7 +45,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 GENERATIVE, MULTICHOICE = "generative", "multichoice"
 JUDGE_BONUS, JUDGE_DEFECTS = "judge-bonus", "judge-defects"
@@ -343,12 +343,13 @@ def published_defects(value: str | list[str] | None) -> list[str]:
     return [d.strip() for d in items if d.strip() and not _NO_DEFECT_RE.match(d.strip())]
 
 
-@dataclass(frozen=True)
-class ResponseScore:
+class ResponseScore(NamedTuple):
     """One judged response under one scoring mode.
 
     ``covered`` / ``penalised`` are None when that half was not judged or (strict)
     its reply was unparseable; ``bonus_status`` / ``defects_status`` say which.
+    A named tuple: a report scores every response in both modes, 150,000 of them at
+    100,000 predictions, and a frozen dataclass took about four times as long to make.
     """
 
     covered: int | None
@@ -382,10 +383,6 @@ def response_score(details: Mapping[str, Any], mode: str = STRICT) -> ResponseSc
     listed = details.get("defects")
     if isinstance(listed, str):
         listed = [listed]
-    lengths = {
-        name: details.get(name)
-        for name in ("response_chars", "answer_chars", "response_words", "answer_words")
-    }
     # Imported verdicts have no raw reply: they were read already, so "ok".
     bonus_status = bonus["status"] if bonus else (OK if included is not None else UNJUDGED)
     defects_status = defects["status"] if defects else (OK if listed is not None else UNJUDGED)
@@ -407,4 +404,14 @@ def response_score(details: Mapping[str, Any], mode: str = STRICT) -> ResponseSc
             penalised = "None" not in (" ".join(listed) if listed else "None")
         else:
             penalised = None
-    return ResponseScore(covered, total, penalised, bonus_status, defects_status, **lengths)
+    return ResponseScore(
+        covered,
+        total,
+        penalised,
+        bonus_status,
+        defects_status,
+        details.get("response_chars"),
+        details.get("answer_chars"),
+        details.get("response_words"),
+        details.get("answer_words"),
+    )
