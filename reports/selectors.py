@@ -23,7 +23,6 @@ from typing import Any
 
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, TextField
 from django.db.models.functions import Cast
-from django.db.models.query import ValuesIterable, ValuesListIterable
 
 from benchmarks.models import (
     Benchmark,
@@ -112,7 +111,7 @@ def _prediction_values(
     """
     values = predictions.values(*PREDICTION_FIELDS, *fields, "template_version", "model", **related)
     if whole:
-        return iter(ValuesIterable(values, chunked_fetch=False, chunk_size=10 * CHUNK))
+        return _client_side_rows(values)
     return values.iterator(chunk_size=CHUNK)
 
 
@@ -470,9 +469,9 @@ def human_guess_rows(
     )
 
 
-def _client_side_rows(queryset: QuerySet, chunk_size: int = 10 * CHUNK) -> Iterator[tuple]:
-    """A ``values_list`` queryset's rows, fetched ``chunk_size`` at a time through a
-    client-side cursor: ``queryset.iterator()`` without its server-side cursor.
+def _client_side_rows(queryset: QuerySet, chunk_size: int = 10 * CHUNK) -> Iterator[Any]:
+    """A ``values`` or ``values_list`` queryset's rows, fetched ``chunk_size`` at a time
+    through a client-side cursor: ``queryset.iterator()`` without its server-side cursor.
 
     PostgreSQL plans a cursor for its first rows (``cursor_tuple_fraction`` 0.1), so
     the server-side cursor of ``iterator()`` got nested loops over indexes where the
@@ -480,7 +479,8 @@ def _client_side_rows(queryset: QuerySet, chunk_size: int = 10 * CHUNK) -> Itera
     0.27 s against 0.06 s for their 36,000 scene responses. The client-side result
     sits in the driver's compact buffer; Python rows are made a chunk at a time.
     """
-    return iter(ValuesListIterable(queryset, chunked_fetch=False, chunk_size=chunk_size))
+    # The queryset's own row class (dicts for values(), tuples for values_list()).
+    return iter(queryset._iterable_class(queryset, chunked_fetch=False, chunk_size=chunk_size))
 
 
 def human_answer_columns(
