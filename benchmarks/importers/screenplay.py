@@ -35,6 +35,8 @@ from typing import Any
 
 from django.db import transaction
 
+from common.gc_pause import gc_paused
+
 from ..models import Benchmark, Character, Scene, SpeakerInstance, Split, Work
 from ..perturbation import FUNCTION_WORDS, GIVEN_NAME_TITLES, TITLES, guess_gender
 from .base import (
@@ -55,7 +57,6 @@ from .screenplay_parser import (
     Screenplay,
     ScreenplayError,
     characters,
-    gc_paused,
     group_members,
     lowercase_words,
     mask_words,

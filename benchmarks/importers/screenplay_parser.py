@@ -16,14 +16,14 @@ paper: "the texts between two headings are considered as one scene".
 
 from __future__ import annotations
 
-import gc
 import html
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from common.gc_pause import gc_paused
 
 # -- results -----------------------------------------------------------------------
 
@@ -338,26 +338,6 @@ class _Builder:
             parts.append(("speech", text))
         kind, last = parts[-1]
         self.paren_open = kind == "paren" and last.count("(") > last.count(")")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause CPython's cyclic garbage collector for a big parse, then restore it.
-
-    CPython 3.11 runs a full collection after a set number of allocations, and each
-    one walks every live object; a parse that keeps hundreds of thousands of lines,
-    actions and utterances alive therefore spends time growing with the square of the
-    input (a 16 MB script: 18 s instead of 11 s, more the bigger it gets). The parse
-    makes no reference cycles, so nothing is left for the collector to find; plain
-    reference counting still frees everything. Nested uses leave it to the outermost.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @gc_paused()

@@ -21,6 +21,7 @@ import numpy as np
 
 from annotation.dyntom.validation import selectors as validation_selectors
 from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
+from common.gc_pause import gc_paused
 from metrics import krippendorff_alpha_of_counts, ordinal_alpha_ci_of_counts
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import N_RESAMPLES, pct
@@ -31,6 +32,7 @@ PAPER_RETENTION = {"context": 92.0, "trajectory": 85.4, "scenario": 88.7, "quest
 DECIDED = ("keep", "discard", "regenerate")
 
 
+@gc_paused()  # many live rows: see build_report
 def build_validation_report(
     *, batch_ids: list[int] | None = None, seed: int = 0, n_resamples: int = N_RESAMPLES
 ) -> Report:

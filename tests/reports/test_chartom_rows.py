@@ -1,0 +1,71 @@
+"""The CharToM-QA report reads its predictions' ``details`` as text and decodes a chunk
+of rows with one ``json.loads`` (``selectors._json_decoded``). Every row must come out
+as the JSONField's own reading gives it (the export path, ``whole=False``)."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from benchmarks.models import QAItem
+from modeling.models import Prediction, Run
+from reports import selectors
+
+pytestmark = pytest.mark.django_db
+
+DETAILS = [
+    {},
+    {"task": "generative", "context": 1000, "bonus_points_included": [0, 2], "defects": []},
+    {"task": "multichoice", "context": "2k", "gold_letter": "a"},
+    {"nested": {"a": [1, 2.5, None, True, False]}, "text": 'quote " and \\ and \n and é 🙂'},
+    {"big": 2**70, "negative": -3.25e-7, "empty": "", "null": None},
+]
+
+
+@pytest.fixture
+def run_ids(shared_data: Path) -> list[int]:
+    call_command(
+        "import_benchmark", "chartom-qa", str(shared_data / "chartom-qa" / "paper_examples.jsonl"),
+        "--split", "test", "--no-progress", stdout=StringIO(), stderr=StringIO(),
+    )  # fmt: skip
+    items = list(QAItem.objects.order_by("pk"))
+    ids = []
+    for n in range(2):
+        run = Run.objects.create(name=f"rows {n}", benchmark="chartom-qa", method="generative")
+        Prediction.objects.bulk_create(
+            Prediction(
+                run=run,
+                qa_item=items[i % len(items)],
+                sample_index=i // len(items),
+                parse_status=Prediction.ParseStatus.OK,
+                details=details,
+            )
+            for i, details in enumerate(DETAILS)
+        )
+        ids.append(run.pk)
+    return ids
+
+
+def test_the_report_read_decodes_details_as_the_field_does(run_ids):
+    whole = list(selectors.chartom_prediction_rows(run_ids, whole=True))
+    streamed = list(selectors.chartom_prediction_rows(run_ids))
+
+    assert len(whole) == len(streamed) == 2 * len(DETAILS)
+    assert whole == streamed
+    assert [row["details"] for row in whole] == DETAILS * 2
+    assert all("details_json" not in row for row in whole)
+
+
+def test_chunks_and_text_that_is_not_json():
+    rows = [{"n": i, "text": text} for i, text in enumerate(['{"a": 1}', None, "[1", "2]", "3"])]
+
+    # Joined, "[1", "2]" and "3" would read as two values, not three: each is then
+    # read on its own, and text that is not JSON stays text, as JSONField leaves it.
+    out = list(selectors._json_decoded(iter(rows), "text", "value", chunk_size=2))
+
+    assert [row["value"] for row in out] == [{"a": 1}, None, "[1", "2]", 3]
+    assert [row["n"] for row in out] == [0, 1, 2, 3, 4]
+    assert all("text" not in row for row in out)
