@@ -102,18 +102,11 @@ PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_ans
 
 
 def _prediction_values(
-    predictions: QuerySet, *fields: str, whole: bool = False, **related: F
+    predictions: QuerySet, *fields: str, **related: F
 ) -> Iterator[dict[str, Any]]:
     """Stream ``predictions`` as dicts: ``PREDICTION_FIELDS``, the prompt's version and
-    model, then the benchmark's own ``fields`` and ``related`` values.
-
-    ``whole``: for a caller that keeps every row anyway (a report's tables), read them
-    through a client-side cursor, planned for the whole result (see
-    :func:`_client_side_rows`); exports keep the server-side cursor's flat memory.
-    """
+    model, then the benchmark's own ``fields`` and ``related`` values."""
     values = predictions.values(*PREDICTION_FIELDS, *fields, "template_version", "model", **related)
-    if whole:
-        return _client_side_rows(values)
     return values.iterator(chunk_size=CHUNK)
 
 
@@ -163,25 +156,42 @@ def dyntom_prediction_rows(
     )
 
 
-def chartom_prediction_rows(
-    run_ids: Iterable[int], *, whole: bool = False
-) -> Iterator[dict[str, Any]]:
-    """CharToM-QA predictions with dimension, directness and the judge's details
-    (``whole``: see :func:`_prediction_values`)."""
-    predictions = _predictions(run_ids).filter(qa_item__isnull=False)
-    item = {
-        "item_id": F("qa_item_id"),
-        "item_key": F("qa_item__natural_key"),
-        "dimension": F("qa_item__dimension"),
-        "directness": F("qa_item__directness"),
-        "work_key": F("qa_item__work__key"),
-        "character": F("qa_item__character__name"),
-    }
-    if not whole:
-        return _prediction_values(predictions, "details", **item)
-    # The report reads every row's details: as text, decoded a chunk at a time.
-    rows = _prediction_values(
-        predictions, whole=True, details_json=Cast("details", TextField()), **item
+def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """CharToM-QA predictions with dimension, directness and the judge's details."""
+    return _prediction_values(
+        _predictions(run_ids).filter(qa_item__isnull=False),
+        "details",
+        item_id=F("qa_item_id"),
+        item_key=F("qa_item__natural_key"),
+        dimension=F("qa_item__dimension"),
+        directness=F("qa_item__directness"),
+        work_key=F("qa_item__work__key"),
+        character=F("qa_item__character__name"),
+    )
+
+
+def chartom_report_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """What the CharToM-QA report tables read of each prediction, in
+    ``chartom_prediction_rows``' order: ids, sample, parse status, correctness, the
+    question's dimension and directness, and ``details``.
+
+    Read whole through a client-side cursor (see :func:`_client_side_rows`), without
+    the export's item key, work and character (two joins and three strings a row),
+    with ``details`` as text decoded a chunk of rows at a time.
+    """
+    rows = _client_side_rows(
+        _predictions(run_ids)
+        .filter(qa_item__isnull=False)
+        .values(
+            "id",
+            "run_id",
+            "sample_index",
+            "parse_status",
+            "correct",
+            dimension=F("qa_item__dimension"),
+            directness=F("qa_item__directness"),
+            details_json=Cast("details", TextField()),
+        )
     )
     return _json_decoded(rows, "details_json", "details")
 

@@ -63,7 +63,7 @@ DIMENSIONS = [d.value for d in ToMDimension]
 
 
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    predictions = list(selectors.chartom_prediction_rows([r["id"] for r in runs], whole=True))
+    predictions = list(selectors.chartom_report_rows([r["id"] for r in runs]))
     report.tables.append(runs_table(runs, prediction_stats(predictions)))
     tasks: dict[int, str] = {}
     first: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in runs}

@@ -1,6 +1,7 @@
-"""The CharToM-QA report reads its predictions' ``details`` as text and decodes a chunk
-of rows with one ``json.loads`` (``selectors._json_decoded``). Every row must come out
-as the JSONField's own reading gives it (the export path, ``whole=False``)."""
+"""The CharToM-QA report reads what its tables need of each prediction
+(``selectors.chartom_report_rows``), with ``details`` as text decoded a chunk of rows
+per ``json.loads`` (``selectors._json_decoded``). Every row must hold what the export's
+read (``chartom_prediction_rows``, the JSONField's own decoding) gives, in its order."""
 
 from __future__ import annotations
 
@@ -49,14 +50,16 @@ def run_ids(shared_data: Path) -> list[int]:
     return ids
 
 
-def test_the_report_read_decodes_details_as_the_field_does(run_ids):
-    whole = list(selectors.chartom_prediction_rows(run_ids, whole=True))
-    streamed = list(selectors.chartom_prediction_rows(run_ids))
+def test_the_report_read_is_the_export_read_with_fewer_columns(run_ids):
+    report = list(selectors.chartom_report_rows(run_ids))
+    export = list(selectors.chartom_prediction_rows(run_ids))
 
-    assert len(whole) == len(streamed) == 2 * len(DETAILS)
-    assert whole == streamed
-    assert [row["details"] for row in whole] == DETAILS * 2
-    assert all("details_json" not in row for row in whole)
+    assert len(report) == len(export) == 2 * len(DETAILS)
+    keys = ["id", "run_id", "sample_index", "parse_status", "correct", "dimension"]
+    keys += ["directness", "details"]
+    assert all(sorted(row) == sorted(keys) for row in report)
+    assert report == [{key: row[key] for key in keys} for row in export]
+    assert [row["details"] for row in report] == DETAILS * 2
 
 
 def test_chunks_and_text_that_is_not_json():
