@@ -343,18 +343,25 @@ def qualification_table() -> Table:
 # --- Table 7 ---------------------------------------------------------------------------
 
 
-def prediction_score(prediction: dict[str, Any], mode: str = STRICT) -> ResponseScore:
-    """``response_score`` of a prediction row, read once per mode: each row sits in a
-    group of every table (dimension, directness, context, and "All") and in Table 7,
+def prediction_scores(
+    predictions: Sequence[dict[str, Any]], mode: str = STRICT
+) -> list[ResponseScore]:
+    """``response_score`` of each prediction row, each read once per mode: a row sits in
+    a group of every table (dimension, directness, context, and "All") and in Table 7,
     and reading its details again for each took seconds at 100,000 predictions."""
-    scores = prediction.setdefault("_scores", {})
-    if mode not in scores:
-        scores[mode] = response_score(prediction["details"] or {}, mode)
-    return scores[mode]
+    scores: list[ResponseScore] = []
+    for prediction in predictions:
+        memo = prediction.get("_scores")
+        if memo is None:
+            memo = prediction["_scores"] = {}
+        score = memo.get(mode)
+        if score is None:
+            score = memo[mode] = response_score(prediction["details"] or {}, mode)
+        scores.append(score)
+    return scores
 
 
-def _answer_bpc(prediction: dict[str, Any]) -> float | None:
-    score = prediction_score(prediction)
+def _answer_bpc(score: ResponseScore) -> float | None:
     if score.covered is None or not score.total:
         return None
     return score.covered / score.total
@@ -405,7 +412,7 @@ def table_7(
     for run in generative:
         answers = first.get(run["id"], [])
         details = [p["details"] or {} for p in answers]
-        judgements = [prediction_score(p) for p in answers]
+        judgements = prediction_scores(answers)
         pairs = [(j.covered, j.total) for j in judgements if j.covered is not None]
         run_judged = [p for p in answers if scores.get(p["id"])]
         judged += run_judged
@@ -432,7 +439,7 @@ def table_7(
         )
     human = [statistics.fmean(scores[p["id"]]) for p in judged]
     metric_values = {
-        "BPC": [_answer_bpc(p) for p in judged],
+        "BPC": [_answer_bpc(score) for score in prediction_scores(judged)],
         **{
             name: [(p["details"] or {}).get(key) for p in judged]
             for name, key in TEXT_METRICS.items()

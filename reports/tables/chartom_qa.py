@@ -51,7 +51,7 @@ from reports.tables import (
     run_label,
     runs_table,
 )
-from reports.tables.chartom_construction import prediction_score
+from reports.tables.chartom_construction import prediction_scores
 
 GENERATIVE = "generative"
 MULTICHOICE = "multichoice"
@@ -83,14 +83,17 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         return [p["dimension"], ALL]
 
     if generative:
-        table = _generative_table(generative, first, by_dimension, _dimension_order, seed=seed)
+        # Both tables group the same answers the same way.
+        grouped = _grouped(generative, first, by_dimension)
+        table = _generative_table(generative, grouped, _dimension_order, seed=seed)
         report.tables.append(table)
-        report.tables.append(_reference_table(generative, first, by_dimension))
+        report.tables.append(_reference_table(generative, grouped))
         report.charts.append(
             _chart(table, generative, "BPC", title="Bonus point coverage by ToM dimension")
         )
     if multichoice:
-        table = _multichoice_table(multichoice, first, by_dimension, _dimension_order, seed=seed)
+        grouped = _grouped(multichoice, first, by_dimension)
+        table = _multichoice_table(multichoice, grouped, _dimension_order, seed=seed)
         report.tables.append(table)
         report.charts.append(
             _chart(table, multichoice, "accuracy", title="Multiple-choice accuracy by dimension")
@@ -135,7 +138,7 @@ def _grouped(
 
 def _scores(predictions: list[dict[str, Any]], mode: str) -> list[ResponseScore]:
     """Each judged response's score in ``mode``; responses the judge never saw are left out."""
-    scores = [prediction_score(p, mode) for p in predictions]
+    scores = prediction_scores(predictions, mode)
     return [s for s in scores if (s.bonus_status, s.defects_status) != (UNJUDGED, UNJUDGED)]
 
 
@@ -144,15 +147,17 @@ def _unparseable(scores: list[ResponseScore]) -> int:
     return sum(UNPARSEABLE in (s.bonus_status, s.defects_status) for s in scores)
 
 
-def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
-    """n, BPC, its CI, PR and unparseable replies, scored strict.
+def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int, ci: bool = True) -> list[Cell]:
+    """n, BPC, its CI (``None`` without ``ci``), PR and unparseable replies, scored strict.
 
     A reply strict cannot read is never taken as zero points or no defect: that half
     of the response is left out of BPC or PR and counted as unparseable.
     """
     scores = _scores(predictions, STRICT)
     pairs = [(s.covered, s.total) for s in scores if s.covered is not None]
-    low, high = bonus_point_coverage_ci(pairs, n_resamples=N_RESAMPLES, seed=seed)
+    low = high = None
+    if ci:  # each interval draws with its own generator: leaving one out changes no other
+        low, high = bonus_point_coverage_ci(pairs, n_resamples=N_RESAMPLES, seed=seed)
     return [
         len(scores),
         pct(bonus_point_coverage(pairs)),
@@ -163,10 +168,11 @@ def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
     ]
 
 
-def _group_rows(runs, first, groups_of, order, cells) -> list[list[Cell]]:
-    """One row per group (in ``order``): the group, then ``cells(predictions)`` per run."""
-    groups, per_run = _grouped(runs, first, groups_of)
-    groups.sort(key=order)
+def _group_rows(runs, grouped, order, cells) -> list[list[Cell]]:
+    """One row per group of ``grouped`` (``_grouped``'s answer, in ``order``): the group,
+    then ``cells(predictions)`` per run."""
+    groups, per_run = grouped
+    groups = sorted(groups, key=order)
     rows: list[list[Cell]] = []
     for group in groups:
         row: list[Cell] = [group]
@@ -176,8 +182,8 @@ def _group_rows(runs, first, groups_of, order, cells) -> list[list[Cell]]:
     return rows
 
 
-def _generative_table(runs, first, groups_of, order, *, seed: int) -> Table:
-    rows = _group_rows(runs, first, groups_of, order, lambda preds: _bpc_cells(preds, seed=seed))
+def _generative_table(runs, grouped, order, *, seed: int) -> Table:
+    rows = _group_rows(runs, grouped, order, lambda preds: _bpc_cells(preds, seed=seed))
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -228,8 +234,8 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _reference_table(runs, first, groups_of) -> Table:
-    rows = _group_rows(runs, first, groups_of, _dimension_order, _reference_cells)
+def _reference_table(runs, grouped) -> Table:
+    rows = _group_rows(runs, grouped, _dimension_order, _reference_cells)
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -266,10 +272,8 @@ def _accuracy_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cel
     return [estimate.n, pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
 
 
-def _multichoice_table(runs, first, groups_of, order, *, seed: int) -> Table:
-    rows = _group_rows(
-        runs, first, groups_of, order, lambda preds: _accuracy_cells(preds, seed=seed)
-    )
+def _multichoice_table(runs, grouped, order, *, seed: int) -> Table:
+    rows = _group_rows(runs, grouped, order, lambda preds: _accuracy_cells(preds, seed=seed))
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -299,7 +303,7 @@ def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
     for group in groups:
         row: list[Cell] = [group]
         for run in generative:
-            n, bpc = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+            n, bpc = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed, ci=False)[:2]
             row += [n, bpc]
         for run in multichoice:
             row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
@@ -340,7 +344,8 @@ def _context_table(generative, multichoice, first, run_contexts, *, seed: int) -
     for group in groups:
         row: list[Cell] = list(group)
         for run in generative:
-            n, bpc, _, _, pr, unparseable = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed)
+            cells = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed, ci=False)
+            n, bpc, _, _, pr, unparseable = cells
             row += [n, bpc, pr, unparseable]
         for run in multichoice:
             row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
