@@ -346,17 +346,20 @@ def qualification_table() -> Table:
 def prediction_scores(
     predictions: Sequence[dict[str, Any]], mode: str = STRICT
 ) -> list[ResponseScore]:
-    """``response_score`` of each prediction row, each read once per mode: a row sits in
-    a group of every table (dimension, directness, context, and "All") and in Table 7,
-    and reading its details again for each took seconds at 100,000 predictions."""
+    """``response_score`` of each prediction row, each read once per mode and kept in
+    the row: a row sits in a group of every table (dimension, directness, context, and
+    "All") and in Table 7, and reading its details again for each took seconds at
+    100,000 predictions."""
+    key = f"_score_{mode}"
+    try:
+        return [prediction[key] for prediction in predictions]
+    except KeyError:  # some row not scored in this mode yet
+        pass
     scores: list[ResponseScore] = []
     for prediction in predictions:
-        memo = prediction.get("_scores")
-        if memo is None:
-            memo = prediction["_scores"] = {}
-        score = memo.get(mode)
+        score = prediction.get(key)
         if score is None:
-            score = memo[mode] = response_score(prediction["details"] or {}, mode)
+            score = prediction[key] = response_score(prediction["details"] or {}, mode)
         scores.append(score)
     return scores
 

@@ -83,6 +83,9 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         return [p["dimension"], ALL]
 
     if generative:
+        for run in generative:  # each answer scored once per mode, for every table
+            prediction_scores(first[run["id"]], STRICT)
+            prediction_scores(first[run["id"]], REFERENCE)
         # Both tables group the same answers the same way.
         grouped = _grouped(generative, first, by_dimension)
         table = _generative_table(generative, grouped, _dimension_order, seed=seed)
