@@ -39,3 +39,11 @@ accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("WEB_LOG_LEVEL", "warning")
 wsgi_app = "config.wsgi:application"
+
+
+def post_worker_init(worker) -> None:
+    """Import the URLconf and compile the rater templates before the first request
+    (``config.warmup``): otherwise the raters who open a study first pay for them."""
+    from config.warmup import warm_up
+
+    warm_up()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -40,7 +40,7 @@ from common.request_params import BadNumber, number_list
 from modeling.models import Run
 from modeling.pipelines import pipeline_benchmarks
 
-from . import charts, exports, selectors, services
+from . import exports, selectors, services
 from .models import ReportJob
 from .report_types import Cell, Report, Table
 from .selection import (
@@ -50,6 +50,9 @@ from .selection import (
     selection_from_query,
 )
 from .tables.training import training_report
+
+if TYPE_CHECKING:
+    from . import charts
 
 JOB_PROGRESS_PARTIAL = "reports/job_detail.html#job-progress"
 RECENT_JOBS = 5
@@ -384,6 +387,10 @@ def with_narrow_layout(url: str) -> str:
 def _chart_response(
     report: Report, key: str, fmt: str, stem: str, *, layout: charts.Layout = "wide"
 ) -> HttpResponse:
+    # Imported here, not with the URLconf: matplotlib is 0.6 s of CPU, and every web
+    # worker paid it on its first request, rater pages included (issue 31, item 4).
+    from . import charts
+
     try:
         data = charts.render_chart(report, key, fmt, layout=layout)  # type: ignore[arg-type]
     except KeyError:
