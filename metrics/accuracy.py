@@ -81,12 +81,10 @@ def accuracy_ci(
     pairs = [(bool(o), c) for o, c in zip(outcomes, labels, strict=True) if o is not None]
     n = len(pairs)
     correct = sum(o for o, _ in pairs)
+    if clusters is None:
+        return accuracy_ci_of_counts(n, correct, n_resamples=n_resamples, seed=seed, level=level)
     if n == 0:
         return AccuracyEstimate(0, 0, None, None, None, 0)
-    if clusters is None:
-        point = correct / n
-        stats = np.random.default_rng(seed).binomial(n, point, size=n_resamples) / n
-        return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), n)
 
     # Cluster codes in first-seen order: the order decides which cluster each draw picks.
     codes: dict[Hashable, int] = {}
@@ -99,6 +97,19 @@ def accuracy_ci(
         seed=seed,
         level=level,
     )
+
+
+def accuracy_ci_of_counts(
+    n: int, correct: int, *, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> AccuracyEstimate:
+    """:func:`accuracy_ci` without clusters, from the counts alone: ``correct`` of ``n``
+    outcomes (the same draws, so the same interval)."""
+    check_bootstrap_args(n_resamples, level)
+    if n == 0:
+        return AccuracyEstimate(0, 0, None, None, None, 0)
+    point = correct / n
+    stats = np.random.default_rng(seed).binomial(n, point, size=n_resamples) / n
+    return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), n)
 
 
 def first_seen_codes(labels: np.ndarray) -> np.ndarray:

@@ -72,12 +72,46 @@ def bonus_point_coverage_ci(
     bonus_point_coverage(pairs, bounded=bounded)  # the same refusal of impossible counts
     kinds = Counter(pairs)
     ordered = sorted(kinds)
-    shares = np.array([kinds[k] for k in ordered], dtype=float) / len(pairs)
-    drawn = np.random.default_rng(seed).multinomial(len(pairs), shares, size=n_resamples)
-    included = drawn @ np.array([k[0] for k in ordered], dtype=np.int64)
-    total = drawn @ np.array([k[1] for k in ordered], dtype=np.int64)
+    return bonus_point_coverage_ci_of_counts(
+        [k[0] for k in ordered],
+        [k[1] for k in ordered],
+        [kinds[k] for k in ordered],
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+    )
+
+
+def bonus_point_coverage_ci_of_counts(
+    included: Sequence[int],
+    total: Sequence[int],
+    counts: Sequence[int],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """:func:`bonus_point_coverage_ci` from how many responses had each distinct
+    ``(included[i], total[i])`` judgement (``counts[i]``), the judgements in sorted
+    order as that function takes them, so the same counts give the same interval.
+
+    For callers that count judgements with arrays (the CharToM-QA tables count them per
+    group and run); the counts are not checked against ``bounded`` here.
+    """
+    check_bootstrap_args(n_resamples, level)
+    n = int(sum(counts))
+    if n == 0:
+        return None, None
+    shares = np.array(counts, dtype=float) / n
+    drawn = np.random.default_rng(seed).multinomial(n, shares, size=n_resamples)
+    included_drawn = drawn @ np.array(included, dtype=np.int64)
+    total_drawn = drawn @ np.array(total, dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        stats = np.where(total > 0, included / np.where(total > 0, total, 1), np.nan)
+        stats = np.where(
+            total_drawn > 0,
+            included_drawn / np.where(total_drawn > 0, total_drawn, 1),
+            np.nan,
+        )
     return percentile_interval(stats, level)
 
 

@@ -22,17 +22,18 @@ import convention), falling back to ``Run.method``; its context length by
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from benchmarks.models import QAItem, ToMDimension
 from metrics import (
-    accuracy_ci,
+    accuracy_ci_of_counts,
     bonus_point_coverage,
-    bonus_point_coverage_ci,
+    bonus_point_coverage_ci_of_counts,
     length_ratio,
-    penalty_rate,
 )
 from modeling.pipelines.chartom_qa import (
     REFERENCE,
@@ -78,37 +79,150 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
             tasks[run["id"]] = GENERATIVE if run["method"] == GENERATIVE else MULTICHOICE
     generative = [r for r in runs if tasks[r["id"]] == GENERATIVE]
     multichoice = [r for r in runs if tasks[r["id"]] == MULTICHOICE]
-
-    def by_dimension(p: dict[str, Any]) -> list[str]:
-        return [p["dimension"], ALL]
+    answers = {
+        run["id"]: _Answers.of(
+            first[run["id"]],
+            (run["params"] or {}).get("context"),
+            scored=tasks[run["id"]] == GENERATIVE,
+        )
+        for run in runs
+    }
 
     if generative:
-        for run in generative:  # each answer scored once per mode, for every table
-            prediction_scores(first[run["id"]], STRICT)
-            prediction_scores(first[run["id"]], REFERENCE)
-        # Both tables group the same answers the same way.
-        grouped = _grouped(generative, first, by_dimension)
-        table = _generative_table(generative, grouped, _dimension_order, seed=seed)
+        table = _generative_table(generative, answers, seed=seed)
         report.tables.append(table)
-        report.tables.append(_reference_table(generative, grouped))
+        report.tables.append(_reference_table(generative, answers))
         report.charts.append(
             _chart(table, generative, "BPC", title="Bonus point coverage by ToM dimension")
         )
     if multichoice:
-        grouped = _grouped(multichoice, first, by_dimension)
-        table = _multichoice_table(multichoice, grouped, _dimension_order, seed=seed)
+        table = _multichoice_table(multichoice, answers, seed=seed)
         report.tables.append(table)
         report.charts.append(
             _chart(table, multichoice, "accuracy", title="Multiple-choice accuracy by dimension")
         )
     if runs:
-        report.tables.append(_directness_table(generative, multichoice, first, seed=seed))
-        run_contexts = {r["id"]: (r["params"] or {}).get("context") for r in runs}
-        report.tables.append(
-            _context_table(generative, multichoice, first, run_contexts, seed=seed)
-        )
+        report.tables.append(_directness_table(generative, multichoice, answers, seed=seed))
+        report.tables.append(_context_table(generative, multichoice, answers, seed=seed))
     # Note checks, qualification and Table 7 (human construction and judgement work).
     chartom_construction.build(report, generative, first, seed=seed)
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a one-dimensional object array, whatever each value is."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One scoring mode's verdicts on a run's answers, one entry per answer.
+
+    ``covered`` and ``penalised`` are -1 where that half has no verdict (unjudged, or
+    unreadable under strict scoring). Character counts stay Python values, summed as
+    ``length_ratio`` sums them, over the answers ``with_lengths`` selects.
+    """
+
+    judged: np.ndarray
+    covered: np.ndarray
+    total: np.ndarray
+    penalised: np.ndarray
+    unparseable: np.ndarray
+    with_lengths: np.ndarray
+    response_chars: np.ndarray
+    answer_chars: np.ndarray
+
+    @classmethod
+    def of(cls, scores: list[ResponseScore]) -> _Scored:
+        columns = list(zip(*scores, strict=True)) if scores else [()] * len(ResponseScore._fields)
+        covered, total, penalised, bonus, defects, response_chars, answer_chars = columns[:7]
+        bonus_status, defects_status = _objects(bonus), _objects(defects)
+        return cls(
+            judged=(bonus_status != UNJUDGED) | (defects_status != UNJUDGED),
+            covered=np.array([-1 if c is None else c for c in covered], dtype=np.int64),
+            total=np.array(total, dtype=np.int64).reshape(len(scores)),
+            penalised=np.array([-1 if p is None else p for p in penalised], dtype=np.int64),
+            unparseable=(bonus_status == UNPARSEABLE) | (defects_status == UNPARSEABLE),
+            with_lengths=np.array(
+                [
+                    r is not None and bool(a)
+                    for r, a in zip(response_chars, answer_chars, strict=True)
+                ],
+                dtype=bool,
+            ),
+            response_chars=_objects(response_chars),
+            answer_chars=_objects(answer_chars),
+        )
+
+
+@dataclass(frozen=True)
+class _Answers:
+    """A run's first-sample answers as arrays, for the tables to count per group.
+
+    Every table groups the same answers (by dimension, directness or context length)
+    and counts a few values in each group and run: as arrays, a cell is a few masked
+    sums rather than a pass over row dicts, which at 100,000 answers took most of the
+    report's build.
+    """
+
+    dimension: np.ndarray
+    directness: np.ndarray
+    context: np.ndarray
+    correct: np.ndarray
+    strict: _Scored | None
+    reference: _Scored | None
+
+    @classmethod
+    def of(cls, predictions: list[dict[str, Any]], run_context: Any, *, scored: bool) -> _Answers:
+        def context(p: dict[str, Any]) -> str:
+            value = (p["details"] or {}).get("context", run_context)
+            return UNKNOWN_CONTEXT if value is None else str(value)
+
+        return cls(
+            dimension=_objects([p["dimension"] for p in predictions]),
+            directness=_objects([p["directness"] or UNLABELLED for p in predictions]),
+            context=_objects([context(p) for p in predictions]),
+            correct=np.array([p["correct"] is True for p in predictions], dtype=bool),
+            # Each answer scored once per mode, kept in its row for Table 7 too.
+            strict=_Scored.of(prediction_scores(predictions, STRICT)) if scored else None,
+            reference=_Scored.of(prediction_scores(predictions, REFERENCE)) if scored else None,
+        )
+
+    def groups(self, by: str) -> set[Any]:
+        """The groups these answers fall in, "All" included (none without answers)."""
+        if not len(self.dimension):
+            return set()
+        if by == "context":
+            contexts = set(self.context.tolist())
+            return set(zip(self.context.tolist(), self.dimension.tolist(), strict=True)) | {
+                (c, ALL) for c in contexts
+            }
+        return set(getattr(self, by).tolist()) | {ALL}
+
+    def mask(self, by: str, group: Any) -> np.ndarray:
+        if by == "context":
+            context, dimension = group
+            return (self.context == context) & self.mask("dimension", dimension)
+        if group == ALL:
+            return np.ones(len(self.dimension), dtype=bool)
+        return getattr(self, by) == group
+
+
+def _grouped(
+    runs: Sequence[dict[str, Any]],
+    answers: dict[int, _Answers],
+    by: str,
+    order: Callable[[Any], Any],
+) -> list[tuple[Any, dict[int, np.ndarray]]]:
+    """Each group any of ``runs`` has answers in, in ``order``, with each run's mask."""
+    groups: set[Any] = set()
+    for run in runs:
+        groups |= answers[run["id"]].groups(by)
+    return [
+        (group, {run["id"]: answers[run["id"]].mask(by, group) for run in runs})
+        for group in sorted(sorted(groups), key=order)
+    ]
 
 
 def _dimension_order(group: str) -> tuple[int, str]:
@@ -122,71 +236,56 @@ def _directness_order(group: str) -> tuple[int, str]:
     return (order.index(group) if group in order else len(order), group)
 
 
-def _grouped(
-    runs: Sequence[dict[str, Any]],
-    first: dict[int, list[dict[str, Any]]],
-    groups_of: Callable[[dict[str, Any]], list[Any]],
-) -> tuple[list[Any], dict[int, dict[Any, list[dict[str, Any]]]]]:
-    per_run: dict[int, dict[Any, list[dict[str, Any]]]] = {}
-    groups: set[Any] = set()
-    for run in runs:
-        run_groups: defaultdict[Any, list[dict[str, Any]]] = defaultdict(list)
-        for p in first[run["id"]]:
-            for group in groups_of(p):
-                run_groups[group].append(p)
-        per_run[run["id"]] = run_groups
-        groups.update(run_groups)
-    return sorted(groups), per_run
+def _ratio(part: np.ndarray, whole: np.ndarray) -> float | None:
+    """sum(part) / sum(whole) in Python numbers, as the metrics compute it (None for 0)."""
+    whole_sum = int(whole.sum())
+    return int(part.sum()) / whole_sum if whole_sum else None
 
 
-def _scores(predictions: list[dict[str, Any]], mode: str) -> list[ResponseScore]:
-    """Each judged response's score in ``mode``; responses the judge never saw are left out."""
-    scores = prediction_scores(predictions, mode)
-    return [s for s in scores if (s.bonus_status, s.defects_status) != (UNJUDGED, UNJUDGED)]
+def _penalty_rate(scored: _Scored, judged: np.ndarray) -> float | None:
+    """PR over the judged answers with a defect verdict, as ``metrics.penalty_rate``."""
+    penalised = scored.penalised[judged & (scored.penalised >= 0)]
+    return int(penalised.sum()) / len(penalised) if len(penalised) else None
 
 
-def _unparseable(scores: list[ResponseScore]) -> int:
-    """Responses with an unreadable judge reply (bonus or defects), as strict reads them."""
-    return sum(UNPARSEABLE in (s.bonus_status, s.defects_status) for s in scores)
-
-
-def _bpc_cells(predictions: list[dict[str, Any]], *, seed: int, ci: bool = True) -> list[Cell]:
+def _bpc_cells(scored: _Scored, mask: np.ndarray, *, seed: int, ci: bool = True) -> list[Cell]:
     """n, BPC, its CI (``None`` without ``ci``), PR and unparseable replies, scored strict.
 
     A reply strict cannot read is never taken as zero points or no defect: that half
     of the response is left out of BPC or PR and counted as unparseable.
     """
-    scores = _scores(predictions, STRICT)
-    pairs = [(s.covered, s.total) for s in scores if s.covered is not None]
+    judged = mask & scored.judged
+    with_bonus = judged & (scored.covered >= 0)
+    covered, total = scored.covered[with_bonus], scored.total[with_bonus]
+    if (covered > total).any():  # the metric's own refusal, with its message
+        bonus_point_coverage(list(zip(covered.tolist(), total.tolist(), strict=True)))
     low = high = None
     if ci:  # each interval draws with its own generator: leaving one out changes no other
-        low, high = bonus_point_coverage_ci(pairs, n_resamples=N_RESAMPLES, seed=seed)
+        kinds, counts = np.unique(np.stack([covered, total], axis=1), axis=0, return_counts=True)
+        low, high = bonus_point_coverage_ci_of_counts(
+            kinds[:, 0].tolist(),
+            kinds[:, 1].tolist(),
+            counts.tolist(),
+            n_resamples=N_RESAMPLES,
+            seed=seed,
+        )
     return [
-        len(scores),
-        pct(bonus_point_coverage(pairs)),
+        int(judged.sum()),
+        pct(_ratio(covered, total)),
         pct(low),
         pct(high),
-        pct(penalty_rate([s.penalised for s in scores if s.penalised is not None])),
-        _unparseable(scores),
+        pct(_penalty_rate(scored, judged)),
+        int((judged & scored.unparseable).sum()),
     ]
 
 
-def _group_rows(runs, grouped, order, cells) -> list[list[Cell]]:
-    """One row per group of ``grouped`` (``_grouped``'s answer, in ``order``): the group,
-    then ``cells(predictions)`` per run."""
-    groups, per_run = grouped
-    groups = sorted(groups, key=order)
+def _generative_table(runs, answers: dict[int, _Answers], *, seed: int) -> Table:
     rows: list[list[Cell]] = []
-    for group in groups:
+    for group, masks in _grouped(runs, answers, "dimension", _dimension_order):
         row: list[Cell] = [group]
         for run in runs:
-            row += cells(per_run[run["id"]].get(group, []))
+            row += _bpc_cells(answers[run["id"]].strict, masks[run["id"]], seed=seed)
         rows.append(row)
-    return rows
-
-
-def _generative_table(runs, grouped, order, *, seed: int) -> Table:
-    rows = _group_rows(runs, grouped, order, lambda preds: _bpc_cells(preds, seed=seed))
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -216,18 +315,19 @@ def _generative_table(runs, grouped, order, *, seed: int) -> Table:
     )
 
 
-def _reference_cells(predictions: list[dict[str, Any]]) -> list[Cell]:
-    scores = _scores(predictions, REFERENCE)
-    pairs = [(s.covered, s.total) for s in scores if s.covered is not None]
-    with_lengths = [s for s in scores if s.response_chars is not None and s.answer_chars]
+def _reference_cells(scored: _Scored, mask: np.ndarray) -> list[Cell]:
+    judged = mask & scored.judged
+    with_bonus = judged & (scored.covered >= 0)
+    with_lengths = judged & scored.with_lengths
     return [
-        len(scores),
-        pct(bonus_point_coverage(pairs, bounded=False)),
-        pct(penalty_rate([s.penalised for s in scores if s.penalised is not None])),
-        _unparseable(scores),
+        int(judged.sum()),
+        pct(_ratio(scored.covered[with_bonus], scored.total[with_bonus])),
+        pct(_penalty_rate(scored, judged)),
+        int((judged & scored.unparseable).sum()),
         _round(
             length_ratio(
-                [s.response_chars for s in with_lengths], [s.answer_chars for s in with_lengths]
+                scored.response_chars[with_lengths].tolist(),
+                scored.answer_chars[with_lengths].tolist(),
             )
         ),
     ]
@@ -237,8 +337,13 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _reference_table(runs, grouped) -> Table:
-    rows = _group_rows(runs, grouped, _dimension_order, _reference_cells)
+def _reference_table(runs, answers: dict[int, _Answers]) -> Table:
+    rows: list[list[Cell]] = []
+    for group, masks in _grouped(runs, answers, "dimension", _dimension_order):
+        row: list[Cell] = [group]
+        for run in runs:
+            row += _reference_cells(answers[run["id"]].reference, masks[run["id"]])
+        rows.append(row)
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -267,16 +372,21 @@ def _reference_table(runs, grouped) -> Table:
     )
 
 
-def _accuracy_cells(predictions: list[dict[str, Any]], *, seed: int) -> list[Cell]:
+def _accuracy_cells(answers: _Answers, mask: np.ndarray, *, seed: int) -> list[Cell]:
     # Unparseable choices are stored as correct=False: they count as wrong here.
-    estimate = accuracy_ci(
-        [p["correct"] is True for p in predictions], n_resamples=N_RESAMPLES, seed=seed
+    estimate = accuracy_ci_of_counts(
+        int(mask.sum()), int((mask & answers.correct).sum()), n_resamples=N_RESAMPLES, seed=seed
     )
     return [estimate.n, pct(estimate.accuracy), pct(estimate.ci_low), pct(estimate.ci_high)]
 
 
-def _multichoice_table(runs, grouped, order, *, seed: int) -> Table:
-    rows = _group_rows(runs, grouped, order, lambda preds: _accuracy_cells(preds, seed=seed))
+def _multichoice_table(runs, answers: dict[int, _Answers], *, seed: int) -> Table:
+    rows: list[list[Cell]] = []
+    for group, masks in _grouped(runs, answers, "dimension", _dimension_order):
+        row: list[Cell] = [group]
+        for run in runs:
+            row += _accuracy_cells(answers[run["id"]], masks[run["id"]], seed=seed)
+        rows.append(row)
     columns = ["Dimension"]
     for run in runs:
         label = run_label(run)
@@ -295,21 +405,16 @@ def _multichoice_table(runs, grouped, order, *, seed: int) -> Table:
     )
 
 
-def _directness_table(generative, multichoice, first, *, seed: int) -> Table:
-    def groups_of(p: dict[str, Any]) -> list[str]:
-        return [p["directness"] or UNLABELLED, ALL]
-
-    runs = [*generative, *multichoice]
-    groups, per_run = _grouped(runs, first, groups_of)
-    groups.sort(key=_directness_order)
+def _directness_table(generative, multichoice, answers: dict[int, _Answers], *, seed: int) -> Table:
     rows: list[list[Cell]] = []
-    for group in groups:
+    runs = [*generative, *multichoice]
+    for group, masks in _grouped(runs, answers, "directness", _directness_order):
         row: list[Cell] = [group]
         for run in generative:
-            n, bpc = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed, ci=False)[:2]
-            row += [n, bpc]
+            scored = answers[run["id"]].strict
+            row += _bpc_cells(scored, masks[run["id"]], seed=seed, ci=False)[:2]
         for run in multichoice:
-            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+            row += _accuracy_cells(answers[run["id"]], masks[run["id"]], seed=seed)[:2]
         rows.append(row)
     columns = ["Directness"]
     for run in generative:
@@ -334,24 +439,19 @@ def _context_order(group: tuple[str, str]) -> tuple[int, tuple[int, str]]:
     return (known, _dimension_order(dimension))
 
 
-def _context_table(generative, multichoice, first, run_contexts, *, seed: int) -> Table:
-    def groups_of(p: dict[str, Any]) -> list[tuple[str, str]]:
-        context = (p["details"] or {}).get("context", run_contexts[p["run_id"]])
-        label = UNKNOWN_CONTEXT if context is None else str(context)
-        return [(label, p["dimension"]), (label, ALL)]
-
-    runs = [*generative, *multichoice]
-    groups, per_run = _grouped(runs, first, groups_of)
-    groups.sort(key=_context_order)
+def _context_table(generative, multichoice, answers: dict[int, _Answers], *, seed: int) -> Table:
     rows: list[list[Cell]] = []
-    for group in groups:
+    runs = [*generative, *multichoice]
+    for group, masks in _grouped(runs, answers, "context", _context_order):
         row: list[Cell] = list(group)
         for run in generative:
-            cells = _bpc_cells(per_run[run["id"]].get(group, []), seed=seed, ci=False)
-            n, bpc, _, _, pr, unparseable = cells
+            scored = answers[run["id"]].strict
+            n, bpc, _, _, pr, unparseable = _bpc_cells(
+                scored, masks[run["id"]], seed=seed, ci=False
+            )
             row += [n, bpc, pr, unparseable]
         for run in multichoice:
-            row += _accuracy_cells(per_run[run["id"]].get(group, []), seed=seed)[:2]
+            row += _accuracy_cells(answers[run["id"]], masks[run["id"]], seed=seed)[:2]
         rows.append(row)
     columns = ["Context", "Dimension"]
     for run in generative:

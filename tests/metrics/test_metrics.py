@@ -499,3 +499,19 @@ def test_accuracy_is_coloured_against_chance_not_a_flat_rule():
     assert metrics.accuracy_vs_chance(3, 10, 0.25) == "near"
     assert metrics.accuracy_vs_chance(5, 10, None) is None
     assert metrics.accuracy_vs_chance(0, 0, 0.25) is None
+
+
+def test_the_count_forms_give_the_same_intervals_as_the_lists():
+    """The CharToM-QA tables count answers with arrays and pass the counts: the same
+    data must give the same numbers, bootstrap draws included."""
+    outcomes = [True] * 37 + [False] * 21 + [None] * 4
+    random.Random(5).shuffle(outcomes)
+    assert metrics.accuracy_ci_of_counts(58, 37, seed=9) == accuracy_ci(outcomes, seed=9)
+    assert metrics.accuracy_ci_of_counts(0, 0) == accuracy_ci([])
+    pairs = [(1, 2), (0, 3), (2, 2), (1, 2), (3, 3), (0, 3), (1, 2)]
+    assert metrics.bonus_point_coverage_ci_of_counts(
+        [0, 1, 2, 3], [3, 2, 2, 3], [2, 3, 1, 1], seed=4
+    ) == bonus_point_coverage_ci(pairs, seed=4)
+    assert metrics.bonus_point_coverage_ci_of_counts([], [], []) == (None, None)
+    with pytest.raises(ValueError, match="n_resamples"):
+        metrics.bonus_point_coverage_ci_of_counts([1], [2], [1], n_resamples=0)
