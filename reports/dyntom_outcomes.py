@@ -3,37 +3,33 @@
 A DynToM report compares runs on the questions every selected run answered, per
 sample, per stage (the bootstrap) and per question (the compositional analysis), so
 no fixed set of counts per run can serve every selection. Instead each run's
-predictions are packed once into :class:`~reports.models.DynToMRunOutcomes`: question
+predictions are packed once into :class:`~reports.models.PackedRun`: question
 id, sample, correctness and parse status per prediction, in prediction id order (the
 order the bootstrap numbers stages in), about 12 bytes an answer before compression.
 The tables then filter and count these arrays with numpy.
 
-Packing happens when a run finishes or its predictions are imported (``reports.hooks``)
-and, for anything those missed, on first use: :func:`run_outcomes` compares each stored
-copy's fingerprint (count and highest id of the run's predictions) with the database
-and packs again where they differ. Predictions changed in place (a re-import with other
-answers) keep count and ids, so their writer sends ``modeling.runs.signals.predictions_changed``
-and :func:`dyntom_outcomes_invalidate` marks the copy stale first.
+When packing happens and when a packed copy is current is ``reports.run_packs``'
+business, shared with CharToM-QA's packs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from django.core.cache import cache
-from django.db.models import Count, F, Max
-from django.utils import timezone
+from django.db.models import Count, Max
 
-from benchmarks.models import Benchmark, DynToMQuestion, DynToMStage
+from benchmarks.models import DynToMQuestion, DynToMStage
 from metrics.dyntom import QUESTION_TYPE_CODES
-from modeling.models import Prediction, Run
+from modeling.models import Prediction
 from reports.selectors import run_prediction_counts
 
-from .models import DynToMQuestionBankSnapshot, DynToMRunOutcomes
+from .models import DynToMQuestionBankSnapshot
+from .run_packs import run_packs
 
 _PACKED = np.dtype([("question", "<i8"), ("sample", "<i2"), ("correct", "i1"), ("parsed", "?")])
 
@@ -90,90 +86,19 @@ def _pack(run_id: int) -> tuple[int, int, bytes]:
     return len(rows), last, zlib.compress(packed.tobytes(), 1)
 
 
-def _store(run_id: int, generation: int | None, n: int, last: int, data: bytes) -> None:
-    # Only over the generation we started from: an invalidation while we packed wins.
-    if generation is None:
-        DynToMRunOutcomes.objects.bulk_create(
-            [DynToMRunOutcomes(run_id=run_id, predictions=n, last_prediction=last, data=data)],
-            ignore_conflicts=True,
-        )
-    else:
-        DynToMRunOutcomes.objects.filter(run_id=run_id, generation=generation).update(
-            predictions=n, last_prediction=last, data=data, packed_at=timezone.now()
-        )
-
-
 def run_outcomes(
     run_ids: Sequence[int], counts: dict[int, dict[str, int]] | None = None
 ) -> dict[int, RunOutcomes]:
     """Each run's packed outcomes, packing (and storing) any that are missing or stale.
 
-    ``counts`` is ``selectors.run_prediction_counts`` of these runs when the caller has
-    it. Safe when two requests pack the same run at once: both store the same arrays,
-    and a copy invalidated meanwhile is not overwritten with what was read before.
+    ``counts`` is ``selectors.run_prediction_counts`` of these runs when the caller has it.
     """
     if counts is None:
         counts = run_prediction_counts(run_ids=run_ids)
-    stored = {row.run_id: row for row in DynToMRunOutcomes.objects.filter(run_id__in=list(run_ids))}
-    result: dict[int, RunOutcomes] = {}
-    for run_id in run_ids:
-        row = stored.get(run_id)
-        current = counts.get(run_id, {"predictions": 0, "last_prediction": 0})
-        n, last = current["predictions"], current["last_prediction"]
-        if n == 0:
-            result[run_id] = _EMPTY
-        elif row is not None and (row.predictions, row.last_prediction) == (n, last):
-            result[run_id] = _unpack(bytes(row.data))
-        else:
-            n, last, data = _pack(run_id)
-            _store(run_id, None if row is None else row.generation, n, last, data)
-            result[run_id] = _unpack(data)
-    return result
-
-
-def unpacked_predictions(counts: dict[int, dict[str, int]]) -> int:
-    """How many predictions of the runs in ``counts`` (``run_prediction_counts``) have
-    no current packed copy: the work a report would do first."""
-    fresh = {
-        run_id
-        for run_id, n, last in DynToMRunOutcomes.objects.filter(
-            run_id__in=list(counts)
-        ).values_list("run_id", "predictions", "last_prediction")
-        if (n, last) == (counts[run_id]["predictions"], counts[run_id]["last_prediction"])
+    return {
+        run_id: _EMPTY if data is None else _unpack(data)
+        for run_id, data in run_packs(run_ids, counts, _pack).items()
     }
-    return sum(c["predictions"] for run_id, c in counts.items() if run_id not in fresh)
-
-
-def dyntom_run_ids(run_ids: Iterable[int]) -> list[int]:
-    """The DynToM runs among ``run_ids``: the only runs that are packed."""
-    return list(
-        Run.objects.filter(pk__in=list(run_ids), benchmark=Benchmark.DYNTOM).values_list(
-            "pk", flat=True
-        )
-    )
-
-
-def dyntom_outcomes_invalidate(*, run_ids: Iterable[int]) -> None:
-    """Mark the packed copies of these runs stale (their predictions changed in place).
-
-    Leaves a placeholder row for a run not packed yet, so a build that started before
-    the change cannot store what it read.
-    """
-    ids = dyntom_run_ids(run_ids)
-    if not ids:
-        return
-    DynToMRunOutcomes.objects.bulk_create(
-        [DynToMRunOutcomes(run_id=run_id) for run_id in ids], ignore_conflicts=True
-    )
-    DynToMRunOutcomes.objects.filter(run_id__in=ids).update(
-        predictions=None, data=b"", generation=F("generation") + 1
-    )
-
-
-def dyntom_outcomes_refresh(*, run_ids: Iterable[int]) -> None:
-    """Pack the DynToM runs among ``run_ids`` now (a run finished, predictions imported)."""
-    if ids := dyntom_run_ids(run_ids):
-        run_outcomes(ids)
 
 
 # -- the question bank -------------------------------------------------------------------

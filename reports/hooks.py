@@ -1,5 +1,6 @@
-"""Reactions to the run engine (``modeling.runs.signals``): keep DynToM runs' packed
-outcomes current, so a report finds them ready instead of packing on first use.
+"""Reactions to the run engine (``modeling.runs.signals``): keep DynToM and CharToM-QA
+runs packed (``reports.run_packs``), so a report finds them ready instead of packing
+on first use.
 And to participation (``studies.participation.signals``): a withdrawal reaches the
 report jobs stored before it."""
 
@@ -11,42 +12,53 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import receiver
 
+from benchmarks.models import Benchmark
+from modeling.models import Run
 from modeling.runs.signals import predictions_changed, run_finished
 from studies.participation.services import participant_report_jobs_rebuilt_record
 from studies.participation.signals import participant_withdrawn, participants_exclusion_changed
 
-from .dyntom_outcomes import dyntom_outcomes_invalidate, dyntom_outcomes_refresh, dyntom_run_ids
+from .chartom_answers import run_answers
+from .dyntom_outcomes import run_outcomes
+from .run_packs import packed_run_ids, packs_invalidate
 from .services import report_jobs_rebuild_after_withdrawal
 
 logger = logging.getLogger(__name__)
 
 
+PACKERS = {Benchmark.DYNTOM: run_outcomes, Benchmark.CHARTOM_QA: run_answers}
+
+
 def _refresh_after_commit(run_ids: list[int]) -> None:
-    run_ids = dyntom_run_ids(run_ids)  # other benchmarks' runs queue nothing
-    if not run_ids:
+    by_benchmark = packed_run_ids(run_ids)  # other benchmarks' runs queue nothing
+    if not by_benchmark:
         return
 
     def refresh() -> None:
         # A failure here must not fail the run or the import: the report packs on
         # first use whatever is missing or stale.
-        try:
-            dyntom_outcomes_refresh(run_ids=run_ids)
-        except Exception:
-            logger.exception("packing DynToM outcomes of runs %s failed", run_ids)
+        for benchmark, ids in by_benchmark.items():
+            try:
+                PACKERS[benchmark](ids)
+            except Exception:
+                logger.exception("packing %s runs %s failed", benchmark, ids)
 
     transaction.on_commit(refresh)
 
 
-@receiver(run_finished, dispatch_uid="reports.dyntom_outcomes.run_finished")
+@receiver(run_finished, dispatch_uid="reports.run_packs.run_finished")
 def pack_finished_run(sender: Any, *, run_id: int, **kwargs: Any) -> None:
     _refresh_after_commit([run_id])
 
 
-@receiver(predictions_changed, dispatch_uid="reports.dyntom_outcomes.predictions_changed")
+@receiver(predictions_changed, dispatch_uid="reports.run_packs.predictions_changed")
 def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> None:
     # In the writer's transaction: answers changed in place keep count and ids.
-    dyntom_outcomes_invalidate(run_ids=run_ids)
-    _refresh_after_commit(list(run_ids))
+    packs_invalidate(run_ids=run_ids)
+    # A running run (a CharToM-QA pipeline merges judge verdicts batch by batch) is
+    # packed once it finishes, not after every batch.
+    finished = Run.objects.filter(pk__in=list(run_ids)).exclude(status=Run.Status.RUNNING)
+    _refresh_after_commit(list(finished.values_list("pk", flat=True)))
 
 
 @receiver(participants_exclusion_changed, dispatch_uid="reports.jobs.rebuild_after_exclusion")

@@ -90,18 +90,18 @@ def report_from_json(data: dict[str, Any]) -> Report:
     )
 
 
-class DynToMRunOutcomes(models.Model):
-    """A DynToM run's predictions packed for its report (``reports.dyntom_outcomes``).
+class PackedRun(models.Model):
+    """A run's predictions packed for its report (``reports.run_packs``).
 
-    ``data`` holds, in prediction id order, each prediction's question id, sample,
-    correctness and whether it parsed: everything the DynToM tables read from a
-    prediction, in a few bytes per answer, so a report of a million answers reads
-    one row per run instead of a million rows. ``predictions`` and
-    ``last_prediction`` (count and highest id of the run's DynToM predictions when it
-    was packed) tell a stale copy: any insert or delete changes them. Changes in place
-    (a re-import) go through ``dyntom_outcomes_invalidate``, which clears
-    ``predictions`` and bumps ``generation``; a build only stores its result while the
-    generation it started from is still current.
+    ``data`` holds everything its benchmark's tables read from the run's predictions,
+    one row per run instead of one per prediction: DynToM question outcomes
+    (``reports.dyntom_outcomes``), CharToM-QA answers with their scores
+    (``reports.chartom_answers``). ``predictions`` and ``last_prediction`` (count and
+    highest id of the run's predictions when it was packed) tell a stale copy: any
+    insert or delete changes them. Changes in place (a re-import, judge verdicts or
+    text scores merged into details) go through ``run_packs.packs_invalidate``, which
+    clears ``predictions`` and bumps ``generation``; a build only stores its result
+    while the generation it started from is still current.
     """
 
     run = models.OneToOneField(
@@ -115,7 +115,7 @@ class DynToMRunOutcomes(models.Model):
     packed_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
-        return f"DynToM outcomes of run {self.run_id} ({self.predictions} predictions)"
+        return f"packed run {self.run_id} ({self.predictions} predictions)"
 
 
 class DynToMQuestionBankSnapshot(models.Model):

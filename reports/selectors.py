@@ -170,30 +170,39 @@ def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
     )
 
 
-def chartom_report_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """What the CharToM-QA report tables read of each prediction, in
-    ``chartom_prediction_rows``' order: ids, sample, parse status, correctness, the
-    question's dimension and directness, and ``details``.
+def chartom_pack_rows(run_id: int) -> Iterator[dict[str, Any]]:
+    """Every prediction of one CharToM-QA run in id order, as its pack reads them
+    (``reports.chartom_answers``): id, question, sample, parse status, correctness and
+    ``details``; predictions without a question included, so the rows' count and last
+    id fingerprint the run as ``run_prediction_counts`` does.
 
-    Read whole through a client-side cursor (see :func:`_client_side_rows`), without
-    the export's item key, work and character (two joins and three strings a row),
-    with ``details`` as text decoded a chunk of rows at a time.
+    Read whole through a client-side cursor (see :func:`_client_side_rows`), with
+    ``details`` as text decoded a chunk of rows at a time.
     """
     rows = _client_side_rows(
-        _predictions(run_ids)
-        .filter(qa_item__isnull=False)
+        Prediction.objects.filter(run_id=run_id)
+        .order_by("pk")
         .values(
             "id",
-            "run_id",
+            "qa_item_id",
             "sample_index",
             "parse_status",
             "correct",
-            dimension=F("qa_item__dimension"),
-            directness=F("qa_item__directness"),
             details_json=Cast("details", TextField()),
         )
     )
     return _json_decoded(rows, "details_json", "details")
+
+
+def chartom_item_labels() -> dict[int, tuple[str, str | None]]:
+    """``(dimension, directness)`` of every CharToM-QA question by id, read at each
+    report build: an edited question is grouped by its new labels at once."""
+    return {
+        pk: (dimension, directness)
+        for pk, dimension, directness in QAItem.objects.filter(
+            work__benchmark=Benchmark.CHARTOM_QA
+        ).values_list("pk", "dimension", "directness")
+    }
 
 
 def _json_decoded(

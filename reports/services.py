@@ -30,6 +30,7 @@ from modeling.models import Run
 from . import selectors
 from .models import ReportJob
 from .report_types import Report
+from .run_packs import PACKED_BENCHMARKS, pack_generation, unpacked_predictions
 from .tables.validation import build_validation_report
 
 logger = logging.getLogger(__name__)
@@ -59,15 +60,14 @@ def report_too_big(
     """Whether a page should offer a background build rather than build inline.
 
     Other benchmarks read every prediction row, so their selected predictions count.
-    DynToM reads each run's packed outcomes (a million answers in about a second), so
-    only the predictions still to be packed count: a run imported or finished moments
-    ago whose packing has not happened, or data written behind the engine's back.
-    ``counts`` is ``selectors.run_prediction_counts(benchmark=...)``.
+    DynToM and CharToM-QA read each run packed (``reports.run_packs``: a million DynToM
+    answers in about a second), so only the predictions still to be packed count: a
+    run imported or finished moments ago whose packing has not happened, or data
+    written behind the engine's back. ``counts`` is
+    ``selectors.run_prediction_counts(benchmark=...)``.
     """
-    if benchmark != Benchmark.DYNTOM:
+    if benchmark not in PACKED_BENCHMARKS:
         return size["predictions"] > inline_max_predictions()
-    from .dyntom_outcomes import unpacked_predictions
-
     chosen = counts if run_ids is None else {i: counts[i] for i in run_ids if i in counts}
     return unpacked_predictions(chosen) > inline_max_predictions()
 
@@ -112,13 +112,16 @@ def report_data_size(
     (count, highest id, running): the report's size and its cache fingerprint.
 
     CharToM-QA's construction tables change with human checks and text-similarity
-    scores, which add no prediction: their counts join the fingerprint.
+    scores, which add no prediction: their counts join the fingerprint, as do the
+    packed runs' generations (``run_packs.pack_generation``).
 
     ``counts`` is ``selectors.run_prediction_counts`` of the benchmark's runs when the
     caller already has it (one pass over the predictions serves the page).
     """
-    runs = list(Run.objects.filter(benchmark=benchmark).values_list("pk", "status"))
-    ids = [pk for pk, _ in runs]
+    runs = list(
+        Run.objects.filter(benchmark=benchmark).values_list("pk", "status", pack_generation())
+    )
+    ids = [pk for pk, _, _ in runs]
     if counts is None:
         counts = selectors.run_prediction_counts(run_ids=ids)
     chosen = counts.values() if run_ids is None else [counts[i] for i in run_ids if i in counts]
@@ -127,8 +130,12 @@ def report_data_size(
         "last_prediction": max((c["last_prediction"] for c in chosen), default=0),
         "runs": len(runs),
         "last_run": max(ids, default=0),
-        "running": sum(status == Run.Status.RUNNING for _, status in runs),
+        "running": sum(status == Run.Status.RUNNING for _, status, _ in runs),
     }
+    if benchmark in PACKED_BENCHMARKS:
+        # Answers changed in place (a re-import, merged verdicts or text scores) keep
+        # count and ids, but move their runs' pack generation on.
+        size["pack_generations"] = sum(generation or 0 for _, _, generation in runs)
     if benchmark == Benchmark.CHARTOM_QA:
         from .tables.chartom_construction import data_fingerprint
 

@@ -9,7 +9,8 @@ from django.dispatch import Signal
 # A run left "running" (succeeded, failed, stopped, ...). Keyword: ``run_id``.
 run_finished = Signal()
 
-# Predictions of these runs were written or changed outside a run's execution (an
-# import, which may change answers in place). Sent inside the writing transaction.
+# Predictions of these runs were written or changed outside the engine's recording of
+# replies: an import (which may change answers in place), judge verdicts or text
+# scores merged into their details. Sent inside the writing transaction.
 # Keyword: ``run_ids``.
 predictions_changed = Signal()

@@ -50,7 +50,8 @@ from metrics import (
     percent_agreement,
 )
 from modeling.models import Prediction
-from modeling.pipelines.chartom_qa import STRICT, ResponseScore, response_score
+from modeling.pipelines.chartom_qa import STRICT
+from reports.chartom_answers import RunAnswers
 from reports.report_types import Cell, Report, Table
 from reports.tables import N_RESAMPLES, pct, run_label
 
@@ -68,11 +69,11 @@ TEXT_METRICS = {"RougeL": "rouge_l", "BERTScore": "bertscore_f1"}
 def build(
     report: Report,
     generative: Sequence[dict[str, Any]],
-    first: dict[int, list[dict[str, Any]]],
+    answers: dict[int, RunAnswers],
     *,
     seed: int,
 ) -> None:
-    """Append the construction tables; ``first`` holds each run's first-sample predictions."""
+    """Append the construction tables; ``answers`` holds each run's packed answers."""
     judgements = note_checks.note_check_judgements()
     report.tables.append(note_check_table(judgements, seed=seed))
     report.tables.append(note_agreement_table(judgements, seed=seed))
@@ -80,7 +81,7 @@ def build(
     report.tables.append(qualification_table())
     run_ids = [r["id"] for r in generative]
     scores = judgement.judgement_scores(run_ids=run_ids) if run_ids else {}
-    report.tables.append(table_7(generative, first, scores))
+    report.tables.append(table_7(generative, answers, scores))
 
 
 def data_fingerprint(run_ids: Sequence[int]) -> dict[str, Any]:
@@ -343,31 +344,10 @@ def qualification_table() -> Table:
 # --- Table 7 ---------------------------------------------------------------------------
 
 
-def prediction_scores(
-    predictions: Sequence[dict[str, Any]], mode: str = STRICT
-) -> list[ResponseScore]:
-    """``response_score`` of each prediction row, each read once per mode and kept in
-    the row: a row sits in a group of every table (dimension, directness, context, and
-    "All") and in Table 7, and reading its details again for each took seconds at
-    100,000 predictions."""
-    key = f"_score_{mode}"
-    try:
-        return [prediction[key] for prediction in predictions]
-    except KeyError:  # some row not scored in this mode yet
-        pass
-    scores: list[ResponseScore] = []
-    for prediction in predictions:
-        score = prediction.get(key)
-        if score is None:
-            score = prediction[key] = response_score(prediction["details"] or {}, mode)
-        scores.append(score)
-    return scores
-
-
-def _answer_bpc(score: ResponseScore) -> float | None:
-    if score.covered is None or not score.total:
+def _answer_bpc(covered: int | None, total: int) -> float | None:
+    if covered is None or not total:
         return None
-    return score.covered / score.total
+    return covered / total
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -383,8 +363,9 @@ def _r(value: float | None) -> float | None:
 MIN_CORRELATION_PAIRS = 3
 
 
-def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]) -> str:
-    """Why a metric's correlation is empty (``pearson`` gave None)."""
+def _missing_reason(metric: str, judged: list[float], values: list[Any]) -> str:
+    """Why a metric's correlation is empty (``pearson`` gave None); ``judged`` holds the
+    expert scores of the judged answers."""
     n = sum(v is not None for v in values)
     if not judged:
         return f"{metric}: no expert score yet"
@@ -407,47 +388,45 @@ def _missing_reason(metric: str, judged: list[dict[str, Any]], values: list[Any]
 
 def table_7(
     generative: Sequence[dict[str, Any]],
-    first: dict[int, list[dict[str, Any]]],
+    answers: dict[int, RunAnswers],
     scores: dict[int, list[float]],
 ) -> Table:
     rows: list[list[Cell]] = []
-    judged: list[dict[str, Any]] = []
+    human: list[float] = []
+    metric_values: dict[str, list[Any]] = {"BPC": [], **{name: [] for name in TEXT_METRICS}}
     for run in generative:
-        answers = first.get(run["id"], [])
-        details = [p["details"] or {} for p in answers]
-        judgements = prediction_scores(answers)
-        pairs = [(j.covered, j.total) for j in judgements if j.covered is not None]
-        run_judged = [p for p in answers if scores.get(p["id"])]
-        judged += run_judged
+        run_answers = answers.get(run["id"], RunAnswers())
+        strict = run_answers.strict or {"covered": [], "total": []}
+        judgements = list(zip(strict["covered"], strict["total"], strict=True))
+        pairs = [(covered, total) for covered, total in judgements if covered is not None]
+        judged = [i for i, pk in enumerate(run_answers.ids) if scores.get(pk)]
         text = {
-            name: [d.get(key) for d in details if d.get(key) is not None]
+            name: [v for v in getattr(run_answers, key) if v is not None]
             for name, key in TEXT_METRICS.items()
         }
+        n = len(run_answers.ids)
         notes = [
-            f"{name} on {len(values)} of {len(answers)} answers"
+            f"{name} on {len(values)} of {n} answers"
             for name, values in text.items()
-            if len(values) != len(answers)
+            if len(values) != n
         ]
+        run_human = [statistics.fmean(scores[run_answers.ids[i]]) for i in judged]
         rows.append(
             [
                 run_label(run),
-                len(answers),
+                n,
                 _r(bonus_point_coverage(pairs)),
                 _r(_mean(text["RougeL"])),
                 _r(_mean(text["BERTScore"])),
-                len(run_judged),
-                _r(_mean([statistics.fmean(scores[p["id"]]) for p in run_judged])),
+                len(judged),
+                _r(_mean(run_human)),
                 "; ".join(notes),
             ]
         )
-    human = [statistics.fmean(scores[p["id"]]) for p in judged]
-    metric_values = {
-        "BPC": [_answer_bpc(score) for score in prediction_scores(judged)],
-        **{
-            name: [(p["details"] or {}).get(key) for p in judged]
-            for name, key in TEXT_METRICS.items()
-        },
-    }
+        human += run_human
+        metric_values["BPC"] += [_answer_bpc(*judgements[i]) for i in judged]
+        for name, key in TEXT_METRICS.items():
+            metric_values[name] += [getattr(run_answers, key)[i] for i in judged]
     correlations = {
         name: pearson(human, values)
         if sum(v is not None for v in values) >= MIN_CORRELATION_PAIRS
@@ -455,7 +434,7 @@ def table_7(
         for name, values in metric_values.items()
     }
     reasons = [
-        _missing_reason(name, judged, metric_values[name])
+        _missing_reason(name, human, metric_values[name])
         for name, r in correlations.items()
         if r is None
     ]
@@ -465,7 +444,7 @@ def table_7(
     rows.append(
         [
             "Human Correlation (Pearson r)",
-            len(judged),
+            len(human),
             *(_r(correlations[name]) for name in ("BPC", "RougeL", "BERTScore")),
             None,
             _r(_mean(human)),

@@ -43,19 +43,16 @@ from modeling.pipelines.chartom_qa import (
     ResponseScore,
 )
 from reports import selectors
+from reports.chartom_answers import GENERATIVE, MULTICHOICE, RunAnswers, run_answers, run_task
 from reports.report_types import Cell, Chart, Report, Table
 from reports.tables import (
     N_RESAMPLES,
     chartom_construction,
     pct,
-    prediction_stats,
     run_label,
     runs_table,
 )
-from reports.tables.chartom_construction import prediction_scores
 
-GENERATIVE = "generative"
-MULTICHOICE = "multichoice"
 ALL = "All"
 UNLABELLED = "(unlabelled)"
 UNKNOWN_CONTEXT = "(unknown)"
@@ -64,27 +61,19 @@ DIMENSIONS = [d.value for d in ToMDimension]
 
 
 def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
-    predictions = list(selectors.chartom_report_rows([r["id"] for r in runs]))
-    report.tables.append(runs_table(runs, prediction_stats(predictions)))
-    tasks: dict[int, str] = {}
-    first: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in runs}
-    for p in predictions:
-        task = (p["details"] or {}).get("task")
-        if task in (GENERATIVE, MULTICHOICE):
-            tasks.setdefault(p["run_id"], task)
-        if p["sample_index"] == 0:
-            first[p["run_id"]].append(p)
-    for run in runs:
-        if run["id"] not in tasks:
-            tasks[run["id"]] = GENERATIVE if run["method"] == GENERATIVE else MULTICHOICE
+    # Each run as packed (``reports.chartom_answers``); ``runs`` carry their counts.
+    packed = run_answers([r["id"] for r in runs], counts={r["id"]: r for r in runs})
+    stats = {
+        run_id: {"predictions": a.predictions, "unparseable": a.unparseable, "samples": a.samples}
+        for run_id, a in packed.items()
+    }
+    report.tables.append(runs_table(runs, stats))
+    tasks = {run["id"]: run_task(packed[run["id"]], run["method"]) for run in runs}
     generative = [r for r in runs if tasks[r["id"]] == GENERATIVE]
     multichoice = [r for r in runs if tasks[r["id"]] == MULTICHOICE]
+    labels = selectors.chartom_item_labels()
     answers = {
-        run["id"]: _Answers.of(
-            first[run["id"]],
-            (run["params"] or {}).get("context"),
-            scored=tasks[run["id"]] == GENERATIVE,
-        )
+        run["id"]: _Answers.of(packed[run["id"]], labels, (run["params"] or {}).get("context"))
         for run in runs
     }
 
@@ -105,7 +94,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         report.tables.append(_directness_table(generative, multichoice, answers, seed=seed))
         report.tables.append(_context_table(generative, multichoice, answers, seed=seed))
     # Note checks, qualification and Table 7 (human construction and judgement work).
-    chartom_construction.build(report, generative, first, seed=seed)
+    chartom_construction.build(report, generative, packed, seed=seed)
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:
@@ -134,15 +123,18 @@ class _Scored:
     answer_chars: np.ndarray
 
     @classmethod
-    def of(cls, scores: list[ResponseScore]) -> _Scored:
-        columns = list(zip(*scores, strict=True)) if scores else [()] * len(ResponseScore._fields)
-        covered, total, penalised, bonus, defects, response_chars, answer_chars = columns[:7]
-        bonus_status, defects_status = _objects(bonus), _objects(defects)
+    def of(cls, columns: dict[str, list[Any]]) -> _Scored:
+        """From a pack's scores, one list per :class:`ResponseScore` field."""
+        bonus_status = _objects(columns["bonus_status"])
+        defects_status = _objects(columns["defects_status"])
+        response_chars, answer_chars = columns["response_chars"], columns["answer_chars"]
         return cls(
             judged=(bonus_status != UNJUDGED) | (defects_status != UNJUDGED),
-            covered=np.array([-1 if c is None else c for c in covered], dtype=np.int64),
-            total=np.array(total, dtype=np.int64).reshape(len(scores)),
-            penalised=np.array([-1 if p is None else p for p in penalised], dtype=np.int64),
+            covered=np.array([-1 if c is None else c for c in columns["covered"]], dtype=np.int64),
+            total=np.array(columns["total"], dtype=np.int64).reshape(len(bonus_status)),
+            penalised=np.array(
+                [-1 if p is None else p for p in columns["penalised"]], dtype=np.int64
+            ),
             unparseable=(bonus_status == UNPARSEABLE) | (defects_status == UNPARSEABLE),
             with_lengths=np.array(
                 [
@@ -154,6 +146,14 @@ class _Scored:
             response_chars=_objects(response_chars),
             answer_chars=_objects(answer_chars),
         )
+
+
+def _unjudged(n: int) -> dict[str, list[Any]]:
+    return {field: [None] * n for field in ResponseScore._fields} | {
+        "total": [0] * n,
+        "bonus_status": [UNJUDGED] * n,
+        "defects_status": [UNJUDGED] * n,
+    }
 
 
 @dataclass(frozen=True)
@@ -170,23 +170,28 @@ class _Answers:
     directness: np.ndarray
     context: np.ndarray
     correct: np.ndarray
-    strict: _Scored | None
-    reference: _Scored | None
+    strict: _Scored
+    reference: _Scored
 
     @classmethod
-    def of(cls, predictions: list[dict[str, Any]], run_context: Any, *, scored: bool) -> _Answers:
-        def context(p: dict[str, Any]) -> str:
-            value = (p["details"] or {}).get("context", run_context)
-            return UNKNOWN_CONTEXT if value is None else str(value)
-
+    def of(
+        cls, answers: RunAnswers, labels: dict[int, tuple[str, str | None]], run_context: Any
+    ) -> _Answers:
+        """``labels`` is ``selectors.chartom_item_labels()``; ``run_context`` the run's
+        context length, for answers that do not name theirs."""
+        items = [labels[item] for item in answers.items]
+        contexts = [
+            context if given else run_context
+            for context, given in zip(answers.contexts, answers.context_given, strict=True)
+        ]
         return cls(
-            dimension=_objects([p["dimension"] for p in predictions]),
-            directness=_objects([p["directness"] or UNLABELLED for p in predictions]),
-            context=_objects([context(p) for p in predictions]),
-            correct=np.array([p["correct"] is True for p in predictions], dtype=bool),
-            # Each answer scored once per mode, kept in its row for Table 7 too.
-            strict=_Scored.of(prediction_scores(predictions, STRICT)) if scored else None,
-            reference=_Scored.of(prediction_scores(predictions, REFERENCE)) if scored else None,
+            dimension=_objects([dimension for dimension, _ in items]),
+            directness=_objects([directness or UNLABELLED for _, directness in items]),
+            context=_objects([UNKNOWN_CONTEXT if c is None else str(c) for c in contexts]),
+            correct=np.array([c is True for c in answers.correct], dtype=bool),
+            # A run that is not generative has no verdicts: every answer unjudged.
+            strict=_Scored.of(answers.strict or _unjudged(len(items))),
+            reference=_Scored.of(answers.reference or _unjudged(len(items))),
         )
 
     def groups(self, by: str) -> set[Any]:
@@ -261,10 +266,12 @@ def _bpc_cells(scored: _Scored, mask: np.ndarray, *, seed: int, ci: bool = True)
         bonus_point_coverage(list(zip(covered.tolist(), total.tolist(), strict=True)))
     low = high = None
     if ci:  # each interval draws with its own generator: leaving one out changes no other
-        kinds, counts = np.unique(np.stack([covered, total], axis=1), axis=0, return_counts=True)
+        # Each (covered, total) as one number, in the same order as the pairs sort.
+        base = int(total.max(initial=0)) + 1
+        kinds, counts = np.unique(covered * base + total, return_counts=True)
         low, high = bonus_point_coverage_ci_of_counts(
-            kinds[:, 0].tolist(),
-            kinds[:, 1].tolist(),
+            (kinds // base).tolist(),
+            (kinds % base).tolist(),
             counts.tolist(),
             n_resamples=N_RESAMPLES,
             seed=seed,

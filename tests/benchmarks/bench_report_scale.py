@@ -394,6 +394,7 @@ def generate_chartom(total: int, runs: int, rng: random.Random) -> None:
 
     from benchmarks.models import QAItem, ToMDimension, Work
     from modeling.models import Prediction, Run
+    from modeling.runs.signals import predictions_changed
 
     Run.objects.filter(name__startswith=CHARTOM_RUN_PREFIX).delete()
     Work.objects.filter(benchmark="chartom-qa", key__startswith=CHARTOM_WORK_PREFIX).delete()
@@ -479,6 +480,8 @@ def generate_chartom(total: int, runs: int, rng: random.Random) -> None:
         Run.objects.filter(pk=run.pk).update(
             total_calls=per_run, done_calls=per_run, finished_at=run.created_at
         )
+        # As an import does once its predictions are written: the report packs them.
+        predictions_changed.send(sender=Prediction, run_ids=[run.pk])
         print(
             f"  CharToM-QA run {n}/{runs}: {per_run:,} predictions"
             f" ({time.perf_counter() - started:.0f} s)"

@@ -1,5 +1,5 @@
-"""The CharToM-QA report reads what its tables need of each prediction
-(``selectors.chartom_report_rows``), with ``details`` as text decoded a chunk of rows
+"""A CharToM-QA run's pack reads what the tables need of each prediction
+(``selectors.chartom_pack_rows``), with ``details`` as text decoded a chunk of rows
 per ``json.loads`` (``selectors._json_decoded``). Every row must hold what the export's
 read (``chartom_prediction_rows``, the JSONField's own decoding) gives, in its order."""
 
@@ -50,15 +50,17 @@ def run_ids(shared_data: Path) -> list[int]:
     return ids
 
 
-def test_the_report_read_is_the_export_read_with_fewer_columns(run_ids):
-    report = list(selectors.chartom_report_rows(run_ids))
+def test_the_pack_read_is_the_export_read_with_fewer_columns(run_ids):
+    report = [row for run_id in run_ids for row in selectors.chartom_pack_rows(run_id)]
     export = list(selectors.chartom_prediction_rows(run_ids))
 
     assert len(report) == len(export) == 2 * len(DETAILS)
-    keys = ["id", "run_id", "sample_index", "parse_status", "correct", "dimension"]
-    keys += ["directness", "details"]
-    assert all(sorted(row) == sorted(keys) for row in report)
-    assert report == [{key: row[key] for key in keys} for row in export]
+    keys = ["id", "sample_index", "parse_status", "correct", "details"]
+    assert all(sorted(row) == sorted([*keys, "qa_item_id"]) for row in report)
+    assert [{key: row[key] for key in keys} for row in report] == [
+        {key: row[key] for key in keys} for row in export
+    ]
+    assert [row["qa_item_id"] for row in report] == [row["item_id"] for row in export]
     assert [row["details"] for row in report] == DETAILS * 2
 
 

@@ -34,16 +34,9 @@ from modeling.models import Prediction, Run
 from modeling.runs.executor import run_execute
 from modeling.runs.prediction_import import predictions_import
 from modeling.runs.services import run_create
-from reports.dyntom_outcomes import (
-    _pack,
-    _read_question_bank,
-    _store,
-    dyntom_outcomes_invalidate,
-    question_bank,
-    run_outcomes,
-    unpacked_predictions,
-)
-from reports.models import DynToMQuestionBankSnapshot, DynToMRunOutcomes
+from reports.dyntom_outcomes import _pack, _read_question_bank, question_bank, run_outcomes
+from reports.models import DynToMQuestionBankSnapshot, PackedRun
+from reports.run_packs import pack_store, packs_invalidate, unpacked_predictions
 from reports.selectors import run_prediction_counts
 from reports.tables import build_report
 
@@ -166,7 +159,7 @@ def test_packed_outcomes_give_the_row_paths_tables(dyntom_stages):  # noqa: F811
         for key in want:
             assert got[key] == want[key], (label, key)
     # The tables were read from packed outcomes, stored for each run with predictions.
-    assert set(DynToMRunOutcomes.objects.values_list("run_id", flat=True)) == {
+    assert set(PackedRun.objects.values_list("run_id", flat=True)) == {
         runs[name].pk for name in ("full", "subset", "samples")
     }
 
@@ -213,7 +206,7 @@ def test_a_reimport_that_changes_answers_in_place_is_repacked(
     with django_capture_on_commit_callbacks(execute=True):
         run = _import(tmp_path, "imported", wrong)
     # Packed when the import committed, not on first use.
-    packed = DynToMRunOutcomes.objects.get(run=run)
+    packed = PackedRun.objects.get(run=run)
     assert packed.predictions == len(questions)
     assert _overall(run) == 0.0
     ids = set(run.predictions.values_list("pk", flat=True))
@@ -234,7 +227,7 @@ def test_new_predictions_make_the_packed_copy_stale(dyntom_stages):  # noqa: F81
     assert _overall(run) == 50.0
     Prediction.objects.filter(dyntom_question=second).delete()
     assert _overall(run) == 100.0
-    assert DynToMRunOutcomes.objects.get(run=run).predictions == 1
+    assert PackedRun.objects.get(run=run).predictions == 1
 
 
 def test_a_pack_read_before_an_invalidation_is_not_stored(dyntom_stages):  # noqa: F811
@@ -244,20 +237,20 @@ def test_a_pack_read_before_an_invalidation_is_not_stored(dyntom_stages):  # noq
         run=run, dyntom_question=question, parse_status="ok", correct=True
     )
     run_outcomes([run.pk])
-    started_from = DynToMRunOutcomes.objects.get(run=run).generation
+    started_from = PackedRun.objects.get(run=run).generation
     n, last, stale = _pack(run.pk)  # a slow build reads the old answer ...
     Prediction.objects.filter(pk=prediction.pk).update(correct=False)
-    dyntom_outcomes_invalidate(run_ids=[run.pk])  # ... the writer changes it meanwhile
-    _store(run.pk, started_from, n, last, stale)  # ... and the build stores late
-    assert DynToMRunOutcomes.objects.get(run=run).predictions is None
+    packs_invalidate(run_ids=[run.pk])  # ... the writer changes it meanwhile
+    pack_store(run.pk, started_from, n, last, stale)  # ... and the build stores late
+    assert PackedRun.objects.get(run=run).predictions is None
     assert _overall(run) == 0.0
     # Invalidating a run never packed leaves a placeholder a late first build cannot fill.
     other = Run.objects.create(name="o", benchmark="dyntom", method="vanilla", model="m")
     Prediction.objects.create(run=other, dyntom_question=question, parse_status="ok", correct=True)
     n, last, data = _pack(other.pk)
-    dyntom_outcomes_invalidate(run_ids=[other.pk])
-    _store(other.pk, None, n, last, data)
-    assert DynToMRunOutcomes.objects.get(run=other).predictions is None
+    packs_invalidate(run_ids=[other.pk])
+    pack_store(other.pk, None, n, last, data)
+    assert PackedRun.objects.get(run=other).predictions is None
 
 
 def test_a_finished_engine_run_is_packed(
@@ -276,7 +269,7 @@ def test_a_finished_engine_run_is_packed(
     )
     with django_capture_on_commit_callbacks(execute=True):
         assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
-    packed = DynToMRunOutcomes.objects.get(run=run)
+    packed = PackedRun.objects.get(run=run)
     assert packed.predictions == run.predictions.count() > 0
     assert unpacked_predictions(run_prediction_counts(run_ids=[run.pk])) == 0
 
