@@ -89,7 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error_body("request body is not JSON", "invalid_request_error"))
             return
         owner = self.server.owner
-        reply = owner._next_reply(request_json, self.headers.get("Authorization", ""))
+        reply = owner._next_reply(request_json, dict(self.headers.items()))
         try:
             owner._wait(owner.fixed_latency + reply.delay)
         finally:
@@ -165,10 +165,11 @@ class LLMTestServer:
         self._requests: list[dict[str, Any]] = []
         self._answered_requests: list[dict[str, Any]] = []
         self._answered_at: list[float] = []
-        self._authorizations: list[str] = []
+        self._request_headers: list[dict[str, str]] = []
         self._in_flight = 0
         self._max_in_flight = 0
         self._sockets: set[socket.socket] = set()
+        self._connections_opened = 0
         self._http: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -263,8 +264,9 @@ class LLMTestServer:
             self._requests.clear()
             self._answered_requests.clear()
             self._answered_at.clear()
-            self._authorizations.clear()
+            self._request_headers.clear()
             self._max_in_flight = self._in_flight
+            self._connections_opened = 0
             self.responder = default_responder
 
     # -- what was received -------------------------------------------------------
@@ -308,8 +310,12 @@ class LLMTestServer:
     @property
     def authorizations(self) -> list[str]:
         """The Authorization header of each chat request."""
+        return self.header_values("Authorization")
+
+    def header_values(self, name: str) -> list[str]:
+        """One header of each chat request, in order ("" where it was not sent)."""
         with self._lock:
-            return list(self._authorizations)
+            return [headers.get(name.lower(), "") for headers in self._request_headers]
 
     @property
     def max_in_flight(self) -> int:
@@ -318,16 +324,22 @@ class LLMTestServer:
             return self._max_in_flight
 
     @property
+    def connections_opened(self) -> int:
+        """TCP connections accepted since the start or reset (each kept-alive one once)."""
+        with self._lock:
+            return self._connections_opened
+
+    @property
     def pending_replies(self) -> int:
         with self._lock:
             return len(self._script)
 
     # -- used by the handler -----------------------------------------------------
 
-    def _next_reply(self, request_json: dict[str, Any], authorization: str) -> Reply:
+    def _next_reply(self, request_json: dict[str, Any], headers: dict[str, str]) -> Reply:
         with self._lock:
             self._requests.append(request_json)
-            self._authorizations.append(authorization)
+            self._request_headers.append({k.lower(): v for k, v in headers.items()})
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             scripted = self._script.popleft() if self._script else None
@@ -365,6 +377,7 @@ class LLMTestServer:
         with self._lock:
             if add:
                 self._sockets.add(sock)
+                self._connections_opened += 1
             else:
                 self._sockets.discard(sock)
 

@@ -104,6 +104,24 @@ def test_complete_many_respects_the_concurrency_limit(openai_backend, llm_server
     assert llm_server.max_in_flight == 3
 
 
+def test_calls_in_flight_reuse_their_connections(openai_backend, llm_server):
+    # One client per call in flight, each keeping its connection alive: 30 calls at 3
+    # in flight open 3 connections, not one per call, and every client sends the
+    # backend's own headers.
+    openai_backend.max_concurrency = 3
+    openai_backend.options = {"headers": {"X-Proxy-Auth": "proxy-token"}}
+    llm_server.fixed_latency = 0.05
+    backend = get_backend(openai_backend)
+    for _ in range(2):
+        results = dict(backend.complete_many([_request(f"q{i}") for i in range(15)]))
+        assert len(results) == 15
+    backend.close()
+    assert llm_server.request_count == 30
+    assert llm_server.max_in_flight == 3
+    assert llm_server.connections_opened == 3
+    assert llm_server.header_values("X-Proxy-Auth") == ["proxy-token"] * 30
+
+
 @pytest.mark.parametrize(
     ("headers", "expected"),
     [
