@@ -375,18 +375,24 @@ class Prediction(models.Model):
         REFUSED = "refused", "refused"
         MISSING = "missing", "missing from the output"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="predictions")
+    # Indexed by (run, parse_status, id) in Meta, which serves every lookup by run.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="predictions", db_index=False
+    )
     call = models.ForeignKey(
         RunCall, on_delete=models.CASCADE, null=True, blank=True, related_name="predictions"
     )
     sample_index = models.PositiveSmallIntegerField(default=0)
-    # Exactly one item reference is set, by benchmark.
+    # Exactly one item reference is set, by benchmark. Each is indexed where it is set
+    # only (Meta): a full index would take an entry for every NULL, and each prediction
+    # row would update three item indexes where one holds anything.
     dyntom_question = models.ForeignKey(
         "benchmarks.DynToMQuestion",
         on_delete=models.CASCADE,
         null=True,
         blank=True,
         related_name="predictions",
+        db_index=False,
     )
     qa_item = models.ForeignKey(
         "benchmarks.QAItem",
@@ -394,6 +400,7 @@ class Prediction(models.Model):
         null=True,
         blank=True,
         related_name="predictions",
+        db_index=False,
     )
     speaker_instance = models.ForeignKey(
         "benchmarks.SpeakerInstance",
@@ -401,6 +408,7 @@ class Prediction(models.Model):
         null=True,
         blank=True,
         related_name="predictions",
+        db_index=False,
     )
     # The model's reply. A call that answers many items (a whole DynToM stage) keeps its
     # reply once, on the call, and this stays blank: 70 copies per stage would make the
@@ -438,7 +446,24 @@ class Prediction(models.Model):
                 name="prediction_instance_unique",
             ),
         ]
-        indexes = [models.Index(fields=["run", "parse_status"])]
+        indexes = [
+            # Serves every lookup by run and by run and status, and answers the reports'
+            # fingerprint (count, unparseable and highest id per run) from the index
+            # alone, without reading the rows.
+            models.Index(fields=["run", "parse_status", "id"], name="prediction_run_status"),
+            *(
+                models.Index(
+                    fields=[field],
+                    condition=models.Q(**{f"{field}__isnull": False}),
+                    name=f"prediction_{short}_set",
+                )
+                for field, short in (
+                    ("dyntom_question", "dyntom"),
+                    ("qa_item", "qa_item"),
+                    ("speaker_instance", "instance"),
+                )
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run} {self.parsed_answer or self.parse_status}"
