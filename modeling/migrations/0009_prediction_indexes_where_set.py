@@ -49,6 +49,14 @@ def create_field_indexes(apps, schema_editor) -> None:
         )
 
 
+# (field, index name, model it references) of the item references.
+ITEMS = (
+    ("dyntom_question", "prediction_dyntom_set", "benchmarks.dyntomquestion"),
+    ("qa_item", "prediction_qa_item_set", "benchmarks.qaitem"),
+    ("speaker_instance", "prediction_instance_set", "benchmarks.speakerinstance"),
+)
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("benchmarks", "0004_import_job_uploads"),
@@ -61,55 +69,31 @@ class Migration(migrations.Migration):
             index=models.Index(fields=["run", "parse_status", "id"], name="prediction_run_status"),
         ),
         migrations.RemoveIndex(model_name="prediction", name="modeling_pr_run_id_6338cd_idx"),
-        migrations.AddIndex(
-            model_name="prediction",
-            index=models.Index(
-                condition=models.Q(("dyntom_question__isnull", False)),
-                fields=["dyntom_question"],
-                name="prediction_dyntom_set",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="prediction",
-            index=models.Index(
-                condition=models.Q(("qa_item__isnull", False)),
-                fields=["qa_item"],
-                name="prediction_qa_item_set",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="prediction",
-            index=models.Index(
-                condition=models.Q(("speaker_instance__isnull", False)),
-                fields=["speaker_instance"],
-                name="prediction_instance_set",
-            ),
+        *(
+            migrations.AddIndex(
+                model_name="prediction",
+                index=models.Index(
+                    condition=models.Q((f"{field}__isnull", False)), fields=[field], name=name
+                ),
+            )
+            for field, name, _ in ITEMS
         ),
         migrations.SeparateDatabaseAndState(
             state_operations=[
-                migrations.AlterField(
-                    model_name="prediction",
-                    name="dyntom_question",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="predictions",
-                        to="benchmarks.dyntomquestion",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="prediction",
-                    name="qa_item",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="predictions",
-                        to="benchmarks.qaitem",
-                    ),
+                *(
+                    migrations.AlterField(
+                        model_name="prediction",
+                        name=field,
+                        field=models.ForeignKey(
+                            blank=True,
+                            db_index=False,
+                            null=True,
+                            on_delete=django.db.models.deletion.CASCADE,
+                            related_name="predictions",
+                            to=to,
+                        ),
+                    )
+                    for field, _, to in ITEMS
                 ),
                 migrations.AlterField(
                     model_name="prediction",
@@ -119,18 +103,6 @@ class Migration(migrations.Migration):
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="predictions",
                         to="modeling.run",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="prediction",
-                    name="speaker_instance",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="predictions",
-                        to="benchmarks.speakerinstance",
                     ),
                 ),
             ],
