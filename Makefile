@@ -33,8 +33,14 @@ serve: $(VENV)/.installed
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	PORT=$(PORT) $(VENV)/bin/gunicorn -c config/gunicorn_conf.py
 
+# The suite runs in TEST_WORKERS pytest-xdist processes (default: one per core; each has
+# its own database, data folder and broker keys: config/settings/test.py), work-stealing
+# so that a long test does not hold back a worker's queue, and prints its 15 slowest
+# tests at the end. `make test TEST_WORKERS=0` runs it in this one process.
+TEST_WORKERS ?= $(shell nproc)
+
 test: $(VENV)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal) --durations=15 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

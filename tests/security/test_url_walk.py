@@ -198,9 +198,28 @@ def _resolves(url: str, route: Route) -> bool:
     return match.func == route.pattern.callback or match.route == route.text
 
 
-def test_no_url_answers_malformed_input_with_a_server_error(world):
+# The walk is split into shards (every SHARDS-th pattern each) so that pytest-xdist
+# spreads its ~70 s over the workers instead of leaving one worker with all of it;
+# together the shards walk every pattern, as one test did.
+SHARDS = 8
+
+
+def _shard(routes: list[Route], shard: int) -> list[Route]:
+    """Every SHARDS-th pattern from ``shard``, in the resolver's order."""
+    return routes[shard::SHARDS]
+
+
+def test_the_shards_walk_every_pattern_once():
     routes = list(_routes(get_resolver().url_patterns))
     assert len(routes) > 100  # the admin, the API and our pages are all in the walk
+    walked = [route.text for shard in range(SHARDS) for route in _shard(routes, shard)]
+    assert sorted(walked) == sorted(route.text for route in routes)
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_url_answers_malformed_input_with_a_server_error(world, shard):
+    routes = _shard(list(_routes(get_resolver().url_patterns)), shard)
+    assert len(routes) > 100 // SHARDS
     ids = world["ids"]
     instance = world["instance"]
     answer_fields = {f"choice-{instance}": None, f"evidence-{instance}": None}
@@ -258,5 +277,5 @@ def test_no_url_answers_malformed_input_with_a_server_error(world):
 
     print(f"{len(routes)} patterns, {requests} requests")  # shown with pytest -s
     assert not unresolved, f"patterns the walk could not fill: {unresolved}"
-    assert requests > 2000
+    assert requests > 2000 // SHARDS
     assert not failures, f"{len(failures)} server errors:\n" + "\n".join(failures)
