@@ -128,6 +128,9 @@ class _Compiled:
     for_update: bool
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 class CompiledQuery:
     """``build(**slots)`` compiled once per connection; :meth:`first` runs it with values.
 
@@ -189,6 +192,11 @@ class CompiledQuery:
             raise TransactionManagementError(
                 "select_for_update cannot be used outside of a transaction."
             )
+        for name, kind in self._kinds.items():
+            if kind is int and not _INT64_MIN <= values[name] <= _INT64_MAX:
+                # No 64-bit id column holds it: no row, as Django's own integer lookups
+                # answer, where the raw parameter would overflow SQLite's INTEGER.
+                return None
         params = list(compiled.params)
         for name, positions in compiled.slots.items():
             for position in positions:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.http import FileResponse
 from django.utils.text import slugify
 
+from common.request_params import number_list
 from studies.models import Study
 
 from .exporting import package_export
@@ -64,7 +65,9 @@ def options_from_query(params: Mapping[str, str]) -> PackageOptions:
         runs: str | tuple[int, ...] = "all"
     else:
         try:
-            runs = tuple(sorted({int(part) for part in runs_text.split(",") if part.strip()}))
+            # Bounded digits (common.request_params): int() took 10**30, which overflowed
+            # SQLite's INTEGER in the runs query (a 500).
+            runs = tuple(sorted(set(number_list(runs_text, name="runs"))))
         except ValueError:
             raise BadOptions(
                 "runs", f"runs: {runs_text!r} is neither 'all' nor ids like 3,5"
