@@ -7,6 +7,11 @@ import pytest
 from django.conf import settings
 
 from tests.llm_server import LLMTestServer
+from tests.module_rows import ModuleRows, NoModuleRows, is_transactional
+
+# The module transactions open in this process: at most one, as pytest runs one module
+# at a time (tests/module_rows.py).
+_OPEN_MODULE_ROWS: list[ModuleRows] = []
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +21,39 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.fail(f"shared data not found at {path}; set TOMLAB_SHARED_DATA")
     return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_rows(request) -> Iterator[ModuleRows | NoModuleRows]:
+    """The rows a module shares (``pytest.mark.module_rows``), built once for its tests."""
+    marker = request.node.get_closest_marker("module_rows")
+    if marker is None:
+        yield NoModuleRows()
+        return
+    request.getfixturevalue("django_db_setup")
+    rows = ModuleRows(request.getfixturevalue("django_db_blocker"))
+    _OPEN_MODULE_ROWS.append(rows)
+    try:
+        rows.open(marker.args, request.getfixturevalue("shared_data"))
+        yield rows
+    finally:
+        rows.close()
+        _OPEN_MODULE_ROWS.remove(rows)
+
+
+@pytest.fixture(autouse=True)
+def _no_module_transaction_under_a_committing_test(request) -> None:
+    """A transactional test must commit: a module transaction left open would hold its
+    rows back from the live server, the worker and the other processes, so it ends here."""
+    if _OPEN_MODULE_ROWS and is_transactional(request):
+        for rows in _OPEN_MODULE_ROWS:
+            rows.close()
+
+
+@pytest.fixture
+def module_rows(_module_rows: ModuleRows | NoModuleRows) -> ModuleRows | NoModuleRows:
+    """This module's shared rows: ``module_rows.shares(name)`` then ``.get(name)``."""
+    return _module_rows
 
 
 @pytest.fixture(autouse=True)

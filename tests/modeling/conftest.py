@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.llm_server import LLMTestServer
+from tests.module_rows import build_dyntom_stages
 from tests.tiny_longformer import build_tiny_longformer
 
 SCREENPLAYS = ("big_fish.fountain", "dead_poets_society.txt")
@@ -30,10 +31,13 @@ def openai_backend(db, llm_server: LLMTestServer):
 
 
 @pytest.fixture
-def dyntom_stages(db, shared_data: Path):
-    """The 24 real DynToM stages from ../shared/data/dyntom, imported."""
-    call_command("import_benchmark", "dyntom", str(shared_data / "dyntom"), "--split", "test")
+def dyntom_stages(db, shared_data: Path, module_rows):
+    """The 24 real DynToM stages from ../shared/data/dyntom, imported; the module's shared
+    rows where it shares them (tests/module_rows.py)."""
     from benchmarks.models import DynToMStage
+
+    if not module_rows.shares("dyntom_stages"):
+        build_dyntom_stages(shared_data)
 
     return DynToMStage.objects.select_related("work").order_by("work__key")
 

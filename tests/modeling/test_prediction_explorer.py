@@ -19,7 +19,7 @@ from modeling.models import Prediction, Run
 from modeling.runs import executor, selectors, services
 from tests.modeling.conftest import answer_all, gold_responder
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
 GARBAGE = "I would rather not pick a letter today."
 

@@ -19,7 +19,7 @@ from modeling.runs.services import run_cancel, run_create, run_resume, runs_requ
 
 from .conftest import answer_all, gold_responder, prompt_keys
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
 
 def _run(backend, **kwargs) -> Run:

@@ -27,7 +27,7 @@ from .test_speaker_guess_pipeline import big_fish
 
 __all__ = ["big_fish", "chartom_items", "examples", "trial149"]  # fixtures used below
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
 HX = {"HX-Request": "true"}
 # Markup and an ampersand, to see the reply escaped, and long enough to be cut.

@@ -16,7 +16,7 @@ from modeling.models import PromptTemplate, Run
 from modeling.runs import executor, prompt_templates, services
 from tests.modeling.conftest import gold_responder
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
 HX = {"HX-Request": "true"}
 

@@ -48,7 +48,7 @@ from tests.modeling.conftest import (  # noqa: F401
     openai_backend,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
 GOLDEN = Path(__file__).parent / "dyntom_report_golden.json"
 SELECTIONS = {

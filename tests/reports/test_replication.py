@@ -30,8 +30,9 @@ from reports.replication.importing import PackageError, package_import, package_
 from reports.replication.tables import CELL_LIMIT, table_read
 from studies.models import ChoiceAnswer, Guess, Participant, Study, StudyTextVersion
 from tests.factories import UserFactory
+from tests.module_rows import build_demo
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("demo")]
 
 STUDIES = {"tom-in-amc": SCENE_STUDY, "chartom-qa": CHARTOM_STUDY, "dyntom": DYNTOM_STUDY}
 KEY_ENV = "H6_REPLICATION_TEST_KEY"
@@ -40,8 +41,9 @@ STORED_KEY = "sk-h6-stored-key-value-abcdef0123456789"
 
 
 @pytest.fixture
-def demo() -> dict[str, Study]:
-    call_command("load_demo", stdout=StringIO(), stderr=StringIO())
+def demo(module_rows, shared_data) -> dict[str, Study]:
+    if not module_rows.shares("demo"):
+        build_demo(shared_data)
     return {benchmark: Study.objects.get(name=name) for benchmark, name in STUDIES.items()}
 
 

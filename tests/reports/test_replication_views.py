@@ -6,19 +6,18 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from io import StringIO
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
 from django.urls import include, path
 
 from demo.studies import DYNTOM_STUDY
 from modeling.models import Run
 from reports.models import ReplicationImport
 from studies.models import Study
+from tests.module_rows import build_demo
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
+pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__), pytest.mark.module_rows("demo")]
 
 # config/api_router.py is to mount the package API before the studies API; until it
 # does, this module's URLconf mounts it the same way for these tests.
@@ -29,8 +28,9 @@ urlpatterns = [
 
 
 @pytest.fixture
-def study(db) -> Study:
-    call_command("load_demo", stdout=StringIO(), stderr=StringIO())
+def study(db, module_rows, shared_data) -> Study:
+    if not module_rows.shares("demo"):
+        build_demo(shared_data)
     return Study.objects.get(name=DYNTOM_STUDY)
 
 

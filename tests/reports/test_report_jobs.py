@@ -22,7 +22,7 @@ from tests.modeling import conftest as run_fixtures
 from tests.reports import test_views as view_tests
 from tests.reports.test_views import HX, make_dyntom_run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages", "dyntom_runs")]
 
 # Fixtures shared with the page tests (this folder has no conftest of its own).
 dyntom_stages = run_fixtures.dyntom_stages

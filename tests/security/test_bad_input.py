@@ -18,7 +18,7 @@ from studies.models import Guess, StudyItem
 from tests.studies.conftest import friends, live_study  # noqa: F401 - fixtures
 from tests.studies.test_rater_views import HTMX, current, instances, invite, to_scenes, url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 HUGE = "9" * 5000
 

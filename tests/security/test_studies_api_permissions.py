@@ -23,7 +23,7 @@ from studies.participation.services import participants_invite
 from studies.services import study_create
 from tests.studies.conftest import friends, live_study  # noqa: F401 - fixtures used below
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 HUGE = 10**30  # past any database integer
 NUL = "a\x00b"

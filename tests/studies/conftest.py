@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
+
+from tests.module_rows import build_friends
 
 
 @pytest.fixture
-def friends(db, shared_data):
-    """The Friends work from ../shared/data/tvshowguess (scenes, instances, annotations)."""
-    call_command(
-        "import_benchmark", "tvshowguess", str(shared_data / "tvshowguess" / "friends.raw")
-    )
+def friends(db, shared_data, module_rows):
+    """The Friends work from ../shared/data/tvshowguess (scenes, instances, annotations);
+    the module's shared rows where it shares them (tests/module_rows.py)."""
     from benchmarks.models import Work
 
-    return Work.objects.get(benchmark="tvshowguess")
+    if module_rows.shares("friends"):
+        return Work.objects.get(pk=module_rows.get("friends"))
+    return Work.objects.get(pk=build_friends(shared_data))
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from studies.models import (
 from studies.scene.annotation_import import annotations_as_study
 from studies.scene.services import participant_score
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 STUDY_MODELS = (Study, StudyItem, Participant, Familiarity, WorkSession, Assignment, Guess)
 

@@ -17,7 +17,7 @@ from studies.services import StudyError, study_create, study_delete, study_updat
 from tests.factories import DynToMQuestionFactory, DynToMScenarioFactory, DynToMStageFactory
 from tests.studies.test_choice_services import _books
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 @pytest.fixture

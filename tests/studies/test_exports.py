@@ -24,7 +24,7 @@ from studies.participation.services import participants_invite
 from .test_choice_services import _join, chartom_study
 from .test_rater_views import current, instances, invite, keep_scenes, to_scenes, url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 NEW_COLUMNS = {
     "excluded",

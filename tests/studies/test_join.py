@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from studies.models import Participant, Study
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 def _join(client, study: Study):

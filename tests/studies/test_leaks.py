@@ -25,7 +25,7 @@ from studies.scene.leaks import (
 )
 from studies.services import study_create, study_go_live, study_pause
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 def _chars(*names, aliases=None):

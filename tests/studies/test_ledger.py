@@ -25,7 +25,7 @@ from studies.scene import services as scene_services
 
 from .test_rater_views import current, full_form, invite, keep_scenes, to_scenes, url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from studies.models import (
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

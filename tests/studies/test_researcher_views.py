@@ -28,7 +28,7 @@ from studies.scene.services import (
 from studies.services import study_close, study_create, study_go_live
 from tests.studies.leak_fixtures import BLOCKING, NightShift, night_shift_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 def _rater(study, label, *, seen=False, answer=0, right=True):

@@ -22,7 +22,7 @@ from studies.scene.services import (
 )
 from studies.services import study_pause
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 def _start(study, label="r", seen=False):

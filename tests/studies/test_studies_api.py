@@ -36,7 +36,7 @@ from .test_choice_services import _books, _join, chartom_study
 from .test_exports import _answer_scene, answered  # noqa: F401 - fixture used below
 from .test_rater_views import keep_scenes, to_scenes
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 TAGS = ["beliefs", "intentions"]
 

@@ -35,7 +35,7 @@ from tests.celery_worker import purge_queues, start_worker, stop_worker, wait_fo
 from .test_ledger import answer_all
 from .test_rater_views import current, full_form, invite, keep_scenes, to_scenes, url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
 
 # -- the receiver ---------------------------------------------------------------------------
