@@ -28,6 +28,10 @@ class Command(BaseCommand):
         "for a Celery worker with --background). --dry-run shows the first prompt and the "
         "number of calls and tokens without calling anything."
     )
+    # Like a Celery worker, this starts without Django's system checks: workers and
+    # resumes start it over and over, and a check pass imports every view (0.8 s of CPU
+    # a start on a 2-core machine). `manage.py check --deploy` is where deploys check.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--benchmark", choices=pipeline_benchmarks())
