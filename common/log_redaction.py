@@ -17,10 +17,12 @@ key and option secrets it sends) and anything shaped like an API key or a bearer
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import quote
 
 MASK = "[redacted]"
@@ -47,6 +49,8 @@ MIN_SECRET_LENGTH = 6
 # A prefix this long of a remembered secret is masked with whatever secret-like
 # characters follow it: servers echo keys cut short ("tok_live_Ab12…").
 _PREFIX_LENGTH = 8
+# The shortest base64 run masked for a secret: shorter runs would mask innocent text.
+_BASE64_MIN_CORE = 12
 # Far more than a lab's backends send; bounds the memory of a long-lived worker.
 _MAX_REMEMBERED = 1000
 
@@ -61,10 +65,31 @@ def redact_tokens(text: str) -> str:
     return _TOKEN_QUERY.sub(r"\1[token]", text)
 
 
+def _base64_cores(secret: str) -> set[str]:
+    """What every base64 text holding ``secret`` contains, wherever the secret starts:
+    for each of the three byte offsets, the characters that depend on the secret alone
+    (a server that echoes ``Authorization: Basic …`` or a base64 JSON blob)."""
+    data = secret.encode()
+    cores = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode()
+        start = -(-offset * 4 // 3)  # the characters the unknown bytes before reach
+        end = (offset + len(data)) // 3 * 4  # whole groups only: the next bytes are unknown
+        core = encoded[start:end]
+        if len(core) >= _BASE64_MIN_CORE:
+            cores.add(core)
+            cores.add(core.replace("+", "-").replace("/", "_"))  # the URL-safe alphabet
+    return cores
+
+
 def _variants(secret: str) -> set[str]:
-    # As the secret may appear in an echoed body: plain, JSON-escaped, URL-quoted.
+    # As the secret may appear in an echoed body: plain, JSON-escaped, URL-quoted,
+    # upper- and lower-cased (servers and proxies echo "SK-…"), base64-encoded. Literal
+    # copies, not re.IGNORECASE, which made the masking of every reply 7 times slower.
     escaped = secret.replace("\\", "\\\\").replace('"', '\\"').replace("/", "\\/")
-    return {secret, escaped, quote(secret, safe=""), quote(secret, safe="/")}
+    plain = {secret, escaped, quote(secret, safe=""), quote(secret, safe="/")}
+    cased = {case(value) for value in plain for case in (str.upper, str.lower)}
+    return plain | cased | _base64_cores(secret)
 
 
 def _compile(secrets: Iterable[str]) -> re.Pattern[str] | None:
@@ -75,13 +100,18 @@ def _compile(secrets: Iterable[str]) -> re.Pattern[str] | None:
         if len(secret) >= _PREFIX_LENGTH + 4:
             # The prefix followed by the characters a key is made of.
             # Dots inside (a JWT) but not a full stop after it.
-            alternatives.add(
-                re.escape(secret[:_PREFIX_LENGTH]) + r"(?:[A-Za-z0-9_*\-]|\.(?=[A-Za-z0-9_*\-]))*"
-            )
+            for prefix in {secret[:_PREFIX_LENGTH], secret[:_PREFIX_LENGTH].upper()}:
+                alternatives.add(re.escape(prefix) + r"(?:[A-Za-z0-9_*\-]|\.(?=[A-Za-z0-9_*\-]))*")
     if not alternatives:
         return None
     # Longest first, so a secret is masked whole rather than one of its parts.
     return re.compile("|".join(sorted(alternatives, key=len, reverse=True)))
+
+
+@lru_cache(maxsize=64)
+def _compile_given(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    # A backend masks every reply with the same few secrets: build their pattern once.
+    return _compile(secrets)
 
 
 def _usable(values: Iterable[str]) -> list[str]:
@@ -107,7 +137,7 @@ def mask_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with ``secrets``, every remembered secret and secret-shaped strings masked."""
     if not text:
         return text
-    given = _compile(_usable(secrets))
+    given = _compile_given(tuple(_usable(secrets)))
     if given is not None:
         text = given.sub(MASK, text)
     remembered = _pattern

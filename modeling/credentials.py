@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from functools import lru_cache
 from typing import Any
@@ -282,3 +283,17 @@ class EncryptedOptionsField(models.JSONField):
         if not hasattr(value, "resolve_expression"):
             value = encrypt_option_secrets(value)
         return super().get_db_prep_save(value, connection)
+
+
+def backend_secret_values(backend: Any) -> list[str]:
+    """Every credential a backend's client may send (the key, from its environment
+    variable or the row, and the secret option values), to mask in text that came back."""
+    from .backends.base import BackendError
+
+    secrets = [os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""]
+    try:
+        secrets.append(backend.get_api_key())
+        secrets += option_secret_values(backend.get_options())
+    except (BackendError, CredentialUnreadable):
+        pass  # unreadable: the client cannot send it either
+    return [s for s in secrets if s]

@@ -14,8 +14,9 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from benchmarks.fields import BulkJSONField
+from common import egress
 
-from .backends.policy import host_refusal, key_env_refusal, origin
+from .backends.policy import effective_base_url, host_refusal, key_env_refusal, origin
 from .credentials import (
     CredentialUnreadable,
     EncryptedOptionsField,
@@ -112,7 +113,10 @@ class Backend(models.Model):
             reason := key_env_refusal(self.api_key_env)
         ):
             errors["api_key_env"] = reason
-        if self.kind == self.Kind.OPENAI and (reason := host_refusal(self.base_url)):
+        if self.kind == self.Kind.OPENAI and (
+            reason := host_refusal(self.base_url)
+            or egress.refusal(effective_base_url(self.base_url))
+        ):
             errors["base_url"] = reason
         if errors:
             raise ValidationError(errors)

@@ -26,6 +26,9 @@ def main() -> int:
     # SIGTERM (CI's background demo, a service manager) stops both, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupted)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Local development: backends and webhooks may call servers on this machine (a local
+    # vLLM, a webhook receiver). A shared server leaves loopback refused (docs/configuration.md).
+    env.setdefault("TOMLAB_EGRESS_ALLOW", "127.0.0.0/8,::1,localhost")
     base_url = f"http://127.0.0.1:{PORT}"
     # The demo's logins, pages and invite links, in full now that the port is known.
     subprocess.run(

@@ -371,6 +371,11 @@ TOMLAB_BACKEND_KEY_ENVS = env.list(
 # Hosts (host or host:port) backends may call; empty: any. Checked on save and again
 # whenever a worker makes a client for a backend (the list may have changed since).
 TOMLAB_BACKEND_HOSTS = env.list("TOMLAB_BACKEND_HOSTS", default=[])
+# What the server may call beside public addresses, when a URL a user typed leads to
+# one (backends, Test connection, webhooks; common/egress.py): host names, addresses,
+# CIDR networks. Empty: loopback, private, link-local… addresses are refused. `make run`
+# allows loopback (scripts/run_embedded.py).
+TOMLAB_EGRESS_ALLOW = env.list("TOMLAB_EGRESS_ALLOW", default=[])
 
 # How long a worker holds a model run before another may take it over (seconds).
 MODELING_RUN_LEASE_S = env.int("MODELING_RUN_LEASE_S", default=60)

@@ -43,7 +43,9 @@ if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
     _prefix = f"{DATA_DIR.parent.name}-{DATA_DIR.name}:"  # noqa: F405
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": _prefix}
 
-# The suite's webhook receivers listen on plain http at 127.0.0.1, and retry quickly.
+# The suite's webhook receivers and model servers listen on plain http at 127.0.0.1
+# (the egress tests take the allowance away), and webhooks retry quickly.
+TOMLAB_EGRESS_ALLOW = ["127.0.0.0/8", "::1", "localhost"]
 TOMLAB_WEBHOOK_ALLOW_HTTP = True
 TOMLAB_WEBHOOK_BACKOFF_S = 0.5
 

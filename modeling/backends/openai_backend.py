@@ -26,6 +26,7 @@ from typing import Any
 import httpx2
 import openai
 
+from common import egress
 from common.log_redaction import remember_secrets
 
 from ..credentials import option_secret_values
@@ -98,7 +99,7 @@ class OpenAIChatBackend(ChatBackend):
         if reason := key_env_refusal(config.api_key_env):
             raise BackendConfigError(f"backend {config.name}: api_key_env: {reason}")
         base_url = effective_base_url(config.base_url)
-        if reason := host_refusal(base_url):
+        if reason := host_refusal(base_url) or egress.refusal(base_url):
             raise BackendConfigError(f"backend {config.name}: base_url: {reason}")
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         if config.api_key_env and not key and not config.api_key:
@@ -136,9 +137,15 @@ class OpenAIChatBackend(ChatBackend):
         try:
             return self._idle_clients.get_nowait()
         except queue.Empty:
+            # Every request is checked and sent to the checked address (common.egress),
+            # and no redirect is followed: a 3xx is the server's answer, so the key and
+            # the secret headers never go to another host or port.
             client = openai.OpenAI(
                 **self._client_options,
-                http_client=openai.DefaultHttpxClient(verify=self._ssl_context),
+                http_client=openai.DefaultHttpxClient(
+                    transport=egress.PinnedTransport(verify=self._ssl_context),
+                    follow_redirects=False,
+                ),
             )
             self._clients.append(client)  # list.append is atomic under the GIL
             return client
@@ -203,8 +210,10 @@ class OpenAIChatBackend(ChatBackend):
         message = choice.get("message")
         if not isinstance(message, dict):
             raise BackendError(f"{self.name}: malformed response: choice 0 has no message")
-        text = message.get("content") or ""
-        refusal = message.get("refusal") or None
+        # Masked before anything stores it (RunCall.raw_output, the response cache, the
+        # page, the log): a server may echo the key or a secret header in a reply too.
+        text = self.mask(str(message.get("content") or ""))
+        refusal = self.mask(str(message.get("refusal"))) if message.get("refusal") else None
         usage = completion.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         return ChatResult(

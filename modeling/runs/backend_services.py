@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from django.utils import timezone
 from ..backends import BackendError, ChatRequest
 from ..backends.base import get_backend
 from ..backends.secrets import mask_secrets
-from ..credentials import CredentialUnreadable, option_secret_values
+from ..credentials import backend_secret_values
 from ..models import Backend
 
 logger = logging.getLogger(__name__)
@@ -105,17 +104,6 @@ def backend_enable(*, backend: Backend) -> Backend:
     return backend
 
 
-def _secrets_of(backend: Backend) -> list[str]:
-    """Every credential the client may send, to mask in the text we show."""
-    secrets = [os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""]
-    try:
-        secrets.append(backend.get_api_key())
-        secrets += option_secret_values(backend.get_options())
-    except (BackendError, CredentialUnreadable):
-        pass
-    return [s for s in secrets if s]
-
-
 def backend_test_connection(*, backend: Backend) -> ConnectionResult:
     """Send one short prompt, once (no retries), and record the outcome on the backend.
 
@@ -136,7 +124,7 @@ def backend_test_connection(*, backend: Backend) -> ConnectionResult:
         reply = client.complete(request)
         result = ConnectionResult(
             ok=True,
-            reply=mask_secrets(reply.text, _secrets_of(backend)),
+            reply=mask_secrets(reply.text, backend_secret_values(backend)),
             latency_ms=reply.latency_ms,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
@@ -145,7 +133,9 @@ def backend_test_connection(*, backend: Backend) -> ConnectionResult:
     # raised, with every credential masked.
     except Exception as exc:
         text = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-        result = ConnectionResult(ok=False, error=mask_secrets(text, _secrets_of(backend)))
+        result = ConnectionResult(
+            ok=False, error=mask_secrets(text, backend_secret_values(backend))
+        )
     finally:
         if client is not None:
             client.close()

@@ -24,6 +24,7 @@ from ..backends import (
     get_backend,
 )
 from ..backends.secrets import mask_secrets
+from ..credentials import backend_secret_values
 from ..models import CachedResponse, Run, RunCall
 from ..pipelines import Pipeline, Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
@@ -186,6 +187,7 @@ def _execute_units(
     # Responses already paid for by any earlier run.
     keys = {c.pk: recorder.cache_keys[c.pk] for c in rest}
     cached = {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+    cache_secrets = backend_secret_values(run.backend) if cached and run.backend else []
     hits: list[_Outcome] = []
     to_call: list[RunCall] = []
     for call in rest:
@@ -194,7 +196,9 @@ def _execute_units(
             to_call.append(call)
             continue
         result = ChatResult(
-            text=hit.text,
+            # Masked again as it is reused: replies cached before replies were masked
+            # may hold a key the server echoed.
+            text=mask_secrets(hit.text, cache_secrets),
             prompt_tokens=hit.prompt_tokens,
             completion_tokens=hit.completion_tokens,
             latency_ms=hit.latency_ms,

@@ -41,6 +41,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from common import egress
 from common.queueing import queued_job_create, queued_job_send
 from studies.errors import StudyError
 from studies.models import Participant, Study, WebhookDelivery
@@ -89,6 +90,8 @@ def webhook_url_check(url: str) -> str:
         raise WebhookError("the webhook URL must not hold a user name or password")
     if len(url) > Study._meta.get_field("webhook_url").max_length:
         raise WebhookError("the webhook URL is longer than 500 characters")
+    if reason := egress.refusal(url):
+        raise WebhookError(f"the webhook URL: {reason}")
     return url
 
 
@@ -265,13 +268,11 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, s
     parts = urlsplit(url)
     timeout = float(_setting("TOMLAB_WEBHOOK_TIMEOUT_S"))
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    connection: http.client.HTTPConnection
-    if parts.scheme == "https":
-        connection = http.client.HTTPSConnection(
-            parts.hostname, parts.port, timeout=timeout, context=ssl.create_default_context()
-        )
-    else:
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        # Checked again at each try (common.egress): the name may point elsewhere now.
+        connection = egress.http_connection(url, timeout=timeout)
+    except egress.EgressRefused as exc:
+        return None, str(exc)
     try:
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()

@@ -9,6 +9,7 @@ header: every place that text goes must hold it masked.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -24,7 +25,7 @@ from common import log_redaction
 from common.log_redaction import RedactSecrets, mask_secrets
 from modeling.backends import BackendError
 from modeling.backends.secrets import mask_secrets as backend_mask_secrets
-from modeling.models import Backend, Run, RunCall
+from modeling.models import Backend, CachedResponse, Run, RunCall
 from modeling.runs.direct import run_direct_call, run_direct_create, run_direct_finish
 from modeling.runs.executor import run_execute
 from modeling.runs.services import run_create
@@ -266,3 +267,73 @@ def test_celery_worker_handlers_get_the_redacting_filters(tmp_path):
     assert "raw [redacted]" in output and KEY not in output
     assert "/s/p/[token]/" in output and "AbCdEfGh12345678" not in output
     assert "task Bearer [redacted]" in output
+
+
+def _echo_in_a_reply(request_json: dict) -> str:
+    """A successful reply that repeats what the server was sent, as a misconfigured
+    proxy or a prompt-injected model does: the key as sent, upper-cased and base64-encoded
+    (within a longer blob, as an echoed Authorization header is), and the secret header."""
+    blob = base64.b64encode(f'{{"authorization": "Bearer {KEY}"}}'.encode()).decode()
+    return f"answer a. seen: {KEY} / {KEY.upper()} / {blob} / {HEADER_SECRET.upper()}"
+
+
+def _reply_leaks(text: str) -> list[str]:
+    """The key or the header secret in any case, or a run of the key's base64 (at any of
+    the three byte offsets it may start at in a longer blob)."""
+    found = _leaks(text) + [s for s in (KEY.upper(), HEADER_SECRET.upper()) if s in text]
+    for offset in range(3):
+        if base64.b64encode(b"\0" * offset + KEY.encode()).decode()[4:20] in text:
+            found.append(f"base64 at offset {offset}")
+    return found
+
+
+@pytest.mark.django_db
+def test_a_key_echoed_in_a_successful_reply_is_never_stored_shown_or_reused(
+    client, researcher, echoing_backend, llm_server
+):
+    """Issue 45, finding 3: the reply was stored and shown in clear, and reused from the
+    response cache by later runs; upper-cased and base64 forms were masked nowhere."""
+    DynToMQuestionFactory()
+    llm_server.responder = _echo_in_a_reply
+    runs = []
+    for _ in range(2):  # the second run takes the reply from the response cache
+        run = run_create(
+            benchmark="dyntom",
+            method="vanilla",
+            backend=echoing_backend,
+            selection={"limit": 1},
+            enqueue=False,
+        )
+        run_execute(run_id=run.pk)
+        runs.append(run)
+
+    client.force_login(researcher)
+    calls = list(RunCall.objects.filter(run__in=runs).order_by("pk"))
+    stored = [c.raw_output for c in calls] + list(
+        CachedResponse.objects.values_list("text", flat=True)
+    )
+    pages = [
+        client.get(reverse("modeling:run-detail", args=[run.pk])).content.decode() for run in runs
+    ] + [
+        client.get(reverse("admin:modeling_runcall_change", args=[calls[0].pk])).content.decode(),
+        client.get(reverse("admin:modeling_cachedresponse_changelist")).content.decode(),
+        json.dumps(client.get(reverse("modeling-run-predictions", args=[runs[0].pk])).json()),
+    ]
+
+    assert llm_server.request_count == 1 and calls[1].from_cache
+    assert all("answer a. seen: [redacted]" in text for text in stored)
+    for text in stored + pages:
+        assert _reply_leaks(text) == []
+
+
+def test_upper_case_and_base64_forms_of_a_remembered_secret_are_masked_in_the_log():
+    log_redaction.remember_secrets([KEY])
+    blob = base64.b64encode(f"user:{KEY}".encode()).decode()
+    record = logging.LogRecord("w", logging.INFO, __file__, 1, "%s %s %s", (
+        KEY.upper(), KEY.lower(), blob
+    ), None)  # fmt: skip
+
+    RedactSecrets().filter(record)
+
+    assert record.getMessage().split()[:2] == ["[redacted]", "[redacted]"]
+    assert _reply_leaks(record.getMessage()) == []
