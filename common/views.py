@@ -48,3 +48,28 @@ def queued_job_requeue(request: HttpRequest, pk: int) -> HttpResponse:
     ):
         target = reverse("queued-jobs")
     return redirect(target)
+
+
+# Seconds a client waits before trying again while the database cannot be reached.
+RETRY_AFTER_S = 5
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500, except while the database cannot be reached (restarting, a network
+    blip, "database is locked"): then 503 with ``Retry-After``, which the rater page's
+    script and any client take as "try again", not "your answer is lost"."""
+    import sys
+
+    from django.db import InterfaceError, OperationalError
+    from django.views.defaults import server_error as django_server_error
+
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        response = HttpResponse(
+            "The server cannot reach its database for a moment; nothing you sent was lost. "
+            "Try again in a few seconds.",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    return django_server_error(request)

@@ -11,6 +11,9 @@ from accounts.views import ThrottledLoginView, ThrottledPasswordChangeView, admi
 from common.views import healthz, queued_job_requeue, queued_jobs
 from reports.home import home
 
+# 503 with Retry-After while the database cannot be reached, Django's 500 otherwise.
+handler500 = "common.views.server_error"
+
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),

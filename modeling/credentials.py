@@ -120,8 +120,15 @@ _SECRET_WORDS = frozenset(
 )
 _SECRET_ENDINGS = ("key", "token", "secret", "password")
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-# A value that is a credential whatever its name ("Bearer sk-…", "Basic dXNl…").
-_SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token)\s+\S", re.IGNORECASE)
+# A value that is a credential whatever its name: "Bearer sk-…", "Basic dXNl…", and
+# the shapes of the keys labs hold (OpenAI and compatible servers, Hugging Face, GitHub,
+# Slack, AWS access keys, JWTs), so one under an ordinary name is encrypted and masked.
+_SECRET_VALUE = re.compile(
+    r"^\s*(?:(?:bearer|basic|token)\s+\S|sk-[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{8,}"
+    r"|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_\w{8,}|xox[abprs]-[A-Za-z0-9\-]{8,}"
+    r"|AKIA[0-9A-Z]{16}|eyJ[\w\-]{8,}\.[\w\-]{8,}\.[\w\-]+)",
+    re.IGNORECASE,
+)
 
 
 def is_secret_name(name: str) -> bool:

@@ -31,7 +31,9 @@ logger = logging.getLogger(__name__)
 TEST_PROMPT = "Reply with the single word: ready"
 TEST_MAX_TOKENS = 16
 # A test should answer quickly or say why not; a run keeps the backend's own timeout.
-TEST_TIMEOUT_S = 30.0
+# Short: Test connection answers in the researcher's request (a hanging server held a
+# web thread for the old 30 s).
+TEST_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)

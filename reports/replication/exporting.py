@@ -25,6 +25,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from benchmarks.services import benchmark_export
+from modeling.backends import BackendError
+from modeling.backends.secrets import secret_parts
+from modeling.credentials import option_secret_values
 from modeling.models import Backend, Prediction, PromptTemplate, Run, RunCall
 from studies.exports import response_export
 from studies.models import (
@@ -596,6 +599,14 @@ def _secrets(
             found.append(("an API key", key))
         if backend.api_key_env and (value := os.environ.get(backend.api_key_env, "")):
             found.append((f"the value of {backend.api_key_env}", value))
+        try:
+            options = option_secret_values(backend.get_options())
+        except BackendError:  # unreadable ciphertext: nothing a client could have sent
+            options = []
+        for value in options:
+            # "Bearer sk-…": the credential alone too, as a reply may quote just that.
+            for part in secret_parts(value):
+                found.append(("a secret backend option", part))
         password = urlsplit(backend.base_url).password
         if password:
             found.append(("a password in a backend URL", password))

@@ -16,6 +16,7 @@ import secrets
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -54,6 +55,9 @@ from .tables import CELL_LIMIT, TABLES, TableError, decimal_or_zero, table_read
 
 MAX_BYTES_DEFAULT = 2 * 1024**3  # uncompressed, all files together
 MAX_FILES = 10_000
+# Deeper than any file ToMLab writes (study.json is 4 levels, the reports 6).
+MAX_JSON_DEPTH = 64
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 class PackageError(ValueError):
@@ -97,6 +101,7 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
                 f"{name}: {total:,} bytes unpacked, over the {max_bytes():,}-byte limit"
             )
         root = Path(tmp)
+        files = {m.filename.rstrip("/") for m in members if not m.is_dir()}
         for member in members:
             member_path = PurePosixPath(member.filename)
             unsafe = (
@@ -105,13 +110,49 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
             is_link = (member.external_attr >> 16) & 0o170000 == 0o120000
             if unsafe or is_link:
                 raise PackageError(f"{name}: unsafe member {member.filename!r}")
+            if clash := next((str(p) for p in member_path.parents if str(p) in files), None):
+                raise PackageError(
+                    f"{name}: {clash!r} is both a file and the folder of {member.filename!r}"
+                )
             if member.is_dir():
                 continue
             target = root / member_path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, open(target, "wb") as sink:
+                    shutil.copyfileobj(source, sink)
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError) as exc:
+                # A bad CRC, a truncated or encrypted member, an unknown compression.
+                raise PackageError(
+                    f"{name}: member {member.filename!r} cannot be unpacked ({exc})"
+                ) from None
         yield root
+
+
+# Descriptor properties Frictionless follows to another file: a URL there made the server
+# send a GET wherever the package said (issue 45, finding 6).
+_REFERENCES = ("schema", "dialect", "profile", "$schema")
+
+
+def _refuse_references_elsewhere(root: Path, owner: dict[str, Any], where: str) -> None:
+    """Packages are read offline: a ``schema``, ``dialect`` or ``profile`` that is a URL,
+    or a path outside the package, is refused (a profile may be one of the standard
+    names, which Frictionless validates against its own copy)."""
+    for key in _REFERENCES:
+        value = owner.get(key)
+        if not isinstance(value, str):
+            continue
+        if "://" in value or value.startswith("//"):
+            raise PackageError(
+                f"datapackage.json{where}: {key} {value!r} is a remote reference; packages "
+                "are read offline, from their own files"
+            )
+        if "/" in value or "\\" in value or value.endswith(".json"):
+            member = PurePosixPath(value)
+            if member.is_absolute() or ".." in member.parts or not (root / member).is_file():
+                raise PackageError(
+                    f"datapackage.json{where}: {key} {value!r} is not a file in the package"
+                )
 
 
 def _frictionless_report(descriptor: Path) -> Any:
@@ -131,6 +172,10 @@ def package_validate(root: Path) -> None:
     resources = data.get("resources") if isinstance(data, dict) else None
     if not isinstance(resources, list) or not resources:
         raise PackageError("datapackage.json: no resources listed")
+    _refuse_references_elsewhere(root, data, "")
+    for n, resource in enumerate(resources, start=1):
+        if isinstance(resource, dict):
+            _refuse_references_elsewhere(root, resource, f" resource {n}")
     for n, resource in enumerate(resources, start=1):
         # Only files inside the package: Frictionless would otherwise open a URL or a
         # path elsewhere on this server while validating.
@@ -174,19 +219,51 @@ def package_validate(root: Path) -> None:
 
 def _read_json(root: Path, name: str) -> Any:
     try:
-        return json.loads((root / name).read_text(encoding="utf-8"))
+        value = json.loads((root / name).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PackageError(f"the package has no {name}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PackageError(f"{name}: not JSON ({exc})") from None
+    except RecursionError:
+        raise PackageError(f"{name}: nested too deep (over {MAX_JSON_DEPTH} levels)") from None
+    _check_json(value, name)
+    return value
+
+
+def _check_json(value: Any, name: str) -> None:
+    """Refuse what the database or the code behind would fail on: nesting deeper than
+    ``MAX_JSON_DEPTH``, a whole number outside 64 bits (naming where it is), a NUL."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise PackageError(f"{name}: nested too deep (over {MAX_JSON_DEPTH} levels)")
+        if isinstance(item, dict):
+            stack.extend(
+                (v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in item.items()
+            )
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif (
+            isinstance(item, int)
+            and not isinstance(item, bool)
+            and not _INT64[0] <= item <= _INT64[1]
+        ):
+            raise PackageError(f"{name}: {where or 'the value'}: {item} is out of range")
+        elif isinstance(item, str) and "\x00" in item:
+            raise PackageError(f"{name}: {where or 'the value'}: holds a NUL character")
 
 
 def _table(root: Path, name: str) -> list[dict[str, Any]]:
     path = root / "data" / f"{name}.csv"
     if not path.is_file():
         raise PackageError(f"the package has no data/{name}.csv")
+    data = path.read_bytes()
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise PackageError(f"data/{name}.csv: line {line} holds a NUL character")
     try:
-        return table_read(name, path.read_bytes())
+        return table_read(name, data)
     except (TableError, UnicodeDecodeError) as exc:
         raise PackageError(str(exc)) from None
     except csv.Error as exc:

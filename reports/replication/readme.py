@@ -111,6 +111,16 @@ character, naming the item and the field.
 """
 
 
+SPREADSHEETS = """## Opening the CSVs in a spreadsheet
+
+The CSVs are data for analysis tools (R, pandas, Frictionless), written verbatim so that
+an import rebuilds exactly what was exported and the report comes out the same. Unlike
+ToMLab's other CSV downloads they are not formula-escaped: a cell may begin with `=`,
+`+`, `-` or `@` (a model's reply, a participant's free text), and a spreadsheet that
+opens the file by double-click may run it as a formula. In a spreadsheet, use its import
+wizard with every column set to Text."""
+
+
 def readme_text(*, study: Study, manifest: dict[str, Any], files: list[str]) -> str:
     lines = [
         f"# Replication package: {study.name}",
@@ -133,5 +143,5 @@ def readme_text(*, study: Study, manifest: dict[str, Any], files: list[str]) -> 
             "format (what `manage.py export_benchmark` writes; `import_benchmark` reads it): "
             + ", ".join(f"`{p}`" for p in bundled)
         )
-    lines += ["", NUMBERS]
+    lines += ["", SPREADSHEETS, "", NUMBERS]
     return "\n".join(lines)

@@ -263,3 +263,40 @@ def test_history_reader_and_side_panel_with_perturbed_names(
         page.get_by_text("Earlier scenes (history)").click()  # open again: logged again
     expect(panel).to_contain_text("Karen, we need to talk.")
     assert session.views.filter(where="panel").count() == 2
+
+
+def test_a_save_answered_503_is_retried_after_retry_after_and_lands(
+    live_server, page, screenshot, live_study, friends
+):
+    """Issue 45, finding 10: while the database is briefly unreachable the server answers
+    503 with Retry-After (common.views.server_error); the page says so, saves again
+    after the wait, and the answer is stored once. The browser's own request routing
+    answers the first save with that 503."""
+    live_study.study_items.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["Rater on a bad day"]
+    )
+    page.goto(f"{live_server.url}/s/{participant.token}/")
+    page.get_by_role("button", name="I agree, start").click()
+    page.get_by_role("button", name="No, I have not").click()
+    first = open_scene(participant)
+    instance = speakers_of(first)[0]
+    refused = []
+
+    def first_save_unavailable(route):
+        if route.request.method == "POST" and not refused:
+            refused.append(route.request.url)
+            route.fulfill(status=503, headers={"Retry-After": "1"}, body="database down")
+        else:
+            route.continue_()
+
+    page.route(re.compile(r"/s/[^/]+/.*"), first_save_unavailable)
+    keys_ready(page)
+    page.keyboard.press(digit_for(instance))
+
+    expect(page.get_by_role("status").filter(has_text="saving again in 1 s")).to_be_visible()
+    screenshot("rater-save-retry")
+    expect(page.locator(f"#status-{instance.pk}")).to_have_text("✓ Saved")
+    expect(page.locator("#save-retry")).to_be_hidden()
+    assert len(refused) == 1
+    assert Guess.objects.filter(assignment=first, instance=instance).count() == 1

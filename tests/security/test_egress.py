@@ -14,6 +14,7 @@ narrows it.
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -216,3 +217,30 @@ def test_a_webhook_to_an_internal_address_is_refused_when_set_and_when_sent(
     delivery.refresh_from_db()
     assert "internal address" in delivery.last_error
     assert receiver.requests == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sk-proj-0123456789abcdefXYZ",
+        "hf_0123456789abcdefABCD",
+        "ghp_0123456789abcdefABCD",
+        "AKIAABCDEFGHIJKLMNOP",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+    ],
+)
+def test_an_option_shaped_like_a_key_is_stored_encrypted_under_any_name(db, value):
+    """Finding 10: option values under ordinary names were shown in clear even when they
+    were shaped like a key."""
+    backend = Backend.objects.create(
+        name="shaped",
+        kind=Backend.Kind.OPENAI,
+        base_url="https://llm.lab.example/v1",
+        options={"extra_body": {"note": value}, "temperature_hint": "0.2"},
+    )
+    backend.refresh_from_db()
+
+    assert value not in json.dumps(backend.options)  # ciphertext in the column
+    assert backend.redacted_options()["extra_body"]["note"] == "********"
+    assert backend.redacted_options()["temperature_hint"] == "0.2"
+    assert backend.get_options()["extra_body"]["note"] == value
