@@ -158,13 +158,42 @@ def read_json(path: Path, *, limit: str | None = None) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportDataError(f"cannot read file: {exc}", path=path) from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportDataError(
             f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             path=path,
             record=f"line {exc.lineno}",
         ) from None
+    except RecursionError:
+        raise ImportDataError(f"nested deeper than {MAX_JSON_DEPTH} levels", path=path) from None
+    json_value_check(value, path=path)
+    return value
+
+
+# Deeper than any benchmark's own files (DynToM's are 6 levels, CharToM-QA's 3).
+MAX_JSON_DEPTH = 64
+
+
+def json_value_check(value: Any, *, path: Path | str, record: str | None = None) -> None:
+    """Refuse, naming where, what the database cannot store or the parsers should not
+    walk: nesting deeper than ``MAX_JSON_DEPTH`` levels, a NUL character in a string."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ImportDataError(
+                f"nested deeper than {MAX_JSON_DEPTH} levels", path=path, record=record
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, str) and "\x00" in item:
+            raise ImportDataError(
+                "holds a NUL character", path=path, record=record, field=where or None
+            )
 
 
 def report_unknown_fields(

@@ -35,12 +35,14 @@ from ..books import (
 )
 from ..models import Benchmark, Character, QAItem, ToMDimension, Work
 from .base import (
+    MAX_JSON_DEPTH,
     BenchmarkImporter,
     ImportDataError,
     ImportReport,
     ProgressCallback,
     field_size_check,
     input_size_check,
+    json_value_check,
     report_unknown_fields,
     upsert,
 )
@@ -240,6 +242,11 @@ class CharToMQAImporter(BenchmarkImporter):
             raise ImportDataError(
                 f"malformed JSON: {exc.msg} (column {exc.colno})", path=path, record=record
             ) from None
+        except RecursionError:
+            raise ImportDataError(
+                f"nested deeper than {MAX_JSON_DEPTH} levels", path=path, record=record
+            ) from None
+        json_value_check(data, path=path, record=record)
         item = record_parse(data, path=path, record=record, report=self.report)
         item.record = record
         position = positions.get(item.book_name, 0)

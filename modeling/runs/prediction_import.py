@@ -33,7 +33,12 @@ from typing import Any, NoReturn
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks.importers.base import ImportDataError, ImportReport
+from benchmarks.importers.base import (
+    MAX_JSON_DEPTH,
+    ImportDataError,
+    ImportReport,
+    json_value_check,
+)
 from benchmarks.models import Benchmark, DynToMQuestion
 
 from ..models import Prediction, Run
@@ -261,6 +266,9 @@ class _Reader:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             self.fail(number, f"malformed JSON: {exc.msg} (column {exc.colno})")
+        except RecursionError:
+            self.fail(number, f"nested deeper than {MAX_JSON_DEPTH} levels")
+        json_value_check(data, path=self.path, record=f"line {number}")
         if not isinstance(data, dict):
             self.fail(number, f"expected a JSON object, got {type(data).__name__}")
         if "published_results" in data and "book_name" in data:
@@ -484,7 +492,7 @@ class _Reader:
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             try:
                 return json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.fail(number, "a string that is neither a Python literal nor JSON", name)
 
     def _paper_example(self, number: int, data: dict[str, Any]) -> Iterator[_Line]:

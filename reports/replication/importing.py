@@ -53,8 +53,14 @@ from .items import items_resolve
 from .reports import REPORT_FILES, report_differences, report_normalise, reports_build
 from .tables import CELL_LIMIT, TABLES, TableError, decimal_or_zero, table_read
 
-MAX_BYTES_DEFAULT = 2 * 1024**3  # uncompressed, all files together
+# Uncompressed, all files together: a study with every CharToM-QA item bundled is about
+# 40 MB; 600 MB unpacked held a web thread for 5 minutes (issue 45, finding 7).
+MAX_BYTES_DEFAULT = 256 * 1024**2
 MAX_FILES = 10_000
+# A member over 1 MB that unpacks to more than this many times its packed size is a zip
+# bomb, not data (CSV and JSON pack 5-20 times).
+MAX_RATIO = 100
+_RATIO_FLOOR = 1024**2
 # Deeper than any file ToMLab writes (study.json is 4 levels, the reports 6).
 MAX_JSON_DEPTH = 64
 _INT64 = (-(2**63), 2**63 - 1)
@@ -84,7 +90,9 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
     """The package's files in a temporary folder (removed on leaving).
 
     Refuses what is not a zip, a member outside the folder (an absolute path, ``..``,
-    a link), too many files or more than ``REPLICATION_MAX_BYTES`` unpacked.
+    a link), too many files, more than ``REPLICATION_MAX_BYTES`` unpacked (checked from
+    the zip's directory before anything is written; zipfile stops a member that unpacks
+    past its declared size) or a member packed over ``MAX_RATIO`` times.
     """
     name = name or Path(path).name
     try:
@@ -100,6 +108,13 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
             raise PackageError(
                 f"{name}: {total:,} bytes unpacked, over the {max_bytes():,}-byte limit"
             )
+        for member in members:
+            packed = max(member.compress_size, 1)
+            if member.file_size > _RATIO_FLOOR and member.file_size / packed > MAX_RATIO:
+                raise PackageError(
+                    f"{name}: member {member.filename!r} unpacks {member.file_size // packed}"
+                    f" times its size (over {MAX_RATIO}): refused as a zip bomb"
+                )
         root = Path(tmp)
         files = {m.filename.rstrip("/") for m in members if not m.is_dir()}
         for member in members:

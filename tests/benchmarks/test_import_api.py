@@ -236,3 +236,28 @@ def test_files_spooled_to_disk_import_too(api, settings, shared_data):
         response = api.post(f"{URL}?confirm=1", {"format": "tvshowguess", "files": [data]})
     assert response.status_code == 201, response.content
     assert Work.objects.get().key == "friends"
+
+
+@pytest.mark.parametrize(
+    "name, body, field",
+    [
+        ("nul.jsonl", '{"book_name": "a\\u0000b", "question": "q"}\n', "book_name"),
+        ("deep.jsonl", "[" * 50_000 + "]" * 50_000 + "\n", None),
+        ("deep-object.jsonl", '{"a": ' * 100 + "1" + "}" * 100 + "\n", None),
+    ],
+)
+def test_a_nul_or_deep_nesting_in_a_jsonl_record_is_a_400_naming_the_line(api, name, body, field):
+    """Issue 45, finding 5: a \\u0000 in a JSONL field and a record nested 50,000 deep
+    answered 500."""
+    for fmt in ("chartom-qa", "predictions"):
+        data = {"format": fmt, "files": [upload(name, body)]}
+        if fmt == "predictions":
+            data.update(benchmark="chartom-qa", name="probe")
+        response = api.post(URL, data)
+
+        assert response.status_code == 400, (fmt, response.content)
+        errors = response.json()["errors"]
+        assert any("line 1" in str(e.get("record")) for e in errors), (fmt, errors)
+        if field:
+            assert any(e.get("field") == field for e in errors), (fmt, errors)
+    assert not ImportJob.objects.exists()

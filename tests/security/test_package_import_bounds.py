@@ -10,6 +10,7 @@ a GET to that address (and with a remote ``profile`` the package imported).
 from __future__ import annotations
 
 import json
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -207,3 +208,44 @@ def test_package_csvs_are_verbatim_data_and_the_readme_says_so(tmp_path):
     assert "not formula-escaped" in readme and "every column set to Text" in readme
     assert any(formula.replace('"', '""') in text for text in tables.values())
     assert not any("'" + formula.replace('"', '""') in text for text in tables.values())
+
+
+def test_a_package_unpacking_to_500_mb_is_refused_at_once_leaving_no_temp_files(
+    good, tmp_path, monkeypatch
+):
+    """Finding 7: a 2.4 MB upload that unpacked to 600 MB held a web thread for more than
+    5 minutes and left 601 MB in the temp folder."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    bomb = tmp_path / "bomb.zip"
+    with (
+        zipfile.ZipFile(good) as source,
+        zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as target,
+    ):
+        for name in source.namelist():
+            target.writestr(name, source.read(name))
+        with target.open("data/padding.csv", "w", force_zip64=True) as padding:
+            block = b"0" * (1024 * 1024)
+            for _ in range(500):
+                padding.write(block)
+    assert bomb.stat().st_size < 5 * 1024**2
+
+    # Refused from the zip's directory, before a byte is unpacked (so at once: no timed
+    # assertion, the empty temp folder shows nothing was written).
+    _refused(bomb, "bytes unpacked, over the 268,435,456-byte limit")
+    assert list(temp.iterdir()) == []
+
+
+def test_a_zip_bomb_member_is_refused_by_its_ratio(good, tmp_path, settings):
+    settings.REPLICATION_MAX_BYTES = 10 * 1024**3  # the ratio, not the total, refuses it
+    bomb = tmp_path / "ratio.zip"
+    with (
+        zipfile.ZipFile(good) as source,
+        zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as target,
+    ):
+        for name in source.namelist():
+            target.writestr(name, source.read(name))
+        target.writestr("data/padding.csv", b"0" * (20 * 1024**2))
+
+    _refused(bomb, "data/padding.csv", "zip bomb")
