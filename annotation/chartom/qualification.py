@@ -590,6 +590,13 @@ class ItemResult:
     answer: QualificationAnswer | None
     segments: list[tuple[str, str]] = field(default_factory=list)
     missed: int = 0  # characters of the gold (spaces aside) the answer did not select
+    threshold: float = 1.0
+
+    @property
+    def right(self) -> bool:
+        """Whether this item alone reaches the set's threshold (the per-item verdict
+        the feedback gives when the gold is hidden)."""
+        return self.f1 >= self.threshold
 
     @property
     def f1(self) -> float:
@@ -606,10 +613,12 @@ def feedback_shows_gold(attempt: QualificationAttempt, user: AbstractBaseUser) -
 
 
 def _gold_hidden(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The comparison without the gold: missed text shown as plain text."""
+    """The comparison without the gold: the annotator's own selection, one mark whether
+    or not it is in the gold. Telling "selected, in the gold" from "selected, not in it"
+    gave the gold away to an annotator who selected a whole note (issue 45, finding 9)."""
     out: list[tuple[str, str]] = []
     for label, text in segments:
-        label = "none" if label == "missed" else label
+        label = "selected" if label in ("both", "extra") else "none"
         if out and out[-1][0] == label:
             out[-1] = (label, out[-1][1] + text)
         else:
@@ -632,8 +641,18 @@ def attempt_items(attempt: QualificationAttempt, *, show_gold: bool = True) -> l
             len(part) - sum(c.isspace() for c in part) for lab, part in segments if lab == "missed"
         )
         if not show_gold:
-            segments = _gold_hidden(segments)
-        rows.append(ItemResult(item=item, answer=answer, segments=segments, missed=missed))
+            # Neither where the gold is nor how much of it was missed: a count told an
+            # annotator who selected everything how long the gold is.
+            segments, missed = _gold_hidden(segments), 0
+        rows.append(
+            ItemResult(
+                item=item,
+                answer=answer,
+                segments=segments,
+                missed=missed,
+                threshold=attempt.qset.threshold,
+            )
+        )
     return rows
 
 

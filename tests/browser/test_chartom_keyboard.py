@@ -7,7 +7,8 @@
 2. Paraphrase review: E to edit, the live diff, Ctrl+Enter.
 3. Question choice: 2 picks the second candidate, E edits it, Ctrl+Enter submits; the
    QuestionChoice record holds the edit, its diff and the time taken.
-4. The qualification trial with the keyboard, its result page (missed/extra marked).
+4. The qualification trial with the keyboard, its result page (the annotator's own
+   selection marked, each item right or not; the gold only for the researcher).
 Every page is checked for Content-Security-Policy complaints, and photographed.
 """
 
@@ -265,8 +266,13 @@ def test_qualification_trial_with_the_keyboard(
     # A retry is on the same items, so the annotator is not shown the gold they missed:
     # only their own selection is marked, and how much gold it left out.
     expect(page.locator(".ct-compare .cmp-missed")).to_have_count(0)
-    expect(page.locator(".ct-compare .cmp-extra").first).to_have_text("misses his daughters")
-    expect(page.get_by_test_id("missed")).to_have_text("14 characters of the gold not selected.")
+    expect(page.locator(".ct-compare .cmp-extra")).to_have_count(0)
+    expect(
+        page.locator(".ct-compare .cmp-selected", has_text="misses his daughters")
+    ).to_have_count(1)
+    # One item right, one not: a verdict per item, no gold.
+    expect(page.get_by_test_id("verdict").filter(has_text="✓ Right")).to_have_count(1)
+    expect(page.get_by_test_id("verdict").filter(has_text="Not right yet")).to_have_count(1)
     screenshot("chartom-qualification-result")
     attempt = QualificationAttempt.objects.get(annotator=annotator)
     assert attempt.passed is False and attempt.score == pytest.approx(0.5)

@@ -225,10 +225,10 @@ def test_trial_through_the_views_with_result_and_retry(qset, client, annotator, 
     page = client.get(result_url).content.decode()
     assert "Not qualified" in page
     # The same items come back on a retry (the default), so the gold is not shown:
-    # only the annotator's own selection is marked, and how much gold it missed.
-    assert "cmp-missed" not in page
-    assert '<span class="cmp-extra">misses his daughters</span>' in page
-    assert "14 characters of the gold not selected." in page
+    # only the annotator's own selection is marked, and whether each item was right.
+    assert "cmp-missed" not in page and "cmp-extra" not in page
+    assert '<span class="cmp-selected">misses his daughters</span>' in page
+    assert "✗ Not right yet" in page
     assert "Try again" in page
     # A finished attempt is not changed by a late answer; the item page sends to the result.
     assert client.post(item_url, {"spans": json.dumps([[0, 7]])}).url == result_url

@@ -90,10 +90,12 @@ def test_same_items_again_and_the_feedback_never_shows_the_gold(
     page = result_page(client, first)
 
     assert "Not qualified" in page
-    assert "cmp-missed" not in page  # no gold text is marked anywhere
-    assert '<span class="cmp-extra">Vautrin</span>' in page  # their own wrong selection
-    # "he wants Eugene on his side": 22 characters, spaces aside.
-    assert "22 characters of the gold not selected." in page
+    # No gold text is marked anywhere, not even "selected, in the gold": their own
+    # selection, one mark, and per item whether it reached the threshold.
+    assert "cmp-missed" not in page and "cmp-both" not in page and "cmp-extra" not in page
+    assert '<span class="cmp-selected">Vautrin</span>' in page
+    assert "of the gold not selected" not in page
+    assert "✗ Not right yet" in page
     assert 'data-testid="gold-hidden"' in page
     # The retry is on the same items, and the first attempt is kept as it was.
     second = fail_an_attempt(client)
@@ -215,3 +217,27 @@ def test_a_draft_drawing_more_items_than_it_has_is_not_activated(client, researc
     assert "an attempt draws 3 gold items and the set has 1" in refused.content.decode()
     draft.refresh_from_db()
     assert not draft.is_active
+
+
+def test_selecting_the_whole_note_reveals_nothing_of_the_gold(client, researcher, annotator, notes):
+    """Issue 45, finding 9: selecting every note whole on the first attempt, the "selected,
+    in the gold" marks showed exactly the gold spans, and the next attempt scored 1.0."""
+    create_set(client, researcher, notes)
+    client.force_login(annotator)
+    client.post(reverse("annotation:chartom-qualification-start"))
+    attempt = QualificationAttempt.objects.filter(finished_at__isnull=True).latest("pk")
+    for item in attempt.items.order_by("position"):
+        whole = [[0, len(item.note.note_text)]]
+        client.post(item_url(attempt, item.position), {"spans": json.dumps(whole)})
+    client.post(
+        reverse("annotation:chartom-qualification-finish", kwargs={"attempt_id": attempt.pk})
+    )
+
+    page = result_page(client, attempt)
+
+    for item in attempt.items.order_by("position"):
+        # The whole note is one selection: nothing inside it is told apart.
+        assert f'<span class="cmp-selected">{item.note.note_text}</span>' in page
+    for _note, _dimension, fragment in GOLD:
+        assert f">{fragment}<" not in page
+    assert "cmp-both" not in page and "cmp-missed" not in page and "cmp-extra" not in page
