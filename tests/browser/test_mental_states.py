@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from playwright.sync_api import expect
 
 from modeling.models import MentalStateRecord, Run
@@ -12,6 +11,7 @@ from modeling.runs.services import run_create
 from tests.browser.test_model_runs import log_in
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.test_speaker_guess_pipeline import gold_answers, responder_for
+from tests.module_rows import build_friends
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,13 +21,7 @@ openai_backend = run_fixtures.openai_backend
 def test_mental_state_records_page(
     live_server, page, screenshot, researcher, openai_backend, llm_server, shared_data: Path
 ):
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
     selection = {"scene_limit": 4}
     llm_server.responder = responder_for(gold_answers("tvshowguess", "tompro", {}, selection))
     run = run_create(

@@ -22,6 +22,7 @@ from modeling.pipelines.speaker_guess import parse_scene_reply, read_name, score
 from modeling.runs.executor import run_execute
 from modeling.runs.selectors import run_prediction_summary
 from modeling.runs.services import run_create, run_plan, run_resume
+from tests.module_rows import build_friends
 
 pytestmark = pytest.mark.django_db
 
@@ -43,13 +44,7 @@ def big_fish(db, shared_data: Path) -> Work:
 
 @pytest.fixture
 def friends(db, shared_data: Path) -> Work:
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
     return Work.objects.get(benchmark="tvshowguess")
 
 

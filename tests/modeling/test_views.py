@@ -15,6 +15,7 @@ from django.utils import timezone
 from modeling.models import PromptTemplate, Run
 from modeling.runs import executor, prompt_templates, services
 from tests.modeling.conftest import gold_responder
+from tests.module_rows import build_friends
 
 pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("dyntom_stages")]
 
@@ -467,15 +468,8 @@ def test_mental_states_page_is_for_researchers(client, researcher, rater, openai
 
 
 def test_new_run_form_passes_method_options(client_researcher, openai_backend, shared_data):
-    from django.core.management import call_command
 
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
     data = {
         "benchmark": "tvshowguess",
         "method": "icl",

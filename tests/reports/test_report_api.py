@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from modeling.models import Prediction, Run
 from reports.tables import build_report, report_json
 from tests.factories import DynToMQuestionFactory, DynToMStageFactory
+from tests.module_rows import build_friends
 
 pytestmark = pytest.mark.django_db
 
@@ -68,15 +69,8 @@ def test_run_selection_and_one_table(researcher, runs):
 
 
 def test_tvshowguess_report_has_the_share_keys(researcher, shared_data):
-    from django.core.management import call_command
 
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
     data = _client(researcher).get(_url("tvshowguess")).json()
     assert data["dependence"]["direct"] == 26.49
     assert data == json.loads(json.dumps(report_json(build_report("tvshowguess"))))

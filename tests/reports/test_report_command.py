@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from modeling.models import Prediction, Run
 from reports.tables import build_report
 from tests.factories import DynToMQuestionFactory
+from tests.module_rows import build_friends
 
 pytestmark = pytest.mark.django_db
 
@@ -24,13 +25,7 @@ def _report(*args: str) -> str:
 
 @pytest.fixture
 def friends(shared_data):
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
 
 
 def test_json_for_tvshowguess_has_the_share_keys(friends):

@@ -7,7 +7,6 @@ Every expected number has its arithmetic in a comment next to it.
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -34,6 +33,7 @@ from tests.modeling.conftest import (  # noqa: F401
     gold_responder,
     openai_backend,
 )
+from tests.module_rows import build_friends
 
 pytestmark = pytest.mark.django_db
 
@@ -426,13 +426,7 @@ def test_chartom_generative_and_multichoice_tables():
 
 
 def test_tvshowguess_accuracy_by_dependence_and_long_format(shared_data):
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
     annotated = SpeakerAnnotation.objects.filter(instance__isnull=False).order_by("row_number")
     direct = [a for a in annotated if a.need_history == "yes"][:2]
     indirect = [a for a in annotated if a.need_history == "no" and a.facts_from_memory == "yes"][:1]

@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from metrics.tvshowguess import annotation_shares, dependence_type, evidence_types, reasoning_type
 from reports.tables import build_report, report_json
+from tests.module_rows import build_friends
 
 EXPECTED = {
     "dependence": {"direct": 26.49, "indirect": 19.87, "none": 53.64},
@@ -87,13 +88,7 @@ def test_evidence_counts_every_entry_of_the_first_three_columns() -> None:
 
 @pytest.fixture
 def friends(db, shared_data):
-    call_command(
-        "import_benchmark",
-        "tvshowguess",
-        str(shared_data / "tvshowguess" / "friends.raw"),
-        "--no-progress",
-        verbosity=0,
-    )
+    build_friends(shared_data)
 
 
 @pytest.mark.django_db
