@@ -175,9 +175,16 @@ def read_json(path: Path, *, limit: str | None = None) -> Any:
 MAX_JSON_DEPTH = 64
 
 
-def json_value_check(value: Any, *, path: Path | str, record: str | None = None) -> None:
+# What a database integer column holds (Django's BigIntegerField).
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def json_value_check(
+    value: Any, *, path: Path | str, record: str | None = None, int64: bool = False
+) -> None:
     """Refuse, naming where, what the database cannot store or the parsers should not
-    walk: nesting deeper than ``MAX_JSON_DEPTH`` levels, a NUL character in a string."""
+    walk: nesting deeper than ``MAX_JSON_DEPTH`` levels, a NUL character in a string and,
+    with ``int64``, a whole number outside 64 bits."""
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, where, depth = stack.pop()
@@ -193,6 +200,15 @@ def json_value_check(value: Any, *, path: Path | str, record: str | None = None)
         elif isinstance(item, str) and "\x00" in item:
             raise ImportDataError(
                 "holds a NUL character", path=path, record=record, field=where or None
+            )
+        elif (
+            int64
+            and isinstance(item, int)
+            and not isinstance(item, bool)
+            and not INT64[0] <= item <= INT64[1]
+        ):
+            raise ImportDataError(
+                f"{item} is out of range", path=path, record=record, field=where or None
             )
 
 

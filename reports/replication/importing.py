@@ -30,6 +30,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 
 from benchmarks.importers import ImportDataError
+from benchmarks.importers.base import MAX_JSON_DEPTH, json_value_check
 from benchmarks.models import Work
 from benchmarks.services import benchmark_import
 from common.csv_safe import read_with_field_limit
@@ -61,9 +62,6 @@ MAX_FILES = 10_000
 # bomb, not data (CSV and JSON pack 5-20 times).
 MAX_RATIO = 100
 _RATIO_FLOOR = 1024**2
-# Deeper than any file ToMLab writes (study.json is 4 levels, the reports 6).
-MAX_JSON_DEPTH = 64
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 class PackageError(ValueError):
@@ -246,27 +244,12 @@ def _read_json(root: Path, name: str) -> Any:
 
 
 def _check_json(value: Any, name: str) -> None:
-    """Refuse what the database or the code behind would fail on: nesting deeper than
-    ``MAX_JSON_DEPTH``, a whole number outside 64 bits (naming where it is), a NUL."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            raise PackageError(f"{name}: nested too deep (over {MAX_JSON_DEPTH} levels)")
-        if isinstance(item, dict):
-            stack.extend(
-                (v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in item.items()
-            )
-        elif isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item))
-        elif (
-            isinstance(item, int)
-            and not isinstance(item, bool)
-            and not _INT64[0] <= item <= _INT64[1]
-        ):
-            raise PackageError(f"{name}: {where or 'the value'}: {item} is out of range")
-        elif isinstance(item, str) and "\x00" in item:
-            raise PackageError(f"{name}: {where or 'the value'}: holds a NUL character")
+    """Refuse what the database or the code behind would fail on (the importers' own
+    check): nesting deeper than ``MAX_JSON_DEPTH``, a NUL, a number outside 64 bits."""
+    try:
+        json_value_check(value, path=name, int64=True)
+    except ImportDataError as exc:
+        raise PackageError(str(exc)) from None
 
 
 def _table(root: Path, name: str) -> list[dict[str, Any]]:
