@@ -100,8 +100,9 @@ class ImportUploadForm(forms.Form):
         required=False,
     )
     model = forms.CharField(max_length=255, required=False)
+    strict = forms.ChoiceField(choices=[("", "no"), ("yes", "yes")], required=False)
 
-    OPTION_FIELDS = ("title", "stage", "split", "name", "benchmark", "model")
+    OPTION_FIELDS = ("title", "stage", "split", "name", "benchmark", "model", "strict")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from .uploads import OPTION_LABELS

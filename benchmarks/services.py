@@ -130,14 +130,23 @@ class _DryRunDone(Exception):
 
 
 def _upload_execute(
-    *, source: UploadSource, folder: Path, path: Path, options: dict[str, Any], progress
+    *,
+    source: UploadSource,
+    folder: Path,
+    path: Path,
+    options: dict[str, Any],
+    progress,
+    user: Any = None,
 ) -> UploadOutcome:
     """The source's import of ``path``, then upload paths taken out of ``Work.source``.
 
     DynToM records a new stage's folder as its source: in an upload that is a
     temporary folder, so it is stored relative to the upload (``trial50``).
     """
-    outcome = source.run(path, options, progress)
+    if source.dry_run:
+        outcome = source.run(path, options, progress)
+    else:
+        outcome = source.run(path, options, progress, user=user)
     prefix = f"{folder / uploads.DATA}/"
     Work.objects.filter(source__startswith=prefix).update(
         source=Replace("source", Value(prefix), Value(""))
@@ -190,7 +199,7 @@ def import_uploads_purge() -> list[str]:
     return gone
 
 
-def import_upload_dry_run(
+def import_upload_start(
     *,
     user: Any,
     format_name: str,
@@ -198,7 +207,8 @@ def import_upload_dry_run(
     books: Sequence[uploads.FileLike] = (),
     options: dict[str, Any] | None = None,
 ) -> ImportJob:
-    """Store an upload, lay it out, dry-run its import; the job waits for Confirm.
+    """Store an upload, lay it out and dry-run its import (the job waits for Confirm);
+    or, for a source without a dry run, queue it for a worker at once.
 
     Raises :class:`~benchmarks.uploads.UploadRefused` naming the form field, or the
     file, record and field of the first problem; the upload is deleted then and
@@ -211,6 +221,20 @@ def import_upload_dry_run(
     try:
         incoming = sorted((upload.folder / uploads.INCOMING).iterdir())
         path = source.layout(upload.folder, incoming, options)
+        if not source.dry_run:
+            with transaction.atomic():
+                job = ImportJob.objects.create(
+                    format_name=source.name,
+                    path=str(path),
+                    status=ImportJob.Status.QUEUED,
+                    created_by=user,
+                    upload=upload.id,
+                    files=upload.files,
+                    upload_bytes=upload.size,
+                    options=options,
+                )
+                task_send_on_commit(IMPORT_TASK_NAME, (job.pk,))
+            return job
         report, preview, records = _dry_run(source, upload.folder, path, options)
     except ImportDataError as exc:
         uploads.upload_delete(upload.id)
@@ -238,8 +262,18 @@ def import_upload_dry_run(
 
 
 def import_upload_background(job: ImportJob) -> bool:
-    """Whether Confirm queues the job for a worker (over TOMLAB_IMPORT_BACKGROUND_BYTES)."""
+    """Whether Confirm queues the job for a worker (over TOMLAB_IMPORT_BACKGROUND_BYTES;
+    always for a source without a dry run)."""
+    if job.upload and not _dry_runs(job.format_name):
+        return True
     return job.upload_bytes > settings.TOMLAB_IMPORT_BACKGROUND_BYTES
+
+
+def _dry_runs(format_name: str) -> bool:
+    try:
+        return uploads.upload_source_get(format_name).dry_run
+    except UploadRefused:
+        return True
 
 
 def import_upload_confirm(*, job: ImportJob) -> ImportJob:
@@ -279,13 +313,16 @@ def import_upload_cancel(*, job: ImportJob) -> ImportJob:
     return job
 
 
-def import_job_progress(job: ImportJob) -> int:
-    """Records done: from the upload's progress file while running, else the row."""
+def import_job_progress(job: ImportJob) -> tuple[int, int]:
+    """Records done and the total: from the upload's progress file while running (an
+    import without a dry run learns its total there), else the row."""
     if job.status == ImportJob.Status.RUNNING and job.upload:
-        done = uploads.progress_read(job.upload)
-        if done is not None:
-            return min(done, job.progress_total) if job.progress_total else done
-    return job.progress_done
+        read = uploads.progress_read(job.upload)
+        if read is not None:
+            done, total = read
+            total = job.progress_total or total
+            return (min(done, total) if total else done), total
+    return job.progress_done, job.progress_total
 
 
 def _upload_job_run(job: ImportJob) -> str:
@@ -302,6 +339,7 @@ def _upload_job_run(job: ImportJob) -> str:
                 path=Path(job.path),
                 options=dict(job.options),
                 progress=progress,
+                user=job.created_by,
             )
         report = uploads.report_from(outcome, folder)
         status = ImportJob.Status.SUCCEEDED
@@ -318,6 +356,7 @@ def _upload_job_run(job: ImportJob) -> str:
             error=error,
             report=report,
             progress_done=progress.done,
+            progress_total=max(job.progress_total, progress.total),
             finished_at=timezone.now(),
         )
         uploads.upload_delete(job.upload)

@@ -107,6 +107,8 @@ class UploadOutcome:
     report: Any  # an ImportReport (counts, warnings, maybe notes)
     notes: list[str] = field(default_factory=list)
     refs: dict[str, Any] = field(default_factory=dict)
+    # (label, URL) of what the import made, shown with its report (a study it became).
+    links: list[tuple[str, str]] = field(default_factory=list)
 
 
 # The options a source may take, by name: label and help text (form and API).
@@ -128,7 +130,12 @@ OPTION_LABELS: dict[str, tuple[str, str]] = {
         "For lines without a benchmark field; other benchmarks' lines are skipped.",
     ),
     "model": ("Model", "For lines without a model field; other models' lines are skipped."),
+    "strict": (
+        "Strict",
+        "yes: refuse the package if a rebuilt report differs from the packaged one.",
+    ),
 }
+YES = ("yes", "true", "on", "1")
 OPTION_MAX = {"title": 255, "stage": 100, "name": 200, "model": 255}
 
 
@@ -146,6 +153,10 @@ class UploadSource:
     preview: Callable[[Path, dict[str, Any], UploadOutcome], list[dict[str, Any]]]
     book_extensions: tuple[str, ...] = (".txt",)
     required: tuple[str, ...] = ()  # options that must be given
+    # False: no dry run in the request; the upload is queued for a worker at once (a
+    # replication package: one all-or-nothing transaction whose checks alone can take
+    # minutes). ``run`` then also gets ``user=`` (the job's creator).
+    dry_run: bool = True
 
     @property
     def accept(self) -> str:
@@ -196,6 +207,12 @@ def options_clean(source: UploadSource, raw: dict[str, Any]) -> dict[str, Any]:
             )
         if name == "benchmark" and value not in Benchmark.values:
             raise UploadRefused(f"choose one of {', '.join(Benchmark.values)}", field=name)
+        if name == "strict":
+            if value.lower() not in (*YES, "no", "false", "off", "0"):
+                raise UploadRefused("yes or no", field=name)
+            if value.lower() not in YES:
+                continue
+            value = "yes"
         out[name] = value
     for name in source.required:
         if not out.get(name):
@@ -346,6 +363,11 @@ class ProgressFile:
         self.every_s = every_s
         self._last = 0.0
 
+    def set_total(self, total: int) -> None:
+        """For an import that learns its size only once it has begun (a package)."""
+        self.total = total
+        self.flush()
+
     def __call__(self, n: int) -> None:
         self.done += n
         now = time.monotonic()
@@ -362,11 +384,11 @@ class ProgressFile:
             pass  # the folder went (cancelled); progress is a courtesy
 
 
-def progress_read(upload_id: str) -> int | None:
-    """Records done so far by the running import of an upload, or None."""
+def progress_read(upload_id: str) -> tuple[int, int] | None:
+    """Records done so far by the running import of an upload, and its total; or None."""
     try:
         data = json.loads((upload_folder(upload_id) / PROGRESS_FILE).read_text())
-        return int(data["done"])
+        return int(data["done"]), int(data["total"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -406,6 +428,7 @@ def report_from(outcome: UploadOutcome, folder: Path) -> dict[str, Any]:
         ],
         "warnings": [scrub(w, folder) for w in data["warnings"]],
         "notes": [scrub(n, folder) for n in [*data.get("notes", []), *outcome.notes]],
+        "links": [{"label": label, "url": url} for label, url in outcome.links],
     }
 
 

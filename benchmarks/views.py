@@ -68,7 +68,7 @@ def import_new(request: HttpRequest) -> HttpResponse:
         form = ImportUploadForm(request.POST, request.FILES)
         if form.is_valid():
             try:
-                job = services.import_upload_dry_run(user=request.user, **form.service_kwargs())
+                job = services.import_upload_start(user=request.user, **form.service_kwargs())
             except UploadRefused as exc:
                 if exc.field in form.fields and exc.file is None and exc.record is None:
                     form.add_error(exc.field, exc.message)
@@ -102,12 +102,12 @@ def import_list(request: HttpRequest) -> HttpResponse:
 
 
 def _job_context(job: ImportJob) -> dict[str, Any]:
-    done = services.import_job_progress(job)
-    total = job.progress_total
+    done, total = services.import_job_progress(job)
     percent = min(100, round(100 * done / total)) if total else job.percent
     return {
         "job": job,
         "done": done,
+        "total": total,
         "percent": percent,
         "background": services.import_upload_background(job) if job.upload else True,
         "polling": job.status in (ImportJob.Status.QUEUED, ImportJob.Status.RUNNING),

@@ -43,6 +43,19 @@ def _sweep_once() -> None:
         close_old_connections()
 
 
+def _leftovers_purge(older_than_s: float) -> None:
+    """Files a killed process left: abandoned uploads, and the temporary folders of
+    package imports run by the command (an upload unpacks in its own folder)."""
+    from benchmarks.services import import_uploads_purge
+    from reports.replication.importing import stale_unpacked_purge
+
+    try:
+        import_uploads_purge()
+        stale_unpacked_purge(older_than_s=older_than_s)
+    except Exception:
+        logger.exception("removing leftover import files failed")
+
+
 def _sweep_forever(every_s: float) -> None:
     while not _stop_sweeping.wait(every_s):
         _sweep_once()
@@ -58,6 +71,7 @@ def sweep_on_start(**kwargs) -> None:
     from django.conf import settings
 
     _sweep_once()
+    _leftovers_purge(settings.TOMLAB_UPLOAD_TTL_S)
     every = settings.TOMLAB_SWEEP_EVERY_S
     if every > 0:
         _stop_sweeping.clear()

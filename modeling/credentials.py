@@ -1,11 +1,8 @@
 """Backend credentials: API keys and secret options encrypted at rest, and shown redacted.
 
-A stored key is a Fernet token (AES-128-CBC + HMAC-SHA256) under a key derived from
-``settings.SECRET_KEY`` with HKDF-SHA256, prefixed with ``fernet:``, so the column
-holds ciphertext only and a database dump or a lookup on the column teaches nothing
-about the key. Keys encrypted under a retired secret stay readable while that secret
-is listed in ``SECRET_KEY_FALLBACKS`` (Django's own rotation setting).
-https://cryptography.io/en/latest/fernet/
+A stored key is ciphertext (``common.secrets``: Fernet under a key derived from
+``settings.SECRET_KEY``), so a database dump or a lookup on the column teaches nothing
+about the key.
 
 Option values named like secrets (``headers.Authorization``, ``api_key``, ``token``…)
 or shaped like one ("Bearer …") are stored the same way, each as its own ciphertext
@@ -16,99 +13,24 @@ decrypts them for the LLM client.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
-from functools import lru_cache
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
 from django.db import models
 
-CIPHERTEXT_PREFIX = "fernet:"
-REDACTED = "********"
-# Fixed, public inputs of the derivation: they only separate this use of SECRET_KEY
-# from Django's own (signing, sessions), as HKDF's salt and info are meant to.
-_HKDF_SALT = b"tomlab.modeling.credentials"
-_HKDF_INFO = b"backend api key v1"
-
-
-class CredentialUnreadable(Exception):
-    """A stored key that no current or fallback SECRET_KEY decrypts."""
-
-
-@lru_cache(maxsize=8)
-def _fernet_for(secret: str) -> Fernet:
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT, info=_HKDF_INFO).derive(
-        secret.encode("utf-8")
-    )
-    return Fernet(base64.urlsafe_b64encode(derived))
-
-
-def _box() -> MultiFernet:
-    # Read the settings on every call: tests and key rotation change them at run time.
-    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet([_fernet_for(secret) for secret in secrets])
-
-
-def is_ciphertext(value: str) -> bool:
-    return value.startswith(CIPHERTEXT_PREFIX)
-
-
-def encrypt_secret(plaintext: str) -> str:
-    """The stored form of ``plaintext``; the empty string stays empty (no key)."""
-    if not plaintext:
-        return ""
-    token = _box().encrypt(plaintext.encode("utf-8")).decode("ascii")
-    return CIPHERTEXT_PREFIX + token
-
-
-def decrypt_secret(stored: str) -> str:
-    """The plaintext of a stored key ("" for none)."""
-    if not stored:
-        return ""
-    if not is_ciphertext(stored):
-        raise CredentialUnreadable("the stored key is not ciphertext; save it again")
-    try:
-        return _box().decrypt(stored[len(CIPHERTEXT_PREFIX) :].encode("ascii")).decode("utf-8")
-    except (InvalidToken, UnicodeError):
-        raise CredentialUnreadable(
-            "the stored API key cannot be decrypted with DJANGO_SECRET_KEY (was the secret "
-            "key changed? list the old one in SECRET_KEY_FALLBACKS or type the API key again)"
-        ) from None
-
-
-class EncryptedSecretField(models.TextField):
-    """A text column that only ever receives ciphertext.
-
-    The attribute holds the stored (encrypted) form; plaintext assigned to it is
-    encrypted on save, and plaintext in ``update()`` or an exact/range lookup is
-    encrypted too, so no ORM write can put a key in the clear and no such lookup can
-    compare against one. Pattern lookups (``startswith``…) bypass ``get_prep_value``
-    but only ever see ciphertext; the admin and the API refuse lookups on it anyway.
-    """
-
-    # Marks a column no admin or API lookup, search or ordering may reach
-    # (common.admin_input refuses them by this attribute, whatever the model).
-    holds_secrets = True
-
-    def pre_save(self, model_instance: models.Model, add: bool) -> str:
-        value = getattr(model_instance, self.attname) or ""
-        if value and not is_ciphertext(value):
-            value = encrypt_secret(value)
-            setattr(model_instance, self.attname, value)
-        return value
-
-    def get_prep_value(self, value: Any) -> Any:
-        value = super().get_prep_value(value)
-        if isinstance(value, str) and value and not is_ciphertext(value):
-            return encrypt_secret(value)
-        return value
-
+# The encryption itself is common's (webhook keys use it too); these names stay
+# importable from here for the backends' code and migrations 0004 and 0007.
+from common.secrets import (  # noqa: F401
+    CIPHERTEXT_PREFIX,
+    REDACTED,
+    CredentialUnreadable,
+    EncryptedSecretField,
+    decrypt_secret,
+    encrypt_secret,
+    is_ciphertext,
+)
 
 # Names of option keys whose values are secrets, compared word by word: "api_key",
 # "X-Api-Key", "accessToken", "client_secret", "Authorization" are redacted, while

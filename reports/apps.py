@@ -6,4 +6,10 @@ class ReportsConfig(AppConfig):
     name = "reports"
 
     def ready(self) -> None:
+        # The item bank lists what can be uploaded; it may not import this app.
+        from benchmarks.uploads import upload_source_register
+
         from . import hooks  # noqa: F401  (connects the receivers)
+        from .replication.upload import PACKAGE_SOURCE
+
+        upload_source_register(PACKAGE_SOURCE)

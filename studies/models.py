@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import models
 
 from benchmarks.fields import BulkJSONField
+from common.secrets import EncryptedSecretField
 
 # Table 3 of the ToM-in-AMC paper: the ToM dimensions people used.
 DEFAULT_TOM_TAGS = [
@@ -39,19 +40,16 @@ def default_tags() -> list[str]:
     return list(DEFAULT_TOM_TAGS)
 
 
-class WebhookSecretField(models.CharField):
-    """The key a study's webhook events are signed with (HMAC-SHA256).
+class WebhookSecretField(EncryptedSecretField):
+    """The key a study's webhook events are signed with (HMAC-SHA256), stored encrypted
+    (``common.secrets``): read it with ``decrypt_secret``.
 
     It is shown to the researcher once, when made, and never again: ``editable=False``
     keeps it out of model forms and the admin, and ``holds_secrets`` makes
-    ``common.admin_input`` refuse any admin or API filter, ordering or search reaching it
-    (a ``?webhook_secret__startswith=`` would otherwise read it one character at a time).
+    ``common.admin_input`` refuse any admin or API filter, ordering or search reaching it.
     """
 
-    holds_secrets = True
-
     def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("max_length", 100)
         kwargs.setdefault("blank", True)
         kwargs.setdefault("default", "")
         kwargs.setdefault("editable", False)

@@ -90,6 +90,12 @@ class ImportUploadSerializer(serializers.Serializer):
         max_length=OPTION_MAX["model"],
         help_text="predictions: " + OPTION_LABELS["model"][1],
     )
+    strict = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=5,
+        help_text="replication-package: " + OPTION_LABELS["strict"][1],
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -159,7 +165,7 @@ def _job_payload(request: Request, job: ImportJob) -> dict[str, Any]:
         "options": dict(job.options),
         "upload_bytes": job.upload_bytes,
         "background": services.import_upload_background(job),
-        "progress": {"done": services.import_job_progress(job), "total": job.progress_total},
+        "progress": dict(zip(("done", "total"), services.import_job_progress(job), strict=True)),
         "dry_run": job.dry_run or {"counts": [], "warnings": [], "notes": []},
         "report": job.report or None,
         "preview": list(job.preview),
@@ -241,7 +247,7 @@ class ImportCreateApi(APIView):
             return _serializer_errors(serializer.errors)
         values = serializer.validated_data
         try:
-            job = services.import_upload_dry_run(
+            job = services.import_upload_start(
                 user=request.user,
                 format_name=values["format"],
                 files=values["files"],
@@ -250,6 +256,8 @@ class ImportCreateApi(APIView):
             )
         except UploadRefused as exc:
             return _errors(exc.as_dict())
+        if job.status == ImportJob.Status.QUEUED:  # a format without a dry run
+            return Response(_job_payload(request, job), status=status.HTTP_202_ACCEPTED)
         if request.query_params.get("confirm", "").lower() in TRUE:
             return _confirmed(request, job)
         return Response(_job_payload(request, job))

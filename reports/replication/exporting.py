@@ -7,6 +7,8 @@ zip holds is in ``readme.py`` (the README written into it) and docs/researcher.m
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -25,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from benchmarks.services import benchmark_export
+from common.secrets import CredentialUnreadable, decrypt_secret
 from modeling.backends import BackendError
 from modeling.backends.secrets import secret_parts
 from modeling.credentials import option_secret_values
@@ -524,6 +527,12 @@ def _bundled_items(works: Iterable[tuple[str, str]]) -> dict[str, bytes]:
     return files
 
 
+def _digest(data: bytes) -> dict[str, Any]:
+    """A file's size and SHA-256, as the Data Package spec writes them: the import
+    refuses a file whose bytes no longer match."""
+    return {"bytes": len(data), "hash": f"sha256:{hashlib.sha256(data).hexdigest()}"}
+
+
 def _descriptor(study: Study, manifest: dict[str, Any], files: dict[str, bytes]) -> dict[str, Any]:
     """``datapackage.json``: a Table Schema for every CSV, every other file listed."""
     resources = []
@@ -546,6 +555,7 @@ def _descriptor(study: Study, manifest: dict[str, Any], files: dict[str, bytes])
                     "mediatype": "text/csv",
                     "encoding": "utf-8",
                     "schema": schema(columns),
+                    **_digest(files[path]),
                 }
             )
         else:
@@ -557,7 +567,15 @@ def _descriptor(study: Study, manifest: dict[str, Any], files: dict[str, bytes])
             }.get(suffix, "text/plain")
             # "file": listed and checked to exist, never parsed as a table (a bundled
             # TSV or JSONL is the benchmark's own format, not a package table).
-            resources.append({"name": name, "path": path, "type": "file", "mediatype": mediatype})
+            resources.append(
+                {
+                    "name": name,
+                    "path": path,
+                    "type": "file",
+                    "mediatype": mediatype,
+                    **_digest(files[path]),
+                }
+            )
     return {
         "name": f"tomlab-study-{manifest['package_id'][:8]}",
         "id": manifest["package_id"],
@@ -579,7 +597,10 @@ def _secrets(
     if study.public_token:
         found.append(("the public link token", study.public_token))
     if study.webhook_secret:
-        found.append(("the webhook secret", study.webhook_secret))
+        # The ciphertext is never exported; the key itself must not be in any file (one
+        # unreadable here cannot be in a file of this export either).
+        with contextlib.suppress(CredentialUnreadable):
+            found.append(("the webhook secret", decrypt_secret(study.webhook_secret)))
     user_ids = {p.user_id for p in participants if p.user_id} | {study.created_by_id}
     user_ids |= {r.created_by_id for r in runs}
     for password in (

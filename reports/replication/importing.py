@@ -11,10 +11,13 @@ are built again and compared with the packaged JSON (``report_differences``).
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import re
 import secrets
 import shutil
 import tempfile
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -30,11 +33,12 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 
 from benchmarks.importers import ImportDataError
-from benchmarks.importers.base import MAX_JSON_DEPTH, json_value_check
-from benchmarks.models import Work
+from benchmarks.importers.base import MAX_JSON_DEPTH, ProgressCallback, json_value_check
+from benchmarks.models import SpeakerInstance, Work
 from benchmarks.services import benchmark_import
 from common.csv_safe import read_with_field_limit
 from modeling.models import Prediction, PromptTemplate, Run, RunCall
+from studies.choice.services import dyntom_gold_index
 from studies.models import (
     Assignment,
     ChoiceAnswer,
@@ -76,6 +80,8 @@ class ImportResult:
     messages: list[str] = field(default_factory=list)
     # report file -> differences from the packaged JSON ([]: equal)
     differences: dict[str, list[str]] = field(default_factory=dict)
+    # rows created, by kind ("Participant": 4): empty when nothing was created
+    counts: dict[str, int] = field(default_factory=dict)
     reports: dict[str, Any] = field(default_factory=dict)
 
 
@@ -84,8 +90,13 @@ def max_bytes() -> int:
 
 
 @contextmanager
-def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
-    """The package's files in a temporary folder (removed on leaving).
+def package_unpacked(path: Path, name: str = "", into: Path | None = None) -> Iterator[Path]:
+    """The package's files in a temporary folder, or in ``into`` (removed on leaving).
+
+    An upload unpacks into its own folder (``DATA_DIR/uploads/<id>/``), which goes
+    with the upload whatever happens to the process; the command's temporary folders
+    that a killed process left are removed when a worker starts
+    (:func:`stale_unpacked_purge`).
 
     Refuses what is not a zip, a member outside the folder (an absolute path, ``..``,
     a link), too many files, more than ``REPLICATION_MAX_BYTES`` unpacked (checked from
@@ -93,26 +104,9 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
     past its declared size) or a member packed over ``MAX_RATIO`` times.
     """
     name = name or Path(path).name
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise PackageError(f"{name}: not a zip file ({exc})") from None
-    with archive, tempfile.TemporaryDirectory(prefix="tomlab-import-") as tmp:
-        members = archive.infolist()
-        if len(members) > MAX_FILES:
-            raise PackageError(f"{name}: {len(members)} files, over {MAX_FILES}")
-        total = sum(m.file_size for m in members)
-        if total > max_bytes():
-            raise PackageError(
-                f"{name}: {total:,} bytes unpacked, over the {max_bytes():,}-byte limit"
-            )
-        for member in members:
-            packed = max(member.compress_size, 1)
-            if member.file_size > _RATIO_FLOOR and member.file_size / packed > MAX_RATIO:
-                raise PackageError(
-                    f"{name}: member {member.filename!r} unpacks {member.file_size // packed}"
-                    f" times its size (over {MAX_RATIO}): refused as a zip bomb"
-                )
+    archive = _archive(path, name)
+    with archive, _unpack_folder(into) as tmp:
+        members = package_members_check(archive, name)
         root = Path(tmp)
         files = {m.filename.rstrip("/") for m in members if not m.is_dir()}
         for member in members:
@@ -140,6 +134,73 @@ def package_unpacked(path: Path, name: str = "") -> Iterator[Path]:
                     f"{name}: member {member.filename!r} cannot be unpacked ({exc})"
                 ) from None
         yield root
+
+
+def _archive(path: Path | str, name: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise PackageError(f"{name}: not a zip file ({exc})") from None
+
+
+def package_members_check(archive: zipfile.ZipFile, name: str) -> list[zipfile.ZipInfo]:
+    """The zip's members, refused from its directory alone (nothing is unpacked, so an
+    upload is checked in the request): too many files, too many bytes unpacked, a
+    member packed over ``MAX_RATIO`` times."""
+    members = archive.infolist()
+    if len(members) > MAX_FILES:
+        raise PackageError(f"{name}: {len(members)} files, over {MAX_FILES}")
+    total = sum(m.file_size for m in members)
+    if total > max_bytes():
+        raise PackageError(f"{name}: {total:,} bytes unpacked, over the {max_bytes():,}-byte limit")
+    for member in members:
+        packed = max(member.compress_size, 1)
+        if member.file_size > _RATIO_FLOOR and member.file_size / packed > MAX_RATIO:
+            raise PackageError(
+                f"{name}: member {member.filename!r} unpacks {member.file_size // packed}"
+                f" times its size (over {MAX_RATIO}): refused as a zip bomb"
+            )
+    return members
+
+
+def package_file_check(path: Path, name: str = "") -> None:
+    """What ``package_unpacked`` refuses before unpacking, without unpacking."""
+    with _archive(path, name or path.name) as archive:
+        package_members_check(archive, name or path.name)
+
+
+UNPACK_PREFIX = "tomlab-import-"
+
+
+@contextmanager
+def _unpack_folder(into: Path | None) -> Iterator[str]:
+    if into is None:
+        with tempfile.TemporaryDirectory(prefix=UNPACK_PREFIX) as tmp:
+            yield tmp
+        return
+    # A redelivered job finds what its killed first try unpacked: start clean.
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    try:
+        yield str(into)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def stale_unpacked_purge(*, older_than_s: float) -> list[str]:
+    """Remove the temporary folders of package imports that a killed process left
+    (older than ``older_than_s``: a running import's own folder is younger)."""
+    root = Path(tempfile.gettempdir())
+    cutoff = time.time() - older_than_s
+    gone = []
+    for entry in root.glob(f"{UNPACK_PREFIX}*"):
+        try:
+            if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+                gone.append(entry.name)
+        except OSError:
+            continue
+    return gone
 
 
 # Descriptor properties Frictionless follows to another file: a URL there made the server
@@ -176,8 +237,9 @@ def _frictionless_report(descriptor: Path) -> Any:
     return validate(str(descriptor))
 
 
-def package_validate(root: Path) -> None:
-    """Frictionless validation of ``datapackage.json`` (Table Schemas, files present)."""
+def package_validate(root: Path) -> int:
+    """Frictionless validation of ``datapackage.json`` (Table Schemas, files present,
+    each file's hash); returns the rows of its tables."""
     descriptor = root / "datapackage.json"
     if not descriptor.is_file():
         raise PackageError("the package has no datapackage.json")
@@ -204,12 +266,21 @@ def package_validate(root: Path) -> None:
             raise PackageError(
                 f"datapackage.json resource {n}: path {where!r} is not a file in the package"
             )
+        _check_hash(root / member, where, resource.get("hash"))
     try:
         report = read_with_field_limit(CELL_LIMIT, lambda: _frictionless_report(descriptor))
     except Exception as exc:  # Frictionless raises on descriptors it cannot read at all
         raise PackageError(f"datapackage.json: {exc}") from None
     if report.valid:
-        return
+        # The rows the import reads (responses.csv is the export's own view, not read).
+        tables = {
+            r.get("name")
+            for r in resources
+            if isinstance(r, dict) and r.get("path") in {f"data/{t}.csv" for t in TABLES}
+        }
+        return sum(
+            int((task.stats or {}).get("rows") or 0) for task in report.tasks if task.name in tables
+        )
     problems = []
     for task in report.tasks:
         for error in task.errors:
@@ -228,6 +299,29 @@ def package_validate(root: Path) -> None:
         f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
     )
     raise PackageError(f"the package is not a valid data package: {shown}")
+
+
+_HASH = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def _check_hash(path: Path, member: str, declared: Any) -> None:
+    """Every file carries its SHA-256 in ``datapackage.json`` (the export writes it), so
+    a cell edited after export is refused, not imported as if the study had said it."""
+    match = _HASH.fullmatch(declared) if isinstance(declared, str) else None
+    if match is None:
+        raise PackageError(
+            f'datapackage.json: {member} has no hash ("sha256:…"); this ToMLab imports '
+            "only packages whose every file carries its hash"
+        )
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        for chunk in iter(lambda: source.read(1024 * 1024), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != match[1]:
+        raise PackageError(
+            f"{member}: its contents do not match its hash in datapackage.json "
+            "(the file was changed after export)"
+        )
 
 
 def _read_json(root: Path, name: str) -> Any:
@@ -252,6 +346,27 @@ def _check_json(value: Any, name: str) -> None:
         raise PackageError(str(exc)) from None
 
 
+class _Tables:
+    """Reads the package's tables for the import, telling ``progress`` each table's rows
+    once the import has moved on to the next one (so they are written)."""
+
+    def __init__(self, root: Path, progress: ProgressCallback) -> None:
+        self.root = root
+        self.progress = progress
+        self._pending = 0
+
+    def read(self, name: str) -> list[dict[str, Any]]:
+        self.done()
+        rows = _table(self.root, name)
+        self._pending = len(rows)
+        return rows
+
+    def done(self) -> None:
+        if self._pending:
+            self.progress(self._pending)
+            self._pending = 0
+
+
 def _table(root: Path, name: str) -> list[dict[str, Any]]:
     path = root / "data" / f"{name}.csv"
     if not path.is_file():
@@ -269,18 +384,30 @@ def _table(root: Path, name: str) -> list[dict[str, Any]]:
 
 
 def package_import(
-    path: Path | str, *, user=None, strict: bool = False, name: str = ""
+    path: Path | str,
+    *,
+    user=None,
+    strict: bool = False,
+    name: str = "",
+    into: Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ImportResult:
     """Import the package at ``path``; see the module docstring.
 
     Raises ``PackageError`` naming what is wrong (nothing is written). ``strict``: a
     rebuilt report that differs from the packaged one refuses the import too. ``name``:
     the file's name as its owner knows it (an upload's), for messages and the record.
+    ``into``: the folder to unpack in (created, removed after). ``progress`` is told
+    the rows of each table once they are written, and (``set_total``, where it has
+    one) the package's rows once validated.
     """
     path = Path(path)
     name = name or path.name
-    with package_unpacked(path, name) as root:
-        package_validate(root)
+    progress = progress or (lambda n: None)
+    with package_unpacked(path, name, into) as root:
+        rows = package_validate(root)
+        if set_total := getattr(progress, "set_total", None):
+            set_total(rows)
         manifest = _read_json(root, "manifest.json")
         if not isinstance(manifest, dict):
             raise PackageError("manifest.json: not a JSON object")
@@ -306,7 +433,9 @@ def package_import(
         packaged = {report: _read_json(root, f"reports/{report}") for report in REPORT_FILES}
         try:
             with transaction.atomic():
-                return _import(root, manifest, name, packaged, user=user, strict=strict)
+                return _import(
+                    root, manifest, name, packaged, user=user, strict=strict, progress=progress
+                )
         except PackageError:
             raise
         except (IntegrityError, DjangoValidationError, ValueError, TypeError, KeyError) as exc:
@@ -325,9 +454,12 @@ def _import(
     *,
     user,
     strict: bool,
+    progress: ProgressCallback,
 ) -> ImportResult:
     """Write the package and compare the rebuilt reports (inside the caller's transaction)."""
-    result = _write(root, manifest, name, user=user)
+    tables = _Tables(root, progress)
+    result = _write(root, manifest, name, user=user, tables=tables)
+    tables.done()
     rebuilt = reports_build(
         result.study.benchmark, run_ids=result.run_ids, study_id=result.study.pk
     )
@@ -350,6 +482,48 @@ def _import(
     return result.import_result
 
 
+def _refuse_score(table: str, index: int, stored: bool, expected: bool) -> None:
+    # Rows as Frictionless numbers them: the header is row 1.
+    raise PackageError(
+        f"{table}.csv row {index + 2}: correct is {str(stored).lower()}, but this item "
+        f"bank's gold makes the answer {'right' if expected else 'wrong'}; the package "
+        "does not score its own answers"
+    )
+
+
+def _scores_check_guesses(guesses: list[Guess]) -> None:
+    """Each scored guess is scored again against the bank's gold, as a submit scores it
+    (``studies.scene.services``): a package cannot bring answers marked right."""
+    gold = dict(
+        SpeakerInstance.objects.filter(pk__in={g.instance_id for g in guesses}).values_list(
+            "pk", "gold_character__name"
+        )
+    )
+    for index, guess in enumerate(guesses):
+        if guess.correct is None:
+            continue
+        expected = (
+            not guess.cant_tell
+            and (guess.answer or "").casefold() == (gold.get(guess.instance_id) or "").casefold()
+        )
+        if guess.correct != expected:
+            _refuse_score("guesses", index, guess.correct, expected)
+
+
+def _scores_check_choices(choices: list[ChoiceAnswer]) -> None:
+    """As the choice studies score them: option 0 of a CharToM-QA item, the gold letter's
+    option of a DynToM question."""
+    for index, choice in enumerate(choices):
+        if choice.correct is None:
+            continue
+        if choice.question is not None:
+            expected = choice.option == dyntom_gold_index(choice.question)
+        else:
+            expected = choice.option == 0
+        if choice.correct != expected:
+            _refuse_score("choices", index, choice.correct, expected)
+
+
 @dataclass
 class _Written:
     import_result: ImportResult
@@ -362,10 +536,12 @@ class _Written:
         return self.import_result.study
 
 
-def _items(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _items(
+    root: Path, manifest: dict[str, Any], tables: _Tables
+) -> tuple[dict[str, Any], list[str]]:
     """The package's items in the bank, importing the bundled ones when some are
     missing; ``PackageError`` naming every item or field that differs."""
-    rows = _table(root, "items")
+    rows = tables.read("items")
     found, problems = items_resolve(rows)
     messages: list[str] = []
     differ = [p for p in problems if "is not in this item bank" not in p]
@@ -417,8 +593,10 @@ def _template(row: dict[str, Any]) -> PromptTemplate:
     return existing
 
 
-def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _Written:
-    found, messages = _items(root, manifest)
+def _write(
+    root: Path, manifest: dict[str, Any], source_name: str, *, user, tables: _Tables
+) -> _Written:
+    found, messages = _items(root, manifest, tables)
 
     def item(ref: str, table: str) -> Any:
         if ref not in found:
@@ -437,7 +615,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         Study.objects.filter(pk=study.pk).update(
             created_at=datetime.fromisoformat(doc["created_at"])
         )
-    for row in _table(root, "text_versions"):
+    for row in tables.read("text_versions"):
         version = StudyTextVersion.objects.create(
             study=study,
             kind=row["kind"],
@@ -447,7 +625,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         if row["created_at"] is not None:
             StudyTextVersion.objects.filter(pk=version.pk).update(created_at=row["created_at"])
     works: dict[tuple[str, str], StudyWork] = {}
-    for row in _table(root, "study_works"):
+    for row in tables.read("study_works"):
         works[(row["benchmark"], row["work"])] = StudyWork.objects.create(
             study=study,
             work=_work(row["benchmark"], row["work"]),
@@ -462,7 +640,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         return works[key]
 
     study_items: dict[str, StudyItem] = {}
-    for row in _table(root, "study_items"):
+    for row in tables.read("study_items"):
         target = item(row["item"], "study_items")
         kind = {"scene": "scene", "qa": "qa_item", "stage": "stage"}.get(row["kind"])
         if kind is None:
@@ -479,7 +657,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         )
 
     participants: dict[str, Participant] = {}
-    for row in _table(root, "participants"):
+    for row in tables.read("participants"):
         fields = {
             name: row[name]
             for name, _ in TABLES["participants"]
@@ -512,7 +690,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
             raise PackageError(f"{table}.csv: participant {ref!r} is not in participants.csv")
         return participants[ref]
 
-    for row in _table(root, "familiarities"):
+    for row in tables.read("familiarities"):
         f = Familiarity.objects.create(
             participant=participant(row["participant"], "familiarities"),
             work=_work(row["benchmark"], row["work"]),
@@ -520,7 +698,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         )
         Familiarity.objects.filter(pk=f.pk).update(declared_at=row["declared_at"])
     sessions: dict[str, WorkSession] = {}
-    for row in _table(root, "sessions"):
+    for row in tables.read("sessions"):
         s = WorkSession.objects.create(
             participant=participant(row["participant"], "sessions"),
             study_work=study_work(row, "sessions"),
@@ -533,7 +711,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         WorkSession.objects.filter(pk=s.pk).update(started_at=row["started_at"])
         sessions[row["session"]] = s
     assignments: dict[str, Assignment] = {}
-    for row in _table(root, "assignments"):
+    for row in tables.read("assignments"):
         if row["session"] not in sessions or row["study_item"] not in study_items:
             raise PackageError(
                 f"assignments.csv {row['assignment']}: unknown session or study item"
@@ -565,11 +743,12 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
             tags=row["tags"] or [],
             evidence=row["evidence"],
         )
-        for row in _table(root, "guesses")
+        for row in tables.read("guesses")
     ]
+    _scores_check_guesses(guesses)
     Guess.objects.bulk_create(guesses, batch_size=1000)
     choices = []
-    for row in _table(root, "choices"):
+    for row in tables.read("choices"):
         target = item(row["item"], "choices")
         qa = target if target._meta.model_name == "qaitem" else None
         choices.append(
@@ -580,16 +759,17 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
                 **{name: row[name] for name, _ in TABLES["choices"][2:]},
             )
         )
+    _scores_check_choices(choices)
     # One by one: a pick's id orders the report's reading of them, so ids must follow
     # the package's order on every database.
     for choice in choices:
         choice.save()
 
-    templates = {row["template"]: _template(row) for row in _table(root, "templates")}
+    templates = {row["template"]: _template(row) for row in tables.read("templates")}
     runs: dict[str, Run] = {}
     run_names: dict[int, tuple[str, str]] = {}
     backend_kinds: dict[str, dict[str, Any]] = {}
-    for row in _table(root, "runs"):
+    for row in tables.read("runs"):
         values = {
             name: row[name]
             for name in (
@@ -645,7 +825,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         return runs[ref]
 
     calls: dict[str, RunCall] = {}
-    call_rows = _table(root, "calls")
+    call_rows = tables.read("calls")
     call_objects = []
     for row in call_rows:
         values = {name: row[name] for name, _ in TABLES["calls"][2:]}
@@ -659,7 +839,7 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
     ):
         calls[row["call"]] = call
     predictions = []
-    for row in _table(root, "predictions"):
+    for row in tables.read("predictions"):
         target = item(row["item"], "predictions")
         model_name = target._meta.model_name
         ref = {
@@ -711,9 +891,23 @@ def _write(root: Path, manifest: dict[str, Any], source_name: str, *, user) -> _
         f"created study #{study.pk} {study.name!r} (closed, from package "
         f"{manifest['package_id']}): " + ", ".join(f"{v} {k}" for k, v in counts.items())
     )
+    created = {
+        "Study": 1,
+        "Participant": len(participants),
+        "Assignment": len(assignments),
+        "Guess": len(guesses),
+        "ChoiceAnswer": len(choices),
+        "Run": len(runs),
+        "RunCall": len(calls),
+        "Prediction": len(predictions),
+    }
     return _Written(
         import_result=ImportResult(
-            study=study, created=True, package_id=manifest["package_id"], messages=messages
+            study=study,
+            created=True,
+            package_id=manifest["package_id"],
+            messages=messages,
+            counts={kind: n for kind, n in created.items() if n},
         ),
         record=record,
         run_ids=[r.pk for r in runs.values()],

@@ -4,8 +4,6 @@ download. The study's responses page links to the export options."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any
 
 from django import forms
@@ -13,17 +11,18 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import researcher_required
+from benchmarks.services import import_upload_start
+from benchmarks.uploads import UploadRefused
 from modeling.models import Run
 from studies.models import Study
 
 from ..models import ReplicationImport
 from .downloads import BadOptions, PackageOptions, options_from_query, package_file_response
 from .exporting import PLATFORM_WARNING, ExportRefused, package_runs
-from .importing import PackageError, package_import
+from .upload import PACKAGE_FORMAT
 
 RESEARCHERS_ONLY = "Replication packages are for researchers only."
 RECENT_IMPORTS = 50
@@ -73,33 +72,22 @@ def package_index(request: HttpRequest) -> HttpResponse:
 @require_POST
 @researcher_required(RESEARCHERS_ONLY)
 def package_upload(request: HttpRequest) -> HttpResponse:
+    """Store the package and queue its import for a worker; its page follows the job."""
     form = PackageUploadForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return render(request, "reports/package_index.html", _index_context(form), status=400)
-    upload = form.cleaned_data["package"]
-    handle, temp_path = tempfile.mkstemp(prefix="tomlab-upload-", suffix=".zip")
-    try:
-        with os.fdopen(handle, "wb") as sink:
-            for chunk in upload.chunks():
-                sink.write(chunk)
-        result = package_import(
-            temp_path, user=request.user, strict=form.cleaned_data["strict"], name=upload.name
-        )
-    except PackageError as exc:
-        form.add_error("package", str(exc))
-        return render(request, "reports/package_index.html", _index_context(form), status=400)
-    finally:
-        os.unlink(temp_path)
-    for message in result.messages:
-        (messages.success if result.created else messages.info)(request, message)
-    for report, differences in result.differences.items():
-        if differences:
-            messages.warning(
-                request, f"{report} differs from the packaged one: " + "; ".join(differences[:3])
+    if form.is_valid():
+        try:
+            job = import_upload_start(
+                user=request.user,
+                format_name=PACKAGE_FORMAT,
+                files=[form.cleaned_data["package"]],
+                options={"strict": "yes" if form.cleaned_data["strict"] else ""},
             )
+        except UploadRefused as exc:
+            form.add_error("package", exc.message)
         else:
-            messages.success(request, f"{report}: equal to the packaged one.")
-    return redirect(reverse("reports:package-index"))
+            messages.success(request, f"Package queued for import (import {job.pk}).")
+            return redirect("benchmarks:import-job", job_id=job.pk)
+    return render(request, "reports/package_index.html", _index_context(form), status=400)
 
 
 @require_GET

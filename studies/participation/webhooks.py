@@ -43,6 +43,7 @@ from django.utils import timezone
 
 from common import egress
 from common.queueing import queued_job_create, queued_job_send
+from common.secrets import CredentialUnreadable, decrypt_secret
 from studies.errors import StudyError
 from studies.models import Participant, Study, WebhookDelivery
 
@@ -343,7 +344,16 @@ def webhook_deliver(*, delivery_id: int) -> Attempt:
     if not claimed:
         return Attempt(status="taken")
     attempts = row.attempts + 1
-    url, secret = row.study.webhook_url, row.study.webhook_secret
+    url, stored = row.study.webhook_url, row.study.webhook_secret
+    try:
+        secret = decrypt_secret(stored)
+    except CredentialUnreadable as exc:
+        WebhookDelivery.objects.filter(pk=row.pk).update(
+            status=WebhookDelivery.Status.FAILED,
+            last_status_code=None,
+            last_error=f"the signing key is unreadable: {exc}",
+        )
+        return Attempt(status=WebhookDelivery.Status.FAILED)
     if not url or not secret:
         WebhookDelivery.objects.filter(pk=row.pk).update(
             status=WebhookDelivery.Status.FAILED,

@@ -1,6 +1,6 @@
 """Imports from uploaded files: the dry run, Confirm, layouts, refusals and the pages.
 
-Every format goes through ``benchmarks.services.import_upload_dry_run`` (what the
+Every format goes through ``benchmarks.services.import_upload_start`` (what the
 ``/data/`` pages and the API call) with the real files from ``../shared/data`` or the
 demo fixtures; broken copies are made in the test. The dry run must leave the database
 as it was and count exactly what Confirm then creates.
@@ -123,7 +123,7 @@ def leftover_uploads() -> list[str]:
 def dry_run_then_confirm(user, format_name: str, files, **kwargs) -> ImportJob:
     """The whole flow, checking the invariants every format must keep."""
     before = snapshot()
-    job = services.import_upload_dry_run(user=user, format_name=format_name, files=files, **kwargs)
+    job = services.import_upload_start(user=user, format_name=format_name, files=files, **kwargs)
     assert job.status == ImportJob.Status.READY
     assert snapshot() == before, "the dry run wrote to the database"
     assert uploads.upload_folder(job.upload).is_dir()
@@ -161,7 +161,7 @@ def test_screenplay_from_shared_data_dry_run_confirm_and_again(researcher, share
 
 
 def test_written_screenplay_warns_with_the_line_number_and_takes_a_title(researcher):
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher,
         format_name="screenplay",
         files=[upload("lighthouse.txt", screenplay_text())],
@@ -212,7 +212,7 @@ def test_dyntom_story_and_questions_pair_takes_its_stage_name(researcher, shared
     trial = shared_data / "dyntom" / "trial50"
     files = [from_path(trial / "story.json"), from_path(trial / "question_new.json")]
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(user=researcher, format_name="dyntom", files=files)
+        services.import_upload_start(user=researcher, format_name="dyntom", files=files)
     assert refused.value.field == "stage"
 
     files = [from_path(trial / "story.json"), from_path(trial / "question_new.json")]
@@ -246,7 +246,7 @@ def test_predictions_jsonl_need_a_run_name_and_become_a_run(researcher):
     services.benchmark_import(format_name="dyntom", path=FIXTURES / "dyntom")
     predictions = FIXTURES / "predictions" / "dyntom.jsonl"
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="predictions", files=[from_path(predictions)]
         )
     assert refused.value.field == "name"
@@ -271,7 +271,7 @@ def test_a_broken_file_is_refused_with_its_location_and_nothing_is_kept(research
     broken = "\n".join([lines[0], json.dumps(record)]) + "\n"
 
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="chartom-qa", files=[upload("qa.jsonl", broken)]
         )
 
@@ -295,7 +295,7 @@ def test_a_broken_file_is_refused_with_its_location_and_nothing_is_kept(research
 def test_unsafe_zip_members_are_refused(researcher, members, links, message):
     data = zip_of(members, links=links)
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="dyntom", files=[upload("bad.zip", data)]
         )
     assert message in refused.value.message
@@ -307,7 +307,7 @@ def test_unsafe_zip_members_are_refused(researcher, members, links, message):
 def test_a_zip_without_trials_names_what_it_lacks(researcher):
     data = zip_of({"README.md": b"hello", "notes/plan.txt": b"x"})
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="dyntom", files=[upload("empty.zip", data)]
         )
     assert refused.value.file == "empty.zip"
@@ -317,7 +317,7 @@ def test_a_zip_without_trials_names_what_it_lacks(researcher):
 def test_zip_bombs_are_refused_by_size_and_count(researcher, settings):
     bomb = zip_of({"trial1/story.json": b"0" * (3 * 1024 * 1024)})  # ~3 KB packed
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="dyntom", files=[upload("bomb.zip", bomb)]
         )
     assert "over the 2,097,152-byte limit" in refused.value.message
@@ -325,7 +325,7 @@ def test_zip_bombs_are_refused_by_size_and_count(researcher, settings):
     settings.TOMLAB_UPLOAD_MAX_BYTES = 50_000
     many = zip_of({f"trial{n}/question_new.json": b" " * 20_000 for n in range(5)})
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="dyntom", files=[upload("many.zip", many)]
         )
     assert "TOMLAB_UPLOAD_MAX_BYTES" in refused.value.message
@@ -338,7 +338,7 @@ def test_a_zip_whose_header_understates_a_member_is_refused(researcher):
     entry = data.rindex(b"PK\x01\x02")
     data[entry + 24 : entry + 28] = (1000).to_bytes(4, "little")
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="dyntom", files=[upload("liar.zip", bytes(data))]
         )
     assert refused.value.file == "liar.zip: trial1/story.json"
@@ -359,7 +359,7 @@ def test_wrong_files_and_options_name_the_form_field(researcher):
     ]
     for format_name, files, options, field in cases:
         with pytest.raises(UploadRefused) as refused:
-            services.import_upload_dry_run(
+            services.import_upload_start(
                 user=researcher, format_name=format_name, files=files, options=options
             )
         assert refused.value.field == field, (format_name, options, refused.value)
@@ -370,7 +370,7 @@ def test_wrong_files_and_options_name_the_form_field(researcher):
 def test_an_upload_over_the_limit_is_refused_while_it_is_written(researcher, settings):
     settings.TOMLAB_UPLOAD_MAX_BYTES = 1000
     with pytest.raises(UploadRefused) as refused:
-        services.import_upload_dry_run(
+        services.import_upload_start(
             user=researcher, format_name="screenplay", files=[upload("big.txt", "x" * 5000)]
         )
     assert "TOMLAB_UPLOAD_MAX_BYTES" in refused.value.message
@@ -389,7 +389,7 @@ def test_file_names_are_made_safe():
 
 
 def test_confirm_twice_and_cancel_after_the_import_are_refused(researcher):
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     services.import_upload_confirm(job=job)
@@ -401,7 +401,7 @@ def test_confirm_twice_and_cancel_after_the_import_are_refused(researcher):
 
 
 def test_cancel_deletes_the_upload_and_writes_nothing(researcher):
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     services.import_upload_cancel(job=job)
@@ -412,12 +412,12 @@ def test_cancel_deletes_the_upload_and_writes_nothing(researcher):
 
 
 def test_abandoned_uploads_are_purged_on_the_next_upload(researcher, settings):
-    old = services.import_upload_dry_run(
+    old = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     settings.TOMLAB_UPLOAD_TTL_S = 0
     time.sleep(0.05)
-    new = services.import_upload_dry_run(
+    new = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("b.txt", screenplay_text())]
     )
     old.refresh_from_db()
@@ -427,7 +427,7 @@ def test_abandoned_uploads_are_purged_on_the_next_upload(researcher, settings):
 
 def test_a_confirmed_upload_above_the_threshold_is_queued(researcher, settings, client):
     settings.TOMLAB_IMPORT_BACKGROUND_BYTES = 100
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     job = services.import_upload_confirm(job=job)
@@ -442,7 +442,7 @@ def test_a_confirmed_upload_above_the_threshold_is_queued(researcher, settings, 
 
 
 def test_progress_written_by_another_process_shows_on_the_job_page(researcher, client):
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.RUNNING)
@@ -522,7 +522,7 @@ def test_a_refused_upload_shows_the_located_error(client, researcher, shared_dat
 def test_an_upload_is_seen_by_its_owner_only(client, researcher):
     from accounts.services import user_create_with_role
 
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     other = user_create_with_role(username="res2", password="pw-res2-123!", role="researcher")
@@ -534,7 +534,7 @@ def test_an_upload_is_seen_by_its_owner_only(client, researcher):
 
 @pytest.mark.parametrize("role", ["rater", "annotator", "anonymous"])
 def test_non_researchers_are_refused_every_page(client, request, researcher, role):
-    job = services.import_upload_dry_run(
+    job = services.import_upload_start(
         user=researcher, format_name="screenplay", files=[upload("a.txt", screenplay_text())]
     )
     if role != "anonymous":
@@ -601,7 +601,7 @@ def test_a_large_upload_imports_on_a_worker_with_progress(
         def finished() -> bool:
             polled = client.get(page, HTTP_HX_REQUEST="true")
             current = ImportJob.objects.get(pk=job.pk)
-            seen.append(services.import_job_progress(current))
+            seen.append(services.import_job_progress(current)[0])
             return polled.status_code == 286
 
         wait_for(finished, timeout=120, what="the worker to finish the import", log=log)

@@ -5,6 +5,7 @@ and get report JSON equal to the packaged one."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -31,6 +32,7 @@ from reports.replication.tables import CELL_LIMIT, table_read
 from studies.models import ChoiceAnswer, Guess, Participant, Study, StudyTextVersion
 from tests.factories import UserFactory
 from tests.module_rows import build_demo
+from tests.package_edits import package_rewrite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("demo")]
 
@@ -241,16 +243,18 @@ def test_a_broken_package_is_refused_naming_the_file(demo, tmp_path):
     study = demo["dyntom"]
     path = tmp_path / "good.zip"
     package_export(study, path, runs=one_run(study))
-    broken = tmp_path / "broken.zip"
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(broken, "w") as target:
-        for name in source.namelist():
-            data = source.read(name)
-            if name == "data/choices.csv":
-                lines = data.decode().splitlines()
-                cells = lines[1].split(",")
-                cells[3] = "not-a-number"  # the option column
-                data = "\n".join([lines[0], ",".join(cells), *lines[2:]]).encode()
-            target.writestr(name, data)
+
+    def bad_option(name: str, data: bytes) -> bytes:
+        if name != "data/choices.csv":
+            return data
+        lines = data.decode().splitlines()
+        cells = lines[1].split(",")
+        cells[3] = "not-a-number"  # the option column
+        return "\n".join([lines[0], ",".join(cells), *lines[2:]]).encode()
+
+    # Sealed again (its hash made to match), so the schema check is what refuses it.
+    broken = package_rewrite(path, tmp_path / "broken.zip", bad_option)
+    edited = package_rewrite(path, tmp_path / "edited.zip", bad_option, reseal=False)
     (tmp_path / "not-a-zip.zip").write_text("hello")
     # A descriptor pointing outside the package (Frictionless would read it).
     escaping = tmp_path / "escaping.zip"
@@ -265,6 +269,11 @@ def test_a_broken_package_is_refused_naming_the_file(demo, tmp_path):
 
     with pytest.raises(PackageError, match=r"choices.*option"):
         package_import(broken)
+    with pytest.raises(
+        PackageError,
+        match=r"data/choices.csv: its contents do not match its hash in datapackage.json",
+    ):
+        package_import(edited)
     with pytest.raises(PackageError, match="not a zip"):
         package_import(tmp_path / "not-a-zip.zip")
     with pytest.raises(
@@ -272,6 +281,36 @@ def test_a_broken_package_is_refused_naming_the_file(demo, tmp_path):
     ):
         package_import(escaping)
     assert not ReplicationImport.objects.exists()
+
+
+def test_an_answer_marked_right_against_the_gold_is_refused(demo, tmp_path):
+    """Issue 45: the import scores each answer again against this bank's gold instead
+    of trusting the package's ``correct`` column (here sealed again after the edit)."""
+    study = demo["dyntom"]
+    path = tmp_path / "good.zip"
+    package_export(study, path, runs=one_run(study))
+    flipped = []
+
+    def flip_first_score(name: str, data: bytes) -> bytes:
+        if name != "data/choices.csv":
+            return data
+        lines = data.decode().splitlines()
+        for n, line in enumerate(lines[1:], start=1):
+            cells = line.split(",")
+            if cells[9] in ("True", "False"):  # the correct column
+                cells[9] = "False" if cells[9] == "True" else "True"
+                lines[n] = ",".join(cells)
+                flipped.append((n + 1, cells[9].lower()))  # row numbers count the header
+                break
+        return "\n".join(lines).encode() + b"\n"
+
+    edited = package_rewrite(path, tmp_path / "flipped.zip", flip_first_score)
+    ((row, value),) = flipped
+    with pytest.raises(PackageError, match=rf"choices.csv row {row}: correct is {value}, but"):
+        package_import(edited)
+    assert not ReplicationImport.objects.exists()
+    # The package as exported imports: its scores are the bank's.
+    assert package_import(path).created
 
 
 @pytest.fixture
@@ -318,20 +357,19 @@ def test_round_trip_into_the_other_database_engine(demo, tmp_path, other_databas
     # A copy whose bundled CharToM-QA items differ from the package's hashes by one
     # character in one answer: the empty database has no bank to compare with, so the
     # bundle is imported and then found to differ.
-    tampered = tmp_path / "tampered.zip"
-    with (
-        zipfile.ZipFile(packages["chartom-qa"]) as source,
-        zipfile.ZipFile(tampered, "w") as target,
-    ):
-        for name in source.namelist():
-            data = source.read(name)
-            if name.startswith("items/chartom-qa/"):
-                first, rest = data.decode().split("\n", 1)
-                record = json.loads(first)
-                record["answer"] = record["answer"][:-1] + "#"
-                data = (json.dumps(record, ensure_ascii=False) + "\n" + rest).encode()
-                changed = record["question"]
-            target.writestr(name, data)
+    changed = []
+
+    def one_answer(name: str, data: bytes) -> bytes:
+        if not name.startswith("items/chartom-qa/"):
+            return data
+        first, rest = data.decode().split("\n", 1)
+        record = json.loads(first)
+        record["answer"] = record["answer"][:-1] + "#"
+        changed.append(record["question"])
+        return (json.dumps(record, ensure_ascii=False) + "\n" + rest).encode()
+
+    tampered = package_rewrite(packages["chartom-qa"], tmp_path / "tampered.zip", one_answer)
+    (changed,) = changed
     database_url, engine = other_database
 
     migrated = _manage("migrate", "--no-input", database_url=database_url)
@@ -416,6 +454,7 @@ def test_a_cell_over_the_csv_default_reads_and_leaves_the_default_in_place(tmp_p
     (tmp_path / "items.csv").write_text(data)
     schema = {"fields": [{"name": c, "type": "string"} for c in columns.split(",")]}
     resource = {"name": "items", "path": "items.csv", "format": "csv", "schema": schema}
+    resource["hash"] = f"sha256:{hashlib.sha256(data.encode()).hexdigest()}"
     descriptor = {"name": "p", "resources": [resource]}
     (tmp_path / "datapackage.json").write_text(json.dumps(descriptor))
     package_validate(tmp_path)

@@ -9,8 +9,10 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.urls import include, path
+from django.urls import include, path, reverse
 
+from benchmarks.models import ImportJob
+from benchmarks.services import import_job_run
 from demo.studies import DYNTOM_STUDY
 from modeling.models import Run
 from reports.models import ReplicationImport
@@ -82,28 +84,34 @@ def test_a_bad_download_option_is_a_400_naming_it(client, researcher, study):
 
 
 def test_uploading_a_package_imports_it_once(client, researcher, study, tmp_path):
+    """The upload is queued for a worker (here: the service the task calls); its import
+    page follows the job to the study it became."""
     client.force_login(researcher)
     response = client.get(f"/reports/packages/study/{study.pk}/download/?runs={dyntom_run().pk}")
     data = b"".join(response.streaming_content)
 
-    def upload():
-        return client.post(
+    def upload_and_run() -> str:
+        queued = client.post(
             "/reports/packages/import/",
             {"package": SimpleUploadedFile("dyntom.zip", data, "application/zip")},
             follow=True,
         )
+        assert queued.status_code == 200
+        job = ImportJob.objects.order_by("-pk").first()
+        assert job.status == ImportJob.Status.QUEUED
+        assert "Package queued for import" in queued.content.decode()
+        import_job_run(job_id=job.pk)
+        return client.get(reverse("benchmarks:import-job", args=[job.pk])).content.decode()
 
-    first = upload()
-    assert first.status_code == 200
+    page = upload_and_run()
     record = ReplicationImport.objects.get()
-    page = first.content.decode()
     assert f"created study #{record.study_id}" in page
-    assert "report.json: equal to the packaged one." in page
+    assert "report.json: rebuilt here, equal to the packaged one" in page
+    assert f'href="/studies/{record.study_id}/"' in page
     assert record.imported_by == researcher and record.source_name == "dyntom.zip"
     assert record.study.status == Study.Status.CLOSED
 
-    second = upload()
-    assert "nothing created" in second.content.decode()
+    assert "nothing created" in upload_and_run()
     assert ReplicationImport.objects.count() == 1
 
 
@@ -117,7 +125,7 @@ def test_a_broken_upload_is_refused_on_the_page(client, researcher, study):
     assert "notes.zip: not a zip file" in response.content.decode()
     missing = client.post("/reports/packages/import/", {})
     assert missing.status_code == 400 and "This field is required" in missing.content.decode()
-    assert not ReplicationImport.objects.exists()
+    assert not ReplicationImport.objects.exists() and not ImportJob.objects.exists()
 
 
 def test_only_researchers_reach_the_pages_and_the_api(client, rater, study):

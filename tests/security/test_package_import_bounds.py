@@ -10,7 +10,9 @@ a GET to that address (and with a remote ``profile`` the package imported).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +21,17 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from benchmarks import uploads
+from benchmarks.models import ImportJob
+from benchmarks.services import import_job_run
 from demo.studies import DYNTOM_STUDY
 from modeling.models import Backend, Prediction, Run
 from reports.models import ReplicationImport
 from reports.replication.exporting import ExportRefused, package_export
-from reports.replication.importing import PackageError, package_import
+from reports.replication.importing import UNPACK_PREFIX, PackageError, package_import
+from reports.replication.upload import PACKAGE_FORMAT
 from studies.models import Study
+from tests.package_edits import package_rewrite
 from tests.studies.test_webhooks import receiver  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("demo")]
@@ -41,13 +48,8 @@ def good(tmp_path, module_rows) -> Path:
 
 def _rewrite(good: Path, out: Path, change: Callable[[str, bytes], bytes | None]) -> Path:
     """A copy of the package with each member's bytes passed through ``change``
-    (``None`` drops the member)."""
-    with zipfile.ZipFile(good) as source, zipfile.ZipFile(out, "w") as target:
-        for name in source.namelist():
-            data = change(name, source.read(name))
-            if data is not None:
-                target.writestr(name, data)
-    return out
+    (``None`` drops the member), its hashes sealed again."""
+    return package_rewrite(good, out, change)
 
 
 def _descriptor(good: Path, out: Path, edit: Callable[[dict], None]) -> Path:
@@ -153,18 +155,53 @@ def test_a_remote_reference_is_refused_and_nothing_is_fetched(
     assert receiver.requests == []  # the receiver answers POSTs; a GET would be counted
 
 
-def test_the_upload_page_answers_400_naming_the_member(client, researcher, good, tmp_path):
+def _upload(client, researcher, path: Path, **data) -> ImportJob:
+    """Upload ``path`` on the packages page: queued for a worker, its job page next."""
+    client.force_login(researcher)
+    response = client.post(
+        reverse("reports:package-upload"),
+        {"package": SimpleUploadedFile(path.name, path.read_bytes()), **data},
+    )
+    job = ImportJob.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("benchmarks:import-job", args=[job.pk])
+    assert job.status == ImportJob.Status.QUEUED and job.format_name == PACKAGE_FORMAT
+    assert not ReplicationImport.objects.exists()  # nothing done in the request
+    return job
+
+
+def test_an_uploaded_package_is_refused_by_its_job_naming_the_member(
+    client, researcher, good, tmp_path
+):
     deep = ("{" + '"a":' * 1) + "[" * 50_000 + "]" * 50_000 + "}"
     nested = _rewrite(
         good, tmp_path / "deep.zip", lambda n, d: deep.encode() if n == "study.json" else d
     )
-    client.force_login(researcher)
-    response = client.post(
-        reverse("reports:package-upload"),
-        {"package": SimpleUploadedFile("deep.zip", nested.read_bytes())},
-    )
-    assert response.status_code == 400
-    assert "study.json" in response.content.decode()
+    job = _upload(client, researcher, nested)
+    assert import_job_run(job_id=job.pk) == ImportJob.Status.FAILED
+    job.refresh_from_db()
+    assert "study.json" in job.error and "nested too deep" in job.error
+    assert not uploads.upload_folder(job.upload).exists()
+    page = client.get(reverse("benchmarks:import-job", args=[job.pk]))
+    assert page.status_code == 200 and "study.json" in page.content.decode()
+    assert not ReplicationImport.objects.exists()
+
+
+def test_an_uploaded_package_imports_on_its_job_with_progress_and_a_link(client, researcher, good):
+    job = _upload(client, researcher, good, strict="on")
+    assert job.options == {"strict": "yes"}
+    assert import_job_run(job_id=job.pk) == ImportJob.Status.SUCCEEDED
+    job.refresh_from_db()
+    record = ReplicationImport.objects.get()
+    assert record.imported_by == researcher
+    counts = {row["kind"]: row["created"] for row in job.report["counts"]}
+    assert counts["Study"] == 1 and counts["Prediction"] > 0
+    assert job.progress_total > 0 and job.progress_done == job.progress_total
+    study_url = reverse("studies:detail", args=[record.study_id])
+    assert {"label": f"Study #{record.study_id}", "url": study_url} in job.report["links"]
+    page = client.get(reverse("benchmarks:import-job", args=[job.pk])).content.decode()
+    assert f'href="{study_url}"' in page
+    assert not uploads.upload_folder(job.upload).exists()
 
 
 def test_a_secret_option_value_in_a_stored_reply_refuses_the_export(tmp_path):
@@ -211,7 +248,7 @@ def test_package_csvs_are_verbatim_data_and_the_readme_says_so(tmp_path):
 
 
 def test_a_package_unpacking_to_500_mb_is_refused_at_once_leaving_no_temp_files(
-    good, tmp_path, monkeypatch
+    client, researcher, good, tmp_path, monkeypatch
 ):
     """Finding 7: a 2.4 MB upload that unpacked to 600 MB held a web thread for more than
     5 minutes and left 601 MB in the temp folder."""
@@ -235,6 +272,44 @@ def test_a_package_unpacking_to_500_mb_is_refused_at_once_leaving_no_temp_files(
     # assertion, the empty temp folder shows nothing was written).
     _refused(bomb, "bytes unpacked, over the 268,435,456-byte limit")
     assert list(temp.iterdir()) == []
+    # Uploaded, it is refused in the request from the same directory: no job is queued
+    # and the stored upload is deleted again.
+    client.force_login(researcher)
+    response = client.post(
+        reverse("reports:package-upload"),
+        {"package": SimpleUploadedFile("bomb.zip", bomb.read_bytes())},
+    )
+    assert response.status_code == 400
+    assert "over the 268,435,456-byte limit" in response.content.decode()
+    assert not ImportJob.objects.exists()
+    assert not any(uploads.uploads_root().iterdir())
+    assert list(temp.iterdir()) == []
+
+
+def test_leftovers_of_killed_imports_go_when_a_worker_starts(tmp_path, monkeypatch, settings):
+    """A killed command left its unpacked package in the temp folder, a killed upload its
+    folder: a starting worker removes what is older than TOMLAB_UPLOAD_TTL_S."""
+    from config.celery import _leftovers_purge
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    old, young = temp / f"{UNPACK_PREFIX}old", temp / f"{UNPACK_PREFIX}young"
+    for folder in (old, young):
+        (folder / "data").mkdir(parents=True)
+        (folder / "data" / "big.csv").write_bytes(b"x" * 1000)
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    settings.TOMLAB_UPLOAD_TTL_S = 3600
+    _leftovers_purge(settings.TOMLAB_UPLOAD_TTL_S)
+    assert sorted(p.name for p in temp.iterdir()) == [young.name]
+
+
+def test_a_redelivered_import_unpacks_over_what_its_killed_try_left(good, tmp_path):
+    into = tmp_path / "unpacked"
+    (into / "data").mkdir(parents=True)
+    (into / "data" / "half-written.csv").write_text("x")
+    assert package_import(good, into=into).created
+    assert not into.exists()
 
 
 def test_a_zip_bomb_member_is_refused_by_its_ratio(good, tmp_path, settings):

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from common.models import QueuedJob
+from common.secrets import decrypt_secret
 from studies import services
 from studies.models import Participant, Study, WebhookDelivery
 from studies.participation import services as participation_services
@@ -168,8 +169,11 @@ def set_webhook(res_client, study: Study, hook_url: str) -> str:
     assert "no-store" in response["Cache-Control"]
     study.refresh_from_db()
     assert study.webhook_url == hook_url
-    assert study.webhook_secret and study.webhook_secret in response.content.decode()
-    return study.webhook_secret
+    secret = decrypt_secret(study.webhook_secret)
+    assert secret and secret in response.content.decode()
+    # Stored as ciphertext only (common.secrets), as backend keys are.
+    assert study.webhook_secret.startswith("fernet:") and secret not in study.webhook_secret
+    return secret
 
 
 # -- events -------------------------------------------------------------------------------
@@ -301,7 +305,7 @@ def test_send_test_event_and_a_new_key(
     rotated = res_client.post(webhook_url(live_study, "webhook-rotate"))
     assert rotated.status_code == 200 and "no-store" in rotated["Cache-Control"]
     live_study.refresh_from_db()
-    new = live_study.webhook_secret
+    new = decrypt_secret(live_study.webhook_secret)
     assert new != old and new in rotated.content.decode() and old not in rotated.content.decode()
     with django_capture_on_commit_callbacks(execute=True):
         response = res_client.post(webhook_url(live_study, "webhook-test"), follow=True)
@@ -314,7 +318,8 @@ def test_send_test_event_and_a_new_key(
         webhook_url(live_study), {"webhook_url": receiver.url + "?v=2"}, follow=True
     )
     live_study.refresh_from_db()
-    assert live_study.webhook_secret == new and new not in changed.content.decode()
+    assert decrypt_secret(live_study.webhook_secret) == new
+    assert new not in changed.content.decode()
     assert "the signing key is the same" in changed.content.decode()
 
 
@@ -395,7 +400,7 @@ def test_setting_the_url_through_htmx_shows_the_key_in_the_panel(res_client, liv
     live_study.refresh_from_db()
     body = response.content.decode()
     assert response.status_code == 200 and "<html" not in body
-    assert f'data-testid="webhook-secret">{live_study.webhook_secret}<' in body
+    assert f'data-testid="webhook-secret">{decrypt_secret(live_study.webhook_secret)}<' in body
     assert "no-store" in response["Cache-Control"]
 
 
@@ -438,8 +443,9 @@ def test_plain_http_is_refused_unless_the_server_allows_it(settings, res_client,
 def test_only_researchers_may_see_or_change_the_webhook(
     client, live_study, rater, annotator, receiver, who
 ):
+    secret = "s3cret-" + uuid.uuid4().hex
     live_study.webhook_url = receiver.url
-    live_study.webhook_secret = "s3cret-" + uuid.uuid4().hex
+    live_study.webhook_secret = secret
     live_study.save(update_fields=["webhook_url", "webhook_secret"])
     if who != "anonymous":
         client.force_login(rater if who == "rater" else annotator)
@@ -454,10 +460,12 @@ def test_only_researchers_may_see_or_change_the_webhook(
     for name, data in posts:
         response = client.post(webhook_url(live_study, name), data)
         assert response.status_code == expected, name
-        assert live_study.webhook_secret not in response.content.decode()
-    before = live_study.webhook_secret
+        assert secret not in response.content.decode()
     live_study.refresh_from_db()
-    assert (live_study.webhook_url, live_study.webhook_secret) == (receiver.url, before)
+    assert (live_study.webhook_url, decrypt_secret(live_study.webhook_secret)) == (
+        receiver.url,
+        secret,
+    )
     assert not WebhookDelivery.objects.exists()
 
 
