@@ -41,6 +41,11 @@ urlpatterns = [
             ("<int:backend_id>/edit/", backend_views.backend_edit, "backend-edit"),
             ("<int:backend_id>/toggle/", backend_views.backend_toggle, "backend-toggle"),
             ("<int:backend_id>/test/", backend_views.backend_test, "backend-test"),
+            (
+                "<int:backend_id>/test/status/",
+                backend_views.backend_test_status,
+                "backend-test-status",
+            ),
         ],
     ),
     *under(

@@ -14,11 +14,14 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+
+from common.tasks import task_send_on_commit
 
 from ..backends import BackendError, ChatRequest
 from ..backends.base import get_backend
@@ -31,9 +34,12 @@ logger = logging.getLogger(__name__)
 TEST_PROMPT = "Reply with the single word: ready"
 TEST_MAX_TOKENS = 16
 # A test should answer quickly or say why not; a run keeps the backend's own timeout.
-# Short: Test connection answers in the researcher's request (a hanging server held a
-# web thread for the old 30 s).
+# It runs on a Celery worker (a hanging server once held a web thread for 30 s), and a
+# worker's slot is held no longer than this either.
 TEST_TIMEOUT_S = 10.0
+TEST_TASK_NAME = "modeling.backend_test"
+# A test queued this long ago and not finished: the page says no worker has taken it.
+TEST_WAIT_NOTICE_S = 30
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,20 @@ class ConnectionResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str = ""
+    # Queued for a worker, no answer yet (``at``: when it was queued).
+    pending: bool = False
+    at: str = ""
+
+    @property
+    def waiting_long(self) -> bool:
+        """Pending for longer than ``TEST_WAIT_NOTICE_S``: no worker seems to be running."""
+        if not self.pending or not self.at:
+            return False
+        try:
+            queued = datetime.fromisoformat(self.at)
+        except ValueError:
+            return False
+        return (timezone.now() - queued).total_seconds() > TEST_WAIT_NOTICE_S
 
 
 def backend_is_disabled(backend: Backend) -> bool:
@@ -104,6 +124,26 @@ def backend_enable(*, backend: Backend) -> Backend:
     backend.disabled_at = None
     backend.save(update_fields=["disabled_at"])
     return backend
+
+
+def backend_test_queue(*, backend: Backend) -> ConnectionResult:
+    """Queue a connection test for a worker; the backend's ``last_test`` says pending
+    until the worker records the outcome (``backend_test_connection``)."""
+    pending = {"ok": False, "pending": True, "at": timezone.now().isoformat()}
+    with transaction.atomic():
+        Backend.objects.filter(pk=backend.pk).update(last_test=pending)
+        task_send_on_commit(TEST_TASK_NAME, (backend.pk,))
+    backend.refresh_from_db(fields=["last_test"])
+    return backend_last_test(backend)
+
+
+def backend_test_execute(*, backend_id: int) -> str:
+    """The queued test (the task calls this): "tested", or "gone" for a deleted backend."""
+    backend = Backend.objects.filter(pk=backend_id).first()
+    if backend is None:
+        return "gone"
+    backend_test_connection(backend=backend)
+    return "tested"
 
 
 def backend_test_connection(*, backend: Backend) -> ConnectionResult:

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
 from accounts.decorators import forbidden
 from accounts.decorators import researcher_required as researcher_only
@@ -113,10 +114,23 @@ def backend_toggle(request: HttpRequest, backend_id: int) -> HttpResponse:
 @require_POST
 @researcher_required
 def backend_test(request: HttpRequest, backend_id: int) -> HttpResponse:
+    """Queue a connection test; the cell polls ``backend_test_status`` for its outcome."""
     backend = get_object_or_404(Backend, pk=backend_id)
-    result = services.backend_test_connection(backend=backend)
+    result = services.backend_test_queue(backend=backend)
     if request.htmx:
         return render(request, TEST_PARTIAL, {"backend": backend, "result": result})
     rows = _rows(list(Backend.objects.order_by("name")))
     context = {"rows": rows, "tested": backend, "result": result}
     return render(request, "modeling/backend_list.html", context)
+
+
+@require_GET
+@researcher_required
+def backend_test_status(request: HttpRequest, backend_id: int) -> HttpResponse:
+    """The test's cell as it stands (htmx polls it while the test is pending)."""
+    backend = get_object_or_404(Backend, pk=backend_id)
+    result = services.backend_last_test(backend)
+    response = render(request, TEST_PARTIAL, {"backend": backend, "result": result})
+    if request.htmx and not (result and result.pending):
+        return HttpResponseStopPolling(response.content)
+    return response

@@ -3,6 +3,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
+from .backend_services import TEST_TASK_NAME, backend_test_execute
 from .executor import run_execute
 from .leases import RunLeased
 from .services import RUN_TASK_NAME, TRAIN_TASK_NAME, runs_requeue_orphaned
@@ -28,6 +29,12 @@ def train_baseline_task(self, run_id: int) -> str:
         return run_execute(run_id=run_id)
     except RunLeased as exc:
         raise self.retry(countdown=exc.seconds + 0.5) from None
+
+
+@shared_task(name=TEST_TASK_NAME, acks_late=True)
+def backend_test_task(backend_id: int) -> str:
+    """One short prompt to a backend (Test connection), its outcome stored on the backend."""
+    return backend_test_execute(backend_id=backend_id)
 
 
 @worker_ready.connect

@@ -289,26 +289,27 @@ def test_researcher_loop(live_server, demo, browser, page, llm_server, tmp_path,
     expect(page.get_by_label("Backend").locator("option", has_text=BACKEND)).to_have_count(1)
     page.get_by_role("link", name="Backends").first.click()
     row = page.get_by_test_id(f"backend-row-{BACKEND}")
-    row.get_by_role("button", name="Test connection").click()
-    expect(row.get_by_test_id("test-reply")).to_have_text("“ready”")
-    expect(row.get_by_test_id("test-tokens")).to_contain_text("completion tokens")
-    assert llm_server.request_count == 1
-    shot(page, "08-backend-tested")
-    page.get_by_role("link", name="New run", exact=True).last.click()
-    page.wait_for_url(f"{live_server.url}/runs/new/")
-
-    # 4. Zero-shot on the same movie, on a real worker.
-    page.get_by_label("Benchmark").select_option("tom-in-amc")
-    page.get_by_label("Method").select_option("zero-shot")
-    page.get_by_label("Backend").select_option(label=BACKEND)
-    page.get_by_label("Works").fill(work.key)  # "The Night Signal": one key, spaces and all
-    page.get_by_label("Name", exact=True).fill("Signal zero-shot")
-    page.get_by_role("button", name="Preview (dry run)").click()
-    expect(page.get_by_test_id("plan-calls")).to_have_text("3")
-    shot(page, "09-run-preview")
+    # A real worker from here on: the connection test and the run are its jobs.
     purge_queues()
     worker = start_worker(tmp_path / "worker.log", name="loop")
     try:
+        row.get_by_role("button", name="Test connection").click()
+        expect(row.get_by_test_id("test-reply")).to_have_text("“ready”", timeout=30_000)
+        expect(row.get_by_test_id("test-tokens")).to_contain_text("completion tokens")
+        assert llm_server.request_count == 1
+        shot(page, "08-backend-tested")
+        page.get_by_role("link", name="New run", exact=True).last.click()
+        page.wait_for_url(f"{live_server.url}/runs/new/")
+
+        # 4. Zero-shot on the same movie, on the same worker.
+        page.get_by_label("Benchmark").select_option("tom-in-amc")
+        page.get_by_label("Method").select_option("zero-shot")
+        page.get_by_label("Backend").select_option(label=BACKEND)
+        page.get_by_label("Works").fill(work.key)  # "The Night Signal": one key, spaces and all
+        page.get_by_label("Name", exact=True).fill("Signal zero-shot")
+        page.get_by_role("button", name="Preview (dry run)").click()
+        expect(page.get_by_test_id("plan-calls")).to_have_text("3")
+        shot(page, "09-run-preview")
         page.get_by_role("button", name="Start this run").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
         # The page polls until the worker is done: one scene's three speakers unread.

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from common.models import QueuedJob
 from modeling.models import Backend
 from modeling.runs import backend_services
 from modeling.runs.forms import RunForm
@@ -69,6 +72,7 @@ def test_stored_key_never_shown_again(res_client, llm_server, caplog):
         res_client.get(LIST_URL),
         res_client.get(reverse("modeling:backend-edit", args=[backend.pk])),
         res_client.post(reverse("modeling:backend-test", args=[backend.pk])),
+        _tested(res_client, backend),
         res_client.get(reverse("modeling:run-new")),
     ]
     for page in pages:
@@ -120,12 +124,31 @@ def test_disabled_flag_survives_an_edit(res_client, researcher, llm_server):
     assert backend.options["headers"] == {}
 
 
-def test_connection_shows_reply_and_tokens(res_client, openai_backend, llm_server):
+def _tested(res_client, backend: Backend):
+    """Test connection as the page does it: queued (the cell says so and polls), run by a
+    worker (here the service the task calls), then the polled cell with the outcome."""
+    queued = res_client.post(
+        reverse("modeling:backend-test", args=[backend.pk]), HTTP_HX_REQUEST="true"
+    )
+    status_url = reverse("modeling:backend-test-status", args=[backend.pk])
+    assert queued.status_code == 200
+    assert 'data-testid="test-pending"' in queued.content.decode()
+    assert f'hx-get="{status_url}"' in queued.content.decode()
+    polled = res_client.get(status_url, HTTP_HX_REQUEST="true")
+    assert polled.status_code == 200 and 'data-testid="test-pending"' in polled.content.decode()
+    assert backend_services.backend_test_execute(backend_id=backend.pk) == "tested"
+    done = res_client.get(status_url, HTTP_HX_REQUEST="true")
+    assert done.status_code == 286  # htmx stops polling
+    assert 'data-testid="test-pending"' not in done.content.decode()
+    return done
+
+
+def test_connection_is_queued_and_the_cell_shows_reply_and_tokens(
+    res_client, openai_backend, llm_server
+):
     llm_server.enqueue("ready", prompt_tokens=11, completion_tokens=1)
-    url = reverse("modeling:backend-test", args=[openai_backend.pk])
-    response = res_client.post(url, HTTP_HX_REQUEST="true")
+    response = _tested(res_client, openai_backend)
     html = response.content.decode()
-    assert response.status_code == 200
     assert "<html" not in html  # the partial only
     assert "“ready”" in html
     assert "11 prompt + 1 completion tokens" in html
@@ -141,8 +164,10 @@ def test_failing_server_error_shown_with_key_redacted(res_client, researcher, ll
     backend = Backend.objects.get(name="stand-in")
     body = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}"}})
     llm_server.enqueue(status=401, body=body)
-    response = res_client.post(reverse("modeling:backend-test", args=[backend.pk]))
-    html = response.content.decode()
+    queued = res_client.post(reverse("modeling:backend-test", args=[backend.pk]))
+    assert "testing…" in queued.content.decode()  # the whole page, without htmx
+    backend_services.backend_test_execute(backend_id=backend.pk)
+    html = res_client.get(LIST_URL).content.decode()
     assert "Incorrect API key provided" in html
     assert SECRET not in html
     assert "failed" in html
@@ -155,10 +180,20 @@ def test_wrong_port_shows_the_error(res_client, openai_backend):
     openai_backend.save()
     result = backend_services.backend_test_connection(backend=openai_backend)
     assert not result.ok and result.error
-    html = res_client.post(
-        reverse("modeling:backend-test", args=[openai_backend.pk]), HTTP_HX_REQUEST="true"
-    ).content.decode()
+    html = _tested(res_client, openai_backend).content.decode()
     assert 'data-testid="test-error"' in html
+
+
+def test_a_test_no_worker_took_says_so(res_client, openai_backend):
+    queued = backend_services.backend_test_queue(backend=openai_backend)
+    assert queued.pending and not queued.waiting_long
+    long_ago = (timezone.now() - timedelta(minutes=2)).isoformat()
+    Backend.objects.filter(pk=openai_backend.pk).update(
+        last_test={"ok": False, "pending": True, "at": long_ago}
+    )
+    html = res_client.get(LIST_URL).content.decode()
+    assert 'data-testid="test-waiting"' in html and "is a Celery worker running?" in html
+    assert QueuedJob.objects.filter(task=backend_services.TEST_TASK_NAME).count() == 1
 
 
 def test_next_redirect_and_foreign_next_ignored(res_client, llm_server):
