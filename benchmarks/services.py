@@ -218,21 +218,26 @@ def import_upload_start(
     source = uploads.upload_source_get(format_name)
     options = uploads.options_clean(source, options or {})
     upload = uploads.upload_store(source=source, files=files, books=books)
+
+    def job_create(**fields: Any) -> ImportJob:
+        return ImportJob.objects.create(
+            format_name=source.name,
+            path=str(path),
+            split=options.get("split", ""),
+            created_by=user,
+            upload=upload.id,
+            files=upload.files,
+            upload_bytes=upload.size,
+            options=options,
+            **fields,
+        )
+
     try:
         incoming = sorted((upload.folder / uploads.INCOMING).iterdir())
         path = source.layout(upload.folder, incoming, options)
         if not source.dry_run:
             with transaction.atomic():
-                job = ImportJob.objects.create(
-                    format_name=source.name,
-                    path=str(path),
-                    status=ImportJob.Status.QUEUED,
-                    created_by=user,
-                    upload=upload.id,
-                    files=upload.files,
-                    upload_bytes=upload.size,
-                    options=options,
-                )
+                job = job_create(status=ImportJob.Status.QUEUED)
                 task_send_on_commit(IMPORT_TASK_NAME, (job.pk,))
             return job
         report, preview, records = _dry_run(source, upload.folder, path, options)
@@ -245,19 +250,8 @@ def import_upload_start(
     except BaseException:
         uploads.upload_delete(upload.id)
         raise
-    return ImportJob.objects.create(
-        format_name=source.name,
-        path=str(path),
-        split=options.get("split", ""),
-        status=ImportJob.Status.READY,
-        created_by=user,
-        upload=upload.id,
-        files=upload.files,
-        upload_bytes=upload.size,
-        options=options,
-        dry_run=report,
-        preview=preview,
-        progress_total=records,
+    return job_create(
+        status=ImportJob.Status.READY, dry_run=report, preview=preview, progress_total=records
     )
 
 
