@@ -89,6 +89,25 @@ def max_bytes() -> int:
     return int(getattr(settings, "REPLICATION_MAX_BYTES", MAX_BYTES_DEFAULT))
 
 
+# A package whose checks and writing take longer than this is stopped (and nothing is
+# kept): a worker's slot is not held for hours by one upload.
+MAX_SECONDS_DEFAULT = 900
+
+
+class _Deadline:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.limit = float(getattr(settings, "REPLICATION_MAX_SECONDS", MAX_SECONDS_DEFAULT))
+        self.ends = time.monotonic() + self.limit
+
+    def check(self) -> None:
+        if time.monotonic() > self.ends:
+            raise PackageError(
+                f"{self.name}: the import took over {self.limit:g} s "
+                "(REPLICATION_MAX_SECONDS) and was stopped; nothing was written"
+            )
+
+
 @contextmanager
 def package_unpacked(path: Path, name: str = "", into: Path | None = None) -> Iterator[Path]:
     """The package's files in a temporary folder, or in ``into`` (removed on leaving).
@@ -350,13 +369,15 @@ class _Tables:
     """Reads the package's tables for the import, telling ``progress`` each table's rows
     once the import has moved on to the next one (so they are written)."""
 
-    def __init__(self, root: Path, progress: ProgressCallback) -> None:
+    def __init__(self, root: Path, progress: ProgressCallback, deadline: _Deadline) -> None:
         self.root = root
         self.progress = progress
+        self.deadline = deadline
         self._pending = 0
 
     def read(self, name: str) -> list[dict[str, Any]]:
         self.done()
+        self.deadline.check()
         rows = _table(self.root, name)
         self._pending = len(rows)
         return rows
@@ -404,8 +425,11 @@ def package_import(
     path = Path(path)
     name = name or path.name
     progress = progress or (lambda n: None)
+    deadline = _Deadline(name)
     with package_unpacked(path, name, into) as root:
+        deadline.check()
         rows = package_validate(root)
+        deadline.check()
         if set_total := getattr(progress, "set_total", None):
             set_total(rows)
         manifest = _read_json(root, "manifest.json")
@@ -434,7 +458,14 @@ def package_import(
         try:
             with transaction.atomic():
                 return _import(
-                    root, manifest, name, packaged, user=user, strict=strict, progress=progress
+                    root,
+                    manifest,
+                    name,
+                    packaged,
+                    user=user,
+                    strict=strict,
+                    progress=progress,
+                    deadline=deadline,
                 )
         except PackageError:
             raise
@@ -455,11 +486,13 @@ def _import(
     user,
     strict: bool,
     progress: ProgressCallback,
+    deadline: _Deadline,
 ) -> ImportResult:
     """Write the package and compare the rebuilt reports (inside the caller's transaction)."""
-    tables = _Tables(root, progress)
+    tables = _Tables(root, progress, deadline)
     result = _write(root, manifest, name, user=user, tables=tables)
     tables.done()
+    deadline.check()
     rebuilt = reports_build(
         result.study.benchmark, run_ids=result.run_ids, study_id=result.study.pk
     )

@@ -304,6 +304,11 @@ def test_leftovers_of_killed_imports_go_when_a_worker_starts(tmp_path, monkeypat
     assert sorted(p.name for p in temp.iterdir()) == [young.name]
 
 
+def test_an_import_over_its_time_limit_is_stopped_writing_nothing(good, settings):
+    settings.REPLICATION_MAX_SECONDS = 0
+    _refused(good, "good.zip: the import took over 0 s (REPLICATION_MAX_SECONDS)")
+
+
 def test_a_redelivered_import_unpacks_over_what_its_killed_try_left(good, tmp_path):
     into = tmp_path / "unpacked"
     (into / "data").mkdir(parents=True)
