@@ -4,6 +4,7 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from .roles import ANNOTATOR, has_role, is_researcher
+from .workspaces import request_memberships
 
 
 def roles(request: HttpRequest) -> dict[str, object]:
@@ -13,5 +14,21 @@ def roles(request: HttpRequest) -> dict[str, object]:
     """
     user = request.user
     return {
-        "can_annotate": SimpleLazyObject(lambda: has_role(user, ANNOTATOR) or is_researcher(user))
+        "can_annotate": SimpleLazyObject(lambda: has_role(user, ANNOTATOR) or is_researcher(user)),
+        "workspace_menu": SimpleLazyObject(lambda: _workspace_menu(request)),
+    }
+
+
+def _workspace_menu(request: HttpRequest) -> dict[str, object]:
+    """The navigation's workspace menu: where this request reads, and where else the
+    user may switch to."""
+    user = request.user
+    current = getattr(request, "workspace", None)
+    if not user.is_authenticated or (current is None and not user.is_superuser):
+        return {}
+    return {
+        "current_id": current.workspace_id if current is not None else None,
+        "current_name": current.name if current is not None else "",
+        "current": current,
+        "memberships": request_memberships(request),
     }

@@ -6,7 +6,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
-from .roles import ANNOTATOR, RATER, RESEARCHER
+from .models import PasswordChangeRequired, Workspace
+from .roles import ANNOTATOR, MANAGER, RATER, RESEARCHER
+from .workspaces import default_workspace, member_set
 
 # Researchers manage every app's data (admin, API writes, exports); annotators and
 # raters get no model permissions: what they may touch is checked per object in views.
@@ -25,8 +27,26 @@ def roles_ensure() -> dict[str, Group]:
 
 
 @transaction.atomic
-def user_create_with_role(*, username: str, password: str, role: str, email: str = ""):
-    """Create (or reset) a user in one role; researchers get admin access."""
+def user_create_with_role(
+    *,
+    username: str,
+    password: str,
+    role: str,
+    email: str = "",
+    workspace: Workspace | None = None,
+    workspace_role: str = "",
+    by=None,
+    one_time: bool = False,
+):
+    """Create (or reset) a user in one role; researchers get admin access.
+
+    A researcher or an annotator is also made a member of ``workspace`` (the Default
+    workspace if none is given) with ``workspace_role``: by default an annotator is an
+    annotator there and a researcher its manager (the operator's first researcher runs
+    the server's Default workspace; a manager's page adds the others with their role).
+    ``one_time``: the password is a one-time password, to be changed at the user's
+    first sign-in.
+    """
     groups = roles_ensure()
     if role not in groups:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(groups)}")
@@ -36,4 +56,15 @@ def user_create_with_role(*, username: str, password: str, role: str, email: str
     user.is_staff = role == RESEARCHER
     user.save()
     user.groups.set([groups[role]])
+    if role in (RESEARCHER, ANNOTATOR):
+        member_set(
+            workspace=workspace or default_workspace(),
+            user=user,
+            role=workspace_role or (MANAGER if role == RESEARCHER else role),
+            by=by,
+        )
+    if one_time:
+        PasswordChangeRequired.objects.get_or_create(user=user)
+    else:
+        PasswordChangeRequired.objects.filter(user=user).delete()
     return user

@@ -3,7 +3,9 @@ researcher or rater account from the app (not only through ``createsuperuser``).
 
 A new account gets a random one-time password, shown once on the page that created it
 (never put in a message: message storage may be a cookie), with ``no-store`` so no
-cache keeps it; the person changes it at /accounts/password/.
+cache keeps it; the person must change it at their first sign-in (every page sends
+them to /accounts/password/ until they have). A new researcher or annotator joins the
+current workspace with that role; only its managers add them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from .decorators import researcher_required
-from .roles import ANNOTATOR, RATER, RESEARCHER
+from .decorators import forbidden, researcher_required
+from .models import Workspace
+from .roles import ANNOTATOR, RATER, RESEARCHER, is_manager
 from .services import user_create_with_role
 
 users_only = researcher_required("Managing users is for researchers only.")
@@ -50,8 +53,26 @@ def user_list(request: HttpRequest) -> HttpResponse:
     form = UserInviteForm(request.POST or None)
     created = password = None
     if request.method == "POST" and form.is_valid():
+        role = form.cleaned_data["role"]
+        current = request.workspace
+        if role != RATER and not is_manager(request.user):
+            return forbidden(request, "Only a workspace's managers add researchers and annotators.")
         password = secrets.token_urlsafe(12)
-        created = user_create_with_role(password=password, **form.cleaned_data)
+        # A researcher or an annotator joins the workspace this page is read in, with
+        # that role; the password is one-time: changed at the first sign-in.
+        workspace = (
+            Workspace.objects.get(pk=current.workspace_id)
+            if current is not None and current.workspace_id
+            else None
+        )
+        created = user_create_with_role(
+            password=password,
+            workspace=workspace,
+            workspace_role=role if role != RATER else "",
+            by=request.user,
+            one_time=True,
+            **form.cleaned_data,
+        )
         form = UserInviteForm()
     users = (
         get_user_model()

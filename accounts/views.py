@@ -11,6 +11,8 @@ from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
+from .apps import PASSWORD_CHANGE_SESSION_KEY
+from .models import PasswordChangeRequired
 from .throttling import (
     login_attempt_begin,
     login_attempt_release,
@@ -94,6 +96,17 @@ class ThrottledPasswordChangeView(PasswordChangeView):
         if login_blocked(request, request.user.get_username()):
             return throttled_response(request, login_blocked_message(), login_retry_after_s())
         return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        PasswordChangeRequired.objects.filter(user=form.user).delete()
+        self.request.session.pop(PASSWORD_CHANGE_SESSION_KEY, None)
+        return response
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["first_sign_in"] = bool(self.request.session.get(PASSWORD_CHANGE_SESSION_KEY))
+        return context
 
     def form_invalid(self, form: Any) -> HttpResponse:
         if login_refused(self.request):

@@ -12,6 +12,8 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from common.scoping import WorkspaceManager, WorkspaceOwned
+
 # Paper section 3.1: 4 to 7 scenarios per stage, 5 by default.
 MIN_SCENARIOS, MAX_SCENARIOS, DEFAULT_SCENARIOS = 4, 7, 5
 
@@ -129,7 +131,7 @@ class PersonalityType(models.Model):
         return self.code
 
 
-class GenerationJob(models.Model):
+class GenerationJob(WorkspaceOwned):
     """A request to generate ``stage_count`` DynToM stages; one Celery task runs it.
 
     Its model calls are made through a modeling :class:`~modeling.models.Run` (``run``),
@@ -286,6 +288,8 @@ class GeneratedStage(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = WorkspaceManager("job__workspace")
+
     class Meta:
         ordering = ["job", "index"]
         constraints = [
@@ -360,7 +364,7 @@ class DecisionRule(KindVersioned):
         return f"{self.kind} rule v{self.version}"
 
 
-class ValidationBatch(models.Model):
+class ValidationBatch(WorkspaceOwned):
     """A set of stages to validate, each object by ``k`` different annotators."""
 
     name = models.CharField(max_length=200)
@@ -400,6 +404,8 @@ class ValidationStage(models.Model):
     outcome = models.CharField(max_length=20, default="pending")
     outcome_reason = models.TextField(blank=True, default="")
 
+    objects = WorkspaceManager("batch__workspace")
+
     class Meta:
         ordering = ["batch", "position"]
         constraints = [
@@ -435,6 +441,8 @@ class ValidationObject(models.Model):
     label = models.CharField(max_length=255)
     k = models.PositiveSmallIntegerField()
 
+    objects = WorkspaceManager("batch__workspace")
+
     class Meta:
         ordering = ["vstage", "position"]
         constraints = [
@@ -463,6 +471,8 @@ class ValidationAssignment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
 
+    objects = WorkspaceManager("vstage__batch__workspace")
+
     class Meta:
         ordering = ["vstage", "object__position"]
         constraints = [
@@ -484,6 +494,8 @@ class ValidationScore(models.Model):
     criterion = models.CharField(max_length=50)
     value = models.SmallIntegerField()
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = WorkspaceManager("assignment__vstage__batch__workspace")
 
     class Meta:
         constraints = [
@@ -521,6 +533,8 @@ class ValidationDecision(models.Model):
     )
     overridden_at = models.DateTimeField(null=True, blank=True)
 
+    objects = WorkspaceManager("object__batch__workspace")
+
     def __str__(self) -> str:
         return f"{self.object_id}: {self.effective_outcome}"
 
@@ -540,6 +554,8 @@ class AcceptedSet(models.Model):
     stage_ids = models.JSONField(default=list, help_text="ValidationStage ids kept")
     rule_versions = models.JSONField(default=dict, help_text="kind -> rule version")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("batch__workspace")
 
     class Meta:
         ordering = ["batch", "-version"]

@@ -18,6 +18,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from common.scoping import current_workspace_id
+
 from .forms import BenchmarkImportForm
 from .importers import ImportDataError
 from .models import (
@@ -31,7 +33,7 @@ from .models import (
     SpeakerInstance,
     Work,
 )
-from .services import benchmark_import
+from .services import benchmark_import, benchmark_publish
 
 TIMESTAMPS = ("created_at", "updated_at")
 
@@ -81,11 +83,38 @@ class WorkAdmin(admin.ModelAdmin):
         "characters_link",
         "scenes_link",
         "qa_items_link",
+        "shared",
         "updated_at",
     )
-    list_filter = ("benchmark", "kind", "split")
+    list_filter = ("benchmark", "kind", "split", "shared")
+    actions = ("publish", "unpublish")
     search_fields = ("title", "key")
     readonly_fields = (*TIMESTAMPS, "characters_link", "scenes_link", "qa_items_link")
+
+    def _foreign(self, obj: Work | None) -> bool:
+        """A work another workspace published: readable here, never changed."""
+        workspace_id = current_workspace_id()
+        return obj is not None and workspace_id is not None and obj.workspace_id != workspace_id
+
+    def has_change_permission(self, request: HttpRequest, obj: Work | None = None) -> bool:
+        return not self._foreign(obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Work | None = None) -> bool:
+        return not self._foreign(obj) and super().has_delete_permission(request, obj)
+
+    def _own(self, queryset):
+        workspace_id = current_workspace_id()
+        return queryset if workspace_id is None else queryset.filter(workspace_id=workspace_id)
+
+    @admin.action(description="Publish to every workspace (read-only to the others)")
+    def publish(self, request: HttpRequest, queryset) -> None:
+        changed = benchmark_publish(works=self._own(queryset), shared=True)
+        self.message_user(request, f"{changed} works published to every workspace.")
+
+    @admin.action(description="Take back from the other workspaces")
+    def unpublish(self, request: HttpRequest, queryset) -> None:
+        changed = benchmark_publish(works=self._own(queryset), shared=False)
+        self.message_user(request, f"{changed} works no longer published.")
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.import_view)

@@ -9,6 +9,8 @@ gives back what was imported.
 from django.conf import settings
 from django.db import models
 
+from common.scoping import WorkspaceManager, WorkspaceOwned
+
 from .fields import BulkJSONField
 
 
@@ -34,7 +36,7 @@ class TimestampedModel(models.Model):
         abstract = True
 
 
-class Work(TimestampedModel):
+class Work(WorkspaceOwned, TimestampedModel):
     """A movie, a TV show, a book or a DynToM social stage."""
 
     class Kind(models.TextChoices):
@@ -53,6 +55,11 @@ class Work(TimestampedModel):
     source = models.TextField(blank=True, default="", help_text="file or URL it came from")
     licence_note = models.TextField(blank=True, default="")
     extra = BulkJSONField(default=dict, blank=True)
+    # Published to every workspace: read-only to the others (its import belongs to
+    # the workspace that made it).
+    shared = models.BooleanField(default=False)
+
+    objects = WorkspaceManager(shared="shared")
 
     class Meta:
         ordering = ["benchmark", "key"]
@@ -89,6 +96,8 @@ class Character(TimestampedModel):
     is_main = models.BooleanField(default=False)
     aliases = BulkJSONField(default=list, blank=True)
     extra = BulkJSONField(default=dict, blank=True)
+
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
 
     class Meta:
         ordering = ["work", "position", "name"]
@@ -127,6 +136,8 @@ class Scene(TimestampedModel):
     )
     extra = BulkJSONField(default=dict, blank=True)
 
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
+
     class Meta:
         ordering = ["work", "position"]
         constraints = [
@@ -148,6 +159,8 @@ class SpeakerInstance(TimestampedModel):
     )
     candidates = BulkJSONField(default=list, help_text="candidate names in display order")
     extra = BulkJSONField(default=dict, blank=True)
+
+    objects = WorkspaceManager("scene__work__workspace", shared="scene__work__shared")
 
     class Meta:
         ordering = ["scene", "code"]
@@ -188,6 +201,8 @@ class SpeakerAnnotation(TimestampedModel):
     # [{"evidence": [e1, e2, e3], "reasoning": str}, …] — one group per column block.
     evidence_groups = BulkJSONField(default=list, blank=True)
     raw = BulkJSONField(default=list, blank=True, help_text="the source row, cell by cell")
+
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
 
     class Meta:
         ordering = ["work", "source", "row_number"]
@@ -236,6 +251,8 @@ class QAItem(TimestampedModel):
     directness = models.CharField(max_length=10, choices=Directness.choices, null=True, blank=True)
     extra = BulkJSONField(default=dict, blank=True)
 
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
+
     class Meta:
         verbose_name = "QA item"
         verbose_name_plural = "QA items"
@@ -266,6 +283,8 @@ class DynToMStage(TimestampedModel):
     change_analysis = BulkJSONField(default=dict, blank=True)
     extra = BulkJSONField(default=dict, blank=True)
 
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
+
     class Meta:
         verbose_name = "DynToM stage"
         verbose_name_plural = "DynToM stages"
@@ -293,6 +312,8 @@ class DynToMScenario(TimestampedModel):
         max_length=10, choices=DialogueShape.choices, default=DialogueShape.ROUNDS
     )
     extra = BulkJSONField(default=dict, blank=True)
+
+    objects = WorkspaceManager("stage__work__workspace", shared="stage__work__shared")
 
     class Meta:
         verbose_name = "DynToM scenario"
@@ -329,6 +350,8 @@ class DynToMQuestion(TimestampedModel):
     option_reasons = BulkJSONField(default=list, blank=True)
     extra = BulkJSONField(default=dict, blank=True)
 
+    objects = WorkspaceManager("stage__work__workspace", shared="stage__work__shared")
+
     class Meta:
         verbose_name = "DynToM question"
         verbose_name_plural = "DynToM questions"
@@ -342,7 +365,7 @@ class DynToMQuestion(TimestampedModel):
         return f"{self.stage.work.key} {self.key}"
 
 
-class ImportJob(TimestampedModel):
+class ImportJob(WorkspaceOwned, TimestampedModel):
     """One import: a path on the server (``import_benchmark --background``) or an upload.
 
     An upload (``upload`` set: its folder under ``DATA_DIR/uploads``) starts as a dry

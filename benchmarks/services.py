@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Value
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet, Value
 from django.db.models.functions import Replace
 from django.utils import timezone
 
 from common.queueing import job_tasks_register
+from common.scoping import scoped_to
 from common.tasks import task_send_on_commit
 
 from . import uploads
@@ -94,6 +95,25 @@ def import_job_run(*, job_id: int) -> str:
     if not claimed:
         return "skipped"
     job = ImportJob.objects.get(pk=job_id)
+    # Imported as a member of the job's workspace: its new works are born there, and
+    # no other workspace's unpublished work is read or changed.
+    with scoped_to(job.workspace_id):
+        return _import_job_claimed(job)
+
+
+def _import_error(exc: Exception) -> str:
+    if isinstance(exc, IntegrityError):
+        # The natural keys are the server's: a work another workspace imported and has
+        # not published cannot be imported again here.
+        return (
+            "a work in this file is already in another workspace's item bank "
+            "(ask that workspace to publish it)"
+        )
+    return str(exc)
+
+
+def _import_job_claimed(job: ImportJob) -> str:
+    job_id = job.pk
     if job.upload:
         return _upload_job_run(job)
     done = 0
@@ -108,9 +128,9 @@ def import_job_run(*, job_id: int) -> str:
         report = benchmark_import(
             format_name=job.format_name, path=job.path, split=job.split, progress=progress
         )
-    except (ImportDataError, ValueError) as exc:
+    except (ImportDataError, ValueError, IntegrityError) as exc:
         ImportJob.objects.filter(pk=job_id).update(
-            status=ImportJob.Status.FAILED, error=str(exc), finished_at=timezone.now()
+            status=ImportJob.Status.FAILED, error=_import_error(exc), finished_at=timezone.now()
         )
         return "failed"
     ImportJob.objects.filter(pk=job_id).update(
@@ -554,3 +574,15 @@ def character_gender_set(*, character, gender: str):
     character.gender_source = Character.GenderSource.MANUAL
     character.save(update_fields=["gender", "gender_source", "updated_at"])
     return character
+
+
+def benchmark_publish(*, works: QuerySet[Work], shared: bool = True) -> int:
+    """Publish ``works`` (with their scenes, characters, items and questions) to every
+    workspace, or take them back: the others read them and cannot change them. Only
+    the owning workspace's works change (the caller's queryset is scoped); returns how
+    many changed."""
+    return (
+        Work._base_manager.filter(pk__in=works.values("pk"))
+        .exclude(shared=shared)
+        .update(shared=shared)
+    )

@@ -155,6 +155,15 @@ class InputSafeAdminMixin:
             return False  # the changelist answers 400 (DisallowedModelAdminLookup)
         return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]
 
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        # A row's workspace is where it was made: the admin never moves it (into a
+        # workspace its editor is not a member of, say). Admin lists are scoped by the
+        # models' managers (common.scoping).
+        fields = tuple(super().get_readonly_fields(request, obj))  # type: ignore[misc]
+        if _owns_workspace(self.model) and "workspace" not in fields:  # type: ignore[attr-defined]
+            return (*fields, "workspace")
+        return fields
+
     def get_search_fields(self, request: Any) -> Any:
         fields = super().get_search_fields(request)  # type: ignore[misc]
         return [f for f in fields if not reaches_secret(self.model, f)]  # type: ignore[attr-defined]
@@ -189,6 +198,10 @@ class InputSafeAdminMixin:
                 using=kwargs.get("using"),
             )
         return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+def _owns_workspace(model: type[models.Model]) -> bool:
+    return any(f.name == "workspace" for f in model._meta.concrete_fields)
 
 
 def _input_safe(cls: type) -> type:

@@ -10,8 +10,9 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
-# Researchers only: config/urls.py wraps both views in accounts' researcher_required
-# (common sits below accounts and cannot import it).
+# config/urls.py wraps these views (common sits below accounts and cannot import it):
+# the list in operator_required (it shows every workspace's jobs), the re-queue, which
+# a job's own page offers, in researcher_required.
 def queued_jobs(request: HttpRequest) -> HttpResponse:
     """Every job no worker has taken yet, with Re-queue."""
     from django.conf import settings

@@ -5,7 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from accounts.decorators import researcher_required
+from accounts import workspace_views
+from accounts.decorators import operator_required, researcher_required
 from accounts.user_views import user_list
 from accounts.views import ThrottledLoginView, ThrottledPasswordChangeView, admin_login
 from common.views import healthz, queued_job_requeue, queued_jobs
@@ -17,7 +18,8 @@ handler500 = "common.views.server_error"
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
-    path("jobs/", researcher_required(queued_jobs), name="queued-jobs"),
+    # Every workspace's jobs: the operator's page. A job's own page re-queues it.
+    path("jobs/", operator_required(queued_jobs), name="queued-jobs"),
     path(
         "jobs/<int:pk>/requeue/",
         researcher_required(queued_job_requeue),
@@ -28,6 +30,9 @@ urlpatterns = [
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/users/", user_list, name="users"),
+    path("accounts/workspaces/switch/", workspace_views.switch, name="workspace-switch"),
+    path("accounts/workspaces/members/", workspace_views.members, name="workspace-members"),
+    path("accounts/workspaces/new/", workspace_views.new, name="workspace-new"),
     path(
         "accounts/password/",
         ThrottledPasswordChangeView.as_view(success_url="/"),

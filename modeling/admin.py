@@ -167,6 +167,14 @@ class PromptTemplateAdmin(admin.ModelAdmin):
 
 @admin.register(CachedResponse)
 class CachedResponseAdmin(ReadOnlyAdmin):
+    # The reply cache is the server's, shared by every workspace (a reply is keyed by
+    # its whole request): only the operator (a superuser) reads it.
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return request.user.is_superuser
+
     list_display = (
         "short_key",
         "backend_name",

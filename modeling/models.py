@@ -15,6 +15,7 @@ from django.db import models
 
 from benchmarks.fields import BulkJSONField
 from common import egress
+from common.scoping import WorkspaceManager, WorkspaceOwned
 
 from .backends.policy import effective_base_url, host_refusal, key_env_refusal, origin
 from .credentials import (
@@ -36,7 +37,7 @@ _ENV_NAME = RegexValidator(
 )
 
 
-class Backend(models.Model):
+class Backend(WorkspaceOwned):
     """A configured LLM endpoint.
 
     The API key is read from the environment variable ``api_key_env`` names (preferred:
@@ -55,7 +56,8 @@ class Backend(models.Model):
         OPENAI = "openai", "OpenAI-compatible chat completions"
         TRANSFORMERS = "transformers", "local transformers causal LM"
 
-    name = models.SlugField(max_length=100, unique=True)
+    # Unique within its workspace (forms check uniqueness through the scoped manager).
+    name = models.SlugField(max_length=100)
     kind = models.CharField(max_length=20, choices=Kind.choices)
     base_url = models.URLField(blank=True, default="", help_text="e.g. http://127.0.0.1:8001/v1")
     default_model = models.CharField(max_length=255, blank=True, default="")
@@ -91,6 +93,9 @@ class Backend(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="backend_name_in_workspace")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -222,6 +227,13 @@ class PromptTemplate(models.Model):
     notes = models.TextField(blank=True, default="")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # None: a built-in default, read by every workspace; a revision belongs to the
+    # workspace that made it (modeling.runs.prompt_templates).
+    workspace = models.ForeignKey(
+        "accounts.Workspace", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    objects = WorkspaceManager(shared="workspace__isnull")
 
     class Meta:
         ordering = ["name", "-version"]
@@ -251,7 +263,7 @@ class CachedResponse(models.Model):
         return f"{self.backend_name}/{self.model} {self.key[:12]}"
 
 
-class Run(models.Model):
+class Run(WorkspaceOwned):
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
         RUNNING = "running", "running"
@@ -358,6 +370,8 @@ class RunCall(models.Model):
     error = models.TextField(blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = WorkspaceManager("run__workspace")
+
     class Meta:
         ordering = ["run", "id"]
         constraints = [
@@ -430,6 +444,8 @@ class Prediction(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("run__workspace")
 
     class Meta:
         ordering = ["run", "id"]
@@ -516,6 +532,8 @@ class MentalStateRecord(models.Model):
     desires = models.TextField(blank=True, default="")
     intentions = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("run__workspace")
 
     class Meta:
         ordering = ["run", "character", "scene__position"]

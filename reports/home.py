@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 
 from accounts.roles import ANNOTATOR, RATER, RESEARCHER, has_role
 from benchmarks.selectors import item_bank_counts
+from common.scoping import scoped_to
 
 
 @require_GET
@@ -23,7 +24,9 @@ def home(request: HttpRequest) -> HttpResponse:
     if RATER in roles:
         from studies.models import Study
 
-        context["open_studies"] = Study.objects.filter(
-            status=Study.Status.LIVE, imported=False, open_join=True
-        ).order_by("name")
+        # Open to every rater account, whichever workspace runs the study.
+        with scoped_to(None):
+            context["open_studies"] = Study.objects.filter(
+                status=Study.Status.LIVE, imported=False, open_join=True
+            ).order_by("name")
     return render(request, "home.html", context)

@@ -9,11 +9,12 @@ from typing import Any
 from django.db import models
 
 from benchmarks.models import Benchmark
+from common.scoping import WorkspaceManager, WorkspaceOwned
 
 from .report_types import Chart, Report, Table
 
 
-class ReportJob(models.Model):
+class ReportJob(WorkspaceOwned):
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
         RUNNING = "running", "running"
@@ -114,6 +115,8 @@ class PackedRun(models.Model):
     data = models.BinaryField(default=b"")
     packed_at = models.DateTimeField(auto_now=True)
 
+    objects = WorkspaceManager("run__workspace")
+
     def __str__(self) -> str:
         return f"packed run {self.run_id} ({self.predictions} predictions)"
 
@@ -138,7 +141,7 @@ class DynToMQuestionBankSnapshot(models.Model):
         return f"DynToM question bank {self.fingerprint[:12]}"
 
 
-class ReplicationImport(models.Model):
+class ReplicationImport(WorkspaceOwned):
     """A replication package imported here (``reports.replication.importing``).
 
     The study it became is read-only by convention (closed, never relaunched); this row

@@ -24,6 +24,7 @@ from django.utils import timezone
 from annotation.dyntom.validation import selectors as validation_selectors
 from benchmarks.models import Benchmark
 from common.queueing import job_tasks_register
+from common.scoping import current_workspace_id, scoped_to
 from common.tasks import task_send_on_commit
 from modeling.models import Run
 
@@ -170,7 +171,8 @@ def report_build_cached(
         repr((sorted(size.items()), sorted(human.items()))).encode()
     ).hexdigest()[:16]
     selection = f"{_ids_key(run_ids)}:{_ids_key(study_ids)}:{int(include_excluded)}"
-    key = f"reports:report:v2:{benchmark}:{seed}:{selection}:{fingerprint}"
+    # Each workspace reads its own studies and runs: its reports are cached apart.
+    key = f"reports:report:v3:{current_workspace_id()}:{benchmark}:{seed}:{selection}:{fingerprint}"
     report = cache.get(key)
     if report is None:
         report = _build(
@@ -195,7 +197,9 @@ def validation_report_cached(*, batch_ids: list[int] | None = None, seed: int = 
     """
     size = validation_selectors.report_size(batch_ids=batch_ids)
     fingerprint = hashlib.sha1(repr(sorted(size.items())).encode()).hexdigest()[:16]
-    key = f"reports:validation:v1:{seed}:{_ids_key(batch_ids)}:{fingerprint}"
+    key = (
+        f"reports:validation:v2:{current_workspace_id()}:{seed}:{_ids_key(batch_ids)}:{fingerprint}"
+    )
     report = cache.get(key)
     if report is None:
         report = build_validation_report(batch_ids=batch_ids, seed=seed)
@@ -275,13 +279,15 @@ def report_job_execute(*, job_id: int) -> str:
     job = ReportJob.objects.get(pk=job_id)
     mine = ReportJob.objects.filter(pk=job_id, status=ReportJob.Status.RUNNING, started_at=started)
     try:
-        report = _build(
-            job.benchmark,
-            job.run_ids,
-            job.seed,
-            study_ids=job.study_ids,
-            include_excluded=job.include_excluded,
-        )
+        # The worker reads as a member of the job's workspace: its studies and runs only.
+        with scoped_to(job.workspace_id):
+            report = _build(
+                job.benchmark,
+                job.run_ids,
+                job.seed,
+                study_ids=job.study_ids,
+                include_excluded=job.include_excluded,
+            )
         result = report.as_json()
     except Exception as exc:
         logger.exception("report job %s failed", job_id)

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import models
 
 from benchmarks.fields import BulkJSONField
+from common.scoping import WorkspaceManager, WorkspaceOwned
 from common.secrets import EncryptedSecretField
 
 # Table 3 of the ToM-in-AMC paper: the ToM dimensions people used.
@@ -56,7 +57,7 @@ class WebhookSecretField(EncryptedSecretField):
         super().__init__(*args, **kwargs)
 
 
-class Study(models.Model):
+class Study(WorkspaceOwned):
     class Status(models.TextChoices):
         DRAFT = "draft", "draft"
         LIVE = "live", "live"
@@ -164,6 +165,8 @@ class StudyWork(models.Model):
     # Display names when the study perturbs names: {original: shown}, one per work.
     name_map = BulkJSONField(default=dict, blank=True)
 
+    objects = WorkspaceManager("study__workspace")
+
     class Meta:
         ordering = ["study_id", "position"]
         constraints = [models.UniqueConstraint(fields=["study", "work"], name="study_work_unique")]
@@ -206,6 +209,8 @@ class StudyItem(models.Model):
     held_back = models.BooleanField(default=False)
     # [{"line": i, "kind": "name"|"alias"|"cue", "match": "...", "text": "..."}]
     leaks = BulkJSONField(default=list, blank=True)
+
+    objects = WorkspaceManager("study__workspace")
 
     class Meta:
         ordering = ["study_work_id", "position"]
@@ -296,6 +301,8 @@ class Participant(models.Model):
     released_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = WorkspaceManager("study__workspace")
+
     class Meta:
         ordering = ["study_id", "created_at"]
         constraints = [
@@ -319,6 +326,8 @@ class Familiarity(models.Model):
     work = models.ForeignKey("benchmarks.Work", on_delete=models.CASCADE, related_name="+")
     seen = models.BooleanField()
     declared_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("participant__study__workspace")
 
     class Meta:
         constraints = [
@@ -344,6 +353,8 @@ class WorkSession(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = WorkspaceManager("participant__study__workspace")
+
     class Meta:
         ordering = ["participant_id", "started_at"]
         constraints = [
@@ -365,6 +376,8 @@ class HistoryView(models.Model):
         "Assignment", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     opened_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("session__participant__study__workspace")
 
     def __str__(self) -> str:
         return f"{self.session} history ({self.where})"
@@ -397,6 +410,8 @@ class Assignment(models.Model):
     # item-set hash, instructions version, assignment seed, app version, names shown.
     version = BulkJSONField(default=dict, blank=True)
     assigned_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("participant__study__workspace")
 
     class Meta:
         ordering = ["session_id", "position"]
@@ -433,6 +448,8 @@ class SceneSlot(models.Model):
         Assignment, on_delete=models.SET_NULL, null=True, blank=True, related_name="slot"
     )
 
+    objects = WorkspaceManager("study_item__study__workspace")
+
     class Meta:
         ordering = ["study_item_id", "number"]
         constraints = [
@@ -466,6 +483,8 @@ class Guess(models.Model):
     tags = BulkJSONField(default=list, blank=True)
     evidence = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = WorkspaceManager("assignment__participant__study__workspace")
 
     class Meta:
         ordering = ["assignment_id", "instance_id"]
@@ -514,6 +533,8 @@ class ChoiceAnswer(models.Model):
     # Set once the answer is final, never before: the gold stays on the server.
     correct = models.BooleanField(null=True, blank=True)
 
+    objects = WorkspaceManager("assignment__participant__study__workspace")
+
     class Meta:
         ordering = ["assignment_id", "id"]
         constraints = [
@@ -549,6 +570,8 @@ class StudyTextVersion(models.Model):
     version = models.PositiveIntegerField()
     content = BulkJSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("study__workspace")
 
     class Meta:
         ordering = ["study_id", "kind", "version"]
@@ -595,6 +618,8 @@ class WebhookDelivery(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkspaceManager("study__workspace")
 
     class Meta:
         ordering = ["-created_at", "-pk"]

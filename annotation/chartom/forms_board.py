@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from common.scoping import ScopedModelChoiceField
 from modeling.models import Backend
 
 from .workflow import WorkflowError
@@ -61,7 +62,7 @@ class NoteBatchUploadForm(forms.Form):
     name = forms.CharField(
         max_length=200, required=False, help_text="Default: the notes file's name."
     )
-    backend = forms.ModelChoiceField(queryset=Backend.objects.order_by("name"))
+    backend = ScopedModelChoiceField(queryset=Backend.objects.order_by("name"))
     model = forms.CharField(
         max_length=255, required=False, help_text="Default: the backend's default model."
     )

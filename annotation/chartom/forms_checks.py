@@ -6,12 +6,14 @@ from typing import Any
 
 from django import forms
 
+from common.scoping import ScopedModelChoiceField
+
 from . import judgement, note_checks
 from .models import NoteBatch
 
 
 class NoteCheckSampleForm(forms.Form):
-    batch = forms.ModelChoiceField(queryset=NoteBatch.objects.order_by("-created_at"))
+    batch = ScopedModelChoiceField(queryset=NoteBatch.objects.order_by("-created_at"))
     size = forms.IntegerField(
         min_value=1, max_value=100_000, initial=100, help_text="notes (the paper: 100)"
     )

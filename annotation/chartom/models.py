@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import models
 
 from benchmarks.models import ToMDimension
+from common.scoping import WorkspaceManager, WorkspaceOwned
 
 
 class BookText(models.Model):
@@ -39,7 +40,7 @@ class BookText(models.Model):
         return self.title
 
 
-class NoteBatch(models.Model):
+class NoteBatch(WorkspaceOwned):
     """One import of reader notes, and the LLM settings its constructions run with."""
 
     name = models.CharField(max_length=200)
@@ -89,6 +90,8 @@ class ReaderNote(models.Model):
     context_1000 = models.TextField(null=True, blank=True)
     context_2000 = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("batch__workspace")
 
     class Meta:
         ordering = ["batch", "position"]
@@ -174,6 +177,8 @@ class Construction(models.Model):
         null=True, blank=True, help_text="start time of the holding process"
     )
 
+    objects = WorkspaceManager("note__batch__workspace")
+
     class Meta:
         ordering = ["note", "dimension"]
         constraints = [
@@ -202,6 +207,8 @@ class FieldChange(models.Model):
     )
     action = models.CharField(max_length=30, blank=True, default="", help_text="accepted, edited…")
     changed_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("construction__note__batch__workspace")
 
     class Meta:
         ordering = ["construction", "changed_at", "pk"]
@@ -235,6 +242,8 @@ class QuestionCandidate(models.Model):
     verdict_reason = models.TextField(blank=True, default="")
     kept = models.BooleanField(default=False, help_text="among the at most 4 shown to annotators")
 
+    objects = WorkspaceManager("construction__note__batch__workspace")
+
     class Meta:
         ordering = ["construction", "position"]
         constraints = [
@@ -265,6 +274,8 @@ class QuestionChoice(models.Model):
     model = models.CharField(max_length=255, blank=True, default="")
     template_versions = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceManager("construction__note__batch__workspace")
 
     def __str__(self) -> str:
         return self.final_text[:80]
@@ -311,6 +322,8 @@ class AnnotationTask(models.Model):
     closed = models.BooleanField(default=False, help_text="all k slots submitted, or withdrawn")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = WorkspaceManager(("batch__workspace", "sample__workspace"))
+
     class Meta:
         ordering = ["kind", "position", "pk"]
         indexes = [models.Index(fields=["kind", "closed", "position"])]
@@ -330,6 +343,8 @@ class TaskAssignment(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     answer = models.JSONField(default=dict, blank=True)
     seconds = models.FloatField(null=True, blank=True, help_text="taken → submitted, server clock")
+
+    objects = WorkspaceManager(("task__batch__workspace", "task__sample__workspace"))
 
     class Meta:
         ordering = ["task", "taken_at"]
@@ -353,7 +368,7 @@ class NoteCheckLabel(models.TextChoices):
     INAPPROPRIATE = "inappropriate", "inappropriate"
 
 
-class QualificationSet(models.Model):
+class QualificationSet(WorkspaceOwned):
     """A gold set of key-note extractions an annotator must match before extracting.
 
     ``retry_mode`` keeps a failed annotator from passing by memorising the feedback:
@@ -394,6 +409,8 @@ class QualificationItem(models.Model):
     dimension = models.CharField(max_length=10, choices=ToMDimension.choices)
     gold_spans = models.JSONField(default=list, help_text="[[start, end], ...] into note_text")
 
+    objects = WorkspaceManager("qset__workspace")
+
     class Meta:
         ordering = ["qset", "position"]
         constraints = [
@@ -416,6 +433,8 @@ class QualificationAttempt(models.Model):
     # Which of the set's items this attempt is on: all of them, or those it drew.
     items = models.ManyToManyField(QualificationItem, related_name="drawn_in", blank=True)
 
+    objects = WorkspaceManager("qset__workspace")
+
     class Meta:
         ordering = ["qset", "annotator", "started_at"]
 
@@ -432,6 +451,8 @@ class QualificationAnswer(models.Model):
     f1 = models.FloatField(default=0.0)
     answered_at = models.DateTimeField(auto_now=True)
 
+    objects = WorkspaceManager("attempt__qset__workspace")
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["attempt", "item"], name="qualification_answer_unique")
@@ -441,7 +462,7 @@ class QualificationAnswer(models.Model):
         return f"{self.attempt} / {self.item_id}"
 
 
-class JudgementSample(models.Model):
+class JudgementSample(WorkspaceOwned):
     """Sampled generative model answers that experts score 0-1 (Appendix E, Table 7)."""
 
     name = models.CharField(max_length=200)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from modeling.models import PromptTemplate
+from modeling.runs.prompt_templates import newest_active
 
 BENCHMARK = "chartom-qa"
 FILTER = "chartom-filter"
@@ -249,7 +250,7 @@ def chartom_templates_ensure_defaults() -> int:
 def chartom_template(name: str) -> PromptTemplate:
     """The newest active version of one of our templates (defaults made if missing)."""
     chartom_templates_ensure_defaults()
-    template = PromptTemplate.objects.filter(name=name, is_active=True).order_by("-version").first()
+    template = newest_active(name)
     if template is None:
         raise ValueError(f"no active prompt template named {name!r}; activate one of its versions")
     return template

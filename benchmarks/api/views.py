@@ -18,11 +18,12 @@ from benchmarks.models import (
     SpeakerInstance,
     Work,
 )
+from common.scoping import ScopedQuerysetMixin
 
 from . import filters, serializers
 
 
-class WorkViewSet(viewsets.ReadOnlyModelViewSet):
+class WorkViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Movies, TV shows, books and DynToM social stages."""
 
     queryset = Work.objects.order_by("benchmark", "key")
@@ -30,7 +31,7 @@ class WorkViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.WorkFilter
 
 
-class CharacterViewSet(viewsets.ReadOnlyModelViewSet):
+class CharacterViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Characters of a work, in source order."""
 
     queryset = Character.objects.order_by("work_id", "position", "name")
@@ -38,7 +39,7 @@ class CharacterViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.CharacterFilter
 
 
-class SceneViewSet(viewsets.ReadOnlyModelViewSet):
+class SceneViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Scenes with their lines and masked speakers (with the gold character)."""
 
     queryset = Scene.objects.order_by("work_id", "position").prefetch_related(
@@ -51,7 +52,7 @@ class SceneViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.SceneFilter
 
 
-class SpeakerInstanceViewSet(viewsets.ReadOnlyModelViewSet):
+class SpeakerInstanceViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Masked speakers: what a rater or a model must identify, with the gold answer."""
 
     queryset = SpeakerInstance.objects.select_related("gold_character").order_by("scene_id", "code")
@@ -59,7 +60,7 @@ class SpeakerInstanceViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.SpeakerInstanceFilter
 
 
-class QAItemViewSet(viewsets.ReadOnlyModelViewSet):
+class QAItemViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """CharToM-QA questions with reference answers, bonus points and distractors."""
 
     queryset = QAItem.objects.select_related("character").order_by("work_id", "position")
@@ -67,7 +68,7 @@ class QAItemViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.QAItemFilter
 
 
-class DynToMStageViewSet(viewsets.ReadOnlyModelViewSet):
+class DynToMStageViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """DynToM social stages with their scenarios."""
 
     queryset = (
@@ -79,7 +80,7 @@ class DynToMStageViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.DynToMStageFilter
 
 
-class DynToMQuestionViewSet(viewsets.ReadOnlyModelViewSet):
+class DynToMQuestionViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """DynToM multiple-choice questions with the gold letter."""
 
     queryset = DynToMQuestion.objects.select_related("stage__work").order_by("stage_id", "position")

@@ -11,9 +11,23 @@ from typing import Any
 from rest_framework import serializers
 
 from benchmarks.models import Split, Work
+from common.scoping import scoped
 from modeling.models import Backend, Prediction, PromptTemplate, Run
 from modeling.pipelines import get_pipeline, pipeline_benchmarks
 from modeling.runs.outcome import run_status_label
+
+
+class ScopedSlugRelatedField(serializers.SlugRelatedField):
+    """A backend of the request's workspace only (the class attribute's queryset was
+    built before any request)."""
+
+    def get_queryset(self):
+        return scoped(super().get_queryset())
+
+
+class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    def get_queryset(self):
+        return scoped(super().get_queryset())
 
 
 class BackendSerializer(serializers.ModelSerializer):
@@ -234,13 +248,13 @@ class RunCreateInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     benchmark = serializers.ChoiceField(choices=pipeline_benchmarks())
     method = serializers.CharField(max_length=50, help_text="e.g. vanilla or cot")
-    backend = serializers.SlugRelatedField(
+    backend = ScopedSlugRelatedField(
         slug_field="name", queryset=Backend.objects.all(), help_text="the backend's name"
     )
     model = serializers.CharField(
         max_length=255, required=False, allow_blank=True, help_text="default: the backend's"
     )
-    template = serializers.PrimaryKeyRelatedField(
+    template = ScopedPrimaryKeyRelatedField(
         queryset=PromptTemplate.objects.all(),
         required=False,
         allow_null=True,

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from common.scoping import ScopedQuerysetMixin
 from modeling.models import Prediction, Run
 from modeling.runs import selectors, services
 
@@ -33,7 +34,7 @@ def _service_error(exc: ValueError) -> ValidationError:
     return ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [str(exc)]})
 
 
-class BackendViewSet(viewsets.ReadOnlyModelViewSet):
+class BackendViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Configured LLM endpoints (never their keys or options)."""
 
     queryset = selectors.backend_list()
@@ -44,7 +45,7 @@ class BackendViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ("kind",)
 
 
-class PromptTemplateViewSet(viewsets.ReadOnlyModelViewSet):
+class PromptTemplateViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Every prompt template version, with how many runs used it."""
 
     queryset = selectors.prompt_template_list()
@@ -53,7 +54,7 @@ class PromptTemplateViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.PromptTemplateFilter
 
 
-class RunViewSet(viewsets.ReadOnlyModelViewSet):
+class RunViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     """Model runs with their progress, usage and settings; create, cancel and resume."""
 
     queryset = selectors.run_list().select_related("created_by")

@@ -97,6 +97,16 @@ def run_execute(
     if run is None:
         return "skipped"
     holder = LeaseHolder.current()
+    if run.backend_id is not None and run.backend.workspace_id != run.workspace_id:
+        # A backend's key is its workspace's: a run of another workspace never uses it,
+        # whatever its row says (made through the admin or an old API client).
+        _release(
+            run.pk,
+            holder,
+            status=Run.Status.FAILED,
+            error="the run's backend belongs to another workspace: its key is not used here",
+        )
+        return Run.Status.FAILED
     try:
         if run.kind == Run.Kind.TRAINED:
             return _execute_trained(run, on_progress, interrupt or RunInterrupt())

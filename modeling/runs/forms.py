@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from benchmarks.models import Split, Work
+from common.scoping import ScopedModelChoiceField
 
 from ..models import PromptTemplate
 from ..pipelines import get_pipeline, pipeline_benchmarks
@@ -29,11 +30,11 @@ class RunForm(forms.Form):
     benchmark = forms.ChoiceField(choices=())
     method = forms.ChoiceField(choices=())
     # Disabled backends are not offered.
-    backend = forms.ModelChoiceField(queryset=backend_selectable())
+    backend = ScopedModelChoiceField(queryset=backend_selectable())
     model = forms.CharField(
         max_length=255, required=False, help_text="Default: the backend's default model."
     )
-    template = forms.ModelChoiceField(
+    template = ScopedModelChoiceField(
         queryset=PromptTemplate.objects.order_by("name", "-version"),
         required=False,
         empty_label="the method's active template",

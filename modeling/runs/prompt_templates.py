@@ -1,10 +1,18 @@
-"""Prompt templates as versioned, editable records: defaults seeded, revisions, the active one."""
+"""Prompt templates as versioned, editable records: defaults seeded, revisions, the active one.
+
+The defaults belong to no workspace: every workspace reads them. A revision belongs to
+the workspace that made it, and becomes the active version there only; version numbers
+are the server's, so a version names one text whichever workspace reads it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
+
+from common.scoping import current_workspace_id, default_workspace_id
 
 from ..models import PromptTemplate
 from ..prompts import DEFAULT_TEMPLATES
@@ -19,7 +27,7 @@ def prompt_templates_ensure_defaults(*, specs: list[dict[str, Any]] | None = Non
     """
     created = 0
     for spec in DEFAULT_TEMPLATES if specs is None else specs:
-        _, was_created = PromptTemplate.objects.get_or_create(
+        _, was_created = PromptTemplate._base_manager.get_or_create(
             name=spec["name"], version=spec["version"], defaults=spec
         )
         created += was_created
@@ -27,10 +35,13 @@ def prompt_templates_ensure_defaults(*, specs: list[dict[str, Any]] | None = Non
 
 
 def prompt_template_revise(*, template: PromptTemplate, **changes: Any) -> PromptTemplate:
-    """Edit a template by adding a new version; runs keep pointing at the old one."""
+    """Edit a template by adding a new version in the current workspace (Default for a
+    command); runs keep pointing at the old one, other workspaces keep theirs."""
+    workspace_id = current_workspace_id() or default_workspace_id()
     with transaction.atomic():
+        # Every workspace's versions: the new number must be the server's next.
         latest = (
-            PromptTemplate.objects.select_for_update()
+            PromptTemplate._base_manager.select_for_update()
             .filter(name=template.name)
             .order_by("-version")
             .first()
@@ -40,20 +51,36 @@ def prompt_template_revise(*, template: PromptTemplate, **changes: Any) -> Promp
             for f in ("benchmark", "method", "system", "user", "fields", "output_format", "notes")
         }
         fields.update(changes)
-        PromptTemplate.objects.filter(name=template.name).update(is_active=False)
-        return PromptTemplate.objects.create(
-            name=template.name, version=latest.version + 1, is_active=True, **fields
+        PromptTemplate._base_manager.filter(name=template.name, workspace_id=workspace_id).update(
+            is_active=False
         )
+        return PromptTemplate.objects.create(
+            name=template.name,
+            version=latest.version + 1,
+            is_active=True,
+            workspace_id=workspace_id,
+            **fields,
+        )
+
+
+def newest_active(name: str, *, workspace_id: int | None = None) -> PromptTemplate | None:
+    """The newest active version of ``name`` that ``workspace_id`` (default: the current
+    workspace, else Default) reads: its own revisions and the built-in defaults."""
+    workspace_id = workspace_id or current_workspace_id() or default_workspace_id()
+    return (
+        PromptTemplate._base_manager.filter(name=name, is_active=True)
+        .filter(Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
+        .order_by("-version")
+        .first()
+    )
 
 
 def active_template(name: str) -> PromptTemplate:
-    """The newest active version of a template, creating the defaults on first use."""
-    template = PromptTemplate.objects.filter(name=name, is_active=True).order_by("-version").first()
+    """:func:`newest_active`, creating the defaults on first use."""
+    template = newest_active(name)
     if template is None:
         prompt_templates_ensure_defaults()
-        template = (
-            PromptTemplate.objects.filter(name=name, is_active=True).order_by("-version").first()
-        )
+        template = newest_active(name)
     if template is None:
         raise ValueError(f"no prompt template named {name!r}")
     return template

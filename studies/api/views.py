@@ -34,6 +34,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from benchmarks.models import Work
+from common.scoping import ScopedQuerysetMixin
 from studies import api_services, exports, services
 from studies.choice.forms import ChoiceStudyForm
 from studies.choice.services import CHOICE_BENCHMARKS
@@ -53,7 +54,7 @@ QUERY = [
 ]
 
 
-class _ExportApi(GenericAPIView):
+class _ExportApi(ScopedQuerysetMixin, GenericAPIView):
     """Pages of an export's rows (the API's usual pagination, ``?page=&page_size=``)."""
 
     queryset = Study.objects.all()
@@ -171,7 +172,7 @@ def _create_form(payload: Any) -> forms.Form:
     )
 
 
-class StudyListApi(GenericAPIView):
+class StudyListApi(ScopedQuerysetMixin, GenericAPIView):
     """Every study, newest first, with its works and participants per ledger status;
     POST creates a draft, as the New study pages do."""
 
@@ -233,7 +234,7 @@ class StudyListApi(GenericAPIView):
         return Response(data, status=status.HTTP_201_CREATED)
 
 
-class _StudyApi(GenericAPIView):
+class _StudyApi(ScopedQuerysetMixin, GenericAPIView):
     queryset = Study.objects.all()
     lookup_url_kwarg = "study_id"
 

@@ -120,9 +120,7 @@ def test_home_shows_researchers_the_item_bank_counts(client):
 def test_the_validation_queue_is_linked_for_annotators_and_researchers_only(
     client, role, sees_validation
 ):
-    roles_ensure()
-    user = UserFactory()
-    user.groups.add(Group.objects.get(name=role))
+    user = UserFactory(role=role)  # an annotator or a researcher: a member of Default
     client.force_login(user)
 
     page = client.get(reverse("home")).content.decode()

@@ -88,6 +88,20 @@ BUILDERS: dict[type[Model], Callable[[], Model]] = {
 }
 
 
+def _reader(model, researcher, admin_user):
+    """Who reads ``model`` in the admin: the reply cache is every workspace's, so the
+    operator's (issue 46); the rest, a researcher of the workspace."""
+    return admin_user if model is CachedResponse else researcher
+
+
+def test_the_reply_cache_is_the_operators_alone(client, researcher):
+    cached = _cached()
+    client.force_login(researcher)
+
+    assert client.get(_admin_url(CachedResponse, "changelist")).status_code == 403
+    assert client.get(_admin_url(CachedResponse, "change", cached.pk)).status_code == 403
+
+
 def test_every_modeling_model_is_registered():
     registered = {m for m in admin.site._registry if m._meta.app_label == "modeling"}
 
@@ -95,9 +109,9 @@ def test_every_modeling_model_is_registered():
 
 
 @pytest.mark.parametrize("model", list(BUILDERS), ids=lambda m: m.__name__)
-def test_researcher_opens_changelist_and_change_page(client, researcher, model):
+def test_researcher_opens_changelist_and_change_page(client, researcher, admin_user, model):
     obj = BUILDERS[model]()
-    client.force_login(researcher)
+    client.force_login(_reader(model, researcher, admin_user))
 
     changelist = client.get(_admin_url(model, "changelist"))
     change = client.get(_admin_url(model, "change", obj.pk))
@@ -110,9 +124,9 @@ def test_researcher_opens_changelist_and_change_page(client, researcher, model):
 
 @pytest.mark.parametrize("model", list(BUILDERS), ids=lambda m: m.__name__)
 def test_changelist_query_count_does_not_grow_with_rows(
-    client, researcher, model, django_assert_max_num_queries
+    client, researcher, admin_user, model, django_assert_max_num_queries
 ):
-    client.force_login(researcher)
+    client.force_login(_reader(model, researcher, admin_user))
     url = _admin_url(model, "changelist")
     for _ in range(2):
         BUILDERS[model]()
@@ -380,9 +394,9 @@ def test_saved_template_texts_are_frozen_but_activity_and_notes_editable(client,
 
 
 @pytest.mark.parametrize("model", [CachedResponse, Run, RunCall, Prediction], ids=str)
-def test_engine_rows_cannot_be_added_or_edited(client, researcher, model):
+def test_engine_rows_cannot_be_added_or_edited(client, researcher, admin_user, model):
     obj = BUILDERS[model]()
-    client.force_login(researcher)
+    client.force_login(_reader(model, researcher, admin_user))
 
     add = client.get(_admin_url(model, "add"))
     change = client.get(_admin_url(model, "change", obj.pk))

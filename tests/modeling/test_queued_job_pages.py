@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
@@ -31,7 +32,8 @@ def test_run_page_shows_the_waiting_job_until_a_worker_takes_it(
     page = client.get(url).content.decode()
     assert "Queued 12\xa0minutes ago, no worker has taken it." in page
     assert reverse("queued-job-requeue", args=[envelope.pk]) in page
-    listing = client.get(reverse("queued-jobs")).content.decode()
+    client.force_login(get_user_model().objects.create_superuser("operator", password="pw-op-1!"))
+    listing = client.get(reverse("queued-jobs")).content.decode()  # the operator's page
     assert f'<a href="{url}">#{envelope.pk}</a>' in listing
 
     QueuedJob.objects.filter(pk=envelope.pk).update(taken_at=timezone.now())

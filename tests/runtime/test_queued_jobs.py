@@ -12,6 +12,7 @@ import subprocess
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
@@ -106,6 +107,10 @@ def test_job_page_says_no_worker_has_taken_it_and_researchers_requeue(
     client.force_login(researcher)
     page = client.get(reverse("reports:job", args=[job.pk])).content.decode()
     assert "Queued 7\xa0minutes ago, no worker has taken it." in page
+    # The list of every workspace's queued jobs is the operator's (issue 46).
+    assert client.get(reverse("queued-jobs")).status_code == 403
+    operator = get_user_model().objects.create_superuser("operator", password="pw-op-123!")
+    client.force_login(operator)
     listing = client.get(reverse("queued-jobs")).content.decode()
     assert f"#{envelope.pk}" in listing and REPORT_TASK_NAME in listing
 

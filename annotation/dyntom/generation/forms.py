@@ -6,13 +6,14 @@ from typing import Any
 
 from django import forms
 
+from common.scoping import ScopedModelChoiceField
 from modeling.models import Backend
 
 from ...models import DEFAULT_SCENARIOS, MAX_SCENARIOS, MIN_SCENARIOS
 
 
 class GenerationJobForm(forms.Form):
-    backend = forms.ModelChoiceField(queryset=Backend.objects.order_by("name"))
+    backend = ScopedModelChoiceField(queryset=Backend.objects.order_by("name"))
     model = forms.CharField(
         max_length=255, required=False, help_text="Default: the backend's default model."
     )

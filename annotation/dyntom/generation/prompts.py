@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from modeling.models import PromptTemplate
+from modeling.runs.prompt_templates import newest_active
 
 RELATIONSHIP = "dyntom-gen-relationship"
 TRAJECTORY = "dyntom-gen-trajectory"
@@ -170,9 +171,7 @@ def active_generation_templates() -> dict[str, PromptTemplate]:
     generation_templates_ensure_defaults()
     found: dict[str, PromptTemplate] = {}
     for step, name in STEP_TEMPLATES.items():
-        template = (
-            PromptTemplate.objects.filter(name=name, is_active=True).order_by("-version").first()
-        )
+        template = newest_active(name)
         if template is None:
             raise ValueError(
                 f"no active prompt template named {name!r}; activate one of its versions"

@@ -30,7 +30,7 @@ from django.db import transaction
 from accounts.roles import ANNOTATOR, RATER, RESEARCHER
 from accounts.services import user_create_with_role
 from benchmarks.importers import ImportDataError, ImportReport
-from benchmarks.models import Split
+from benchmarks.models import Split, Work
 from benchmarks.services import benchmark_import
 
 DEMO_DIR = Path(settings.BASE_DIR) / "fixtures" / "demo"
@@ -52,6 +52,8 @@ DEMO_SOURCES = (
 )
 
 DEMO_VALIDATION_BATCH = "Demo: validate the DynToM stage"
+
+DEMO_SECOND_WORKSPACE = "Second lab"
 
 # demo_links prints these logins too (scripts/run_embedded.py runs it).
 DEMO_USERS = (
@@ -84,7 +86,11 @@ class Command(BaseCommand):
             reports = [self._import(source) for source in DEMO_SOURCES]
             user_lines = self._ensure_users(reset=options["reset_passwords"])
             parts = self._ensure_parts()
-            extra_lines = [*self._ensure_pools(), self._ensure_chartom()]
+            extra_lines = [
+                *self._ensure_pools(),
+                self._ensure_chartom(),
+                self._ensure_workspaces(),
+            ]
         created = sum(sum(r.created.values()) for r in reports)
         unchanged = sum(sum(r.unchanged.values()) for r in reports)
         updated = sum(sum(r.updated.values()) for r in reports)
@@ -205,6 +211,26 @@ class Command(BaseCommand):
         for line in report.summary_lines():
             self.stdout.write(f"  {line}")
         return report
+
+    def _ensure_workspaces(self) -> str:
+        """Everything above is in the Default workspace. Its item bank is published to
+        every workspace, and a second, empty workspace that the demo researcher also
+        manages shows the switch in the navigation's workspace menu."""
+        from accounts.models import Membership, Workspace
+        from accounts.workspaces import member_set, workspace_create
+        from benchmarks.services import benchmark_publish
+
+        published = benchmark_publish(works=Work._base_manager.filter(workspace__slug="default"))
+        second = Workspace.objects.filter(name=DEMO_SECOND_WORKSPACE).first()
+        if second is None:
+            second = workspace_create(name=DEMO_SECOND_WORKSPACE)
+        researcher = get_user_model().objects.get(username=DEMO_USERS[0][0])
+        if not Membership.objects.filter(workspace=second, user=researcher).exists():
+            member_set(workspace=second, user=researcher, role=Membership.Role.MANAGER, by=None)
+        return (
+            f"workspaces: Default ({published} works published to every workspace) and "
+            f"{second.name} (empty; switch in the menu at the top)"
+        )
 
     def _ensure_users(self, *, reset: bool) -> list[str]:
         """Create missing demo users (all of them with ``reset``); one line per login."""
