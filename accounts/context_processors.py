@@ -24,8 +24,8 @@ def _workspace_menu(request: HttpRequest) -> dict[str, object]:
     user may switch to."""
     user = request.user
     current = getattr(request, "workspace", None)
-    if not user.is_authenticated or (current is None and not user.is_superuser):
-        return {}
+    if not user.is_authenticated or not (request_memberships(request) or user.is_superuser):
+        return {}  # a rater, or someone no workspace has yet
     return {
         "current_id": current.workspace_id if current is not None else None,
         "current_name": current.name if current is not None else "",

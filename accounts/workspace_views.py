@@ -29,7 +29,7 @@ ROLE_CHOICES = Membership.Role.choices
 
 class MemberAddForm(forms.Form):
     username = forms.CharField(max_length=150, help_text="an existing account")
-    role = forms.ChoiceField(choices=ROLE_CHOICES)
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Membership.Role.RESEARCHER)
 
     def clean_username(self) -> object:
         user = user_named(self.cleaned_data["username"])

@@ -769,3 +769,12 @@ def constructions_requeue_stale() -> list[int]:
             step_enqueue(construction.pk)
             sent.append(construction.pk)
     return sent
+
+
+def construction_workspace(construction_id: int) -> int | None:
+    """The workspace of the batch a construction belongs to (None if it is gone)."""
+    return (
+        Construction._base_manager.filter(pk=construction_id)
+        .values_list("note__batch__workspace_id", flat=True)
+        .first()
+    )

@@ -3,9 +3,10 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
+from common.scoping import scoped_to
 from modeling.runs.leases import LeaseHeld
 
-from .llm_steps import construction_step_run, constructions_requeue_stale
+from .llm_steps import construction_step_run, construction_workspace, constructions_requeue_stale
 from .workflow import STEP_TASK_NAME
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,9 @@ def chartom_step_task(self, construction_id: int) -> str:
     worker's lease would expire (if the worker died, the step is free by then).
     """
     try:
-        return construction_step_run(construction_id=construction_id)
+        # As a member of the batch's workspace: its prompt revisions, its rows.
+        with scoped_to(construction_workspace(construction_id)):
+            return construction_step_run(construction_id=construction_id)
     except LeaseHeld as exc:
         if self.request.is_eager:
             return "skipped"  # an eager retry would run again at once, in this call

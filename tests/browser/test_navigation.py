@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-RESEARCHER_MENUS = ["Data", "Studies", "Annotation", "Models", "Reports", "Admin"]
+# The first menu is the workspace's (issue 46): its name, with a hidden "Workspace:".
+WORKSPACE = "Workspace:\nDefault"
+RESEARCHER_MENUS = [WORKSPACE, "Data", "Studies", "Annotation", "Models", "Reports", "Admin"]
 
 
 def menu_links(page) -> dict[str, list[str]]:
@@ -21,7 +23,7 @@ def test_researcher_reaches_every_menu_page(page, live_server, researcher, log_i
     menus = menu_links(page)
     assert list(menus) == RESEARCHER_MENUS
     for group, hrefs in menus.items():
-        assert hrefs, group
+        assert hrefs, group  # the workspace menu: Members, New workspace
         for href in hrefs:
             response = page.request.get(f"{live_server.url}{href}")
             assert response.status == 200, (group, href, response.status)
@@ -49,7 +51,8 @@ def test_researcher_reaches_every_menu_page(page, live_server, researcher, log_i
 def test_annotator_sees_only_annotation(page, live_server, annotator, log_in_as):
     log_in_as(page, annotator.username, "pw-ann-123!")
     menus = menu_links(page)
-    assert list(menus) == ["Annotation"]
+    assert list(menus) == [WORKSPACE, "Annotation"]
+    assert menus[WORKSPACE] == []  # one workspace, and no member pages for an annotator
     assert len(menus["Annotation"]) == 2
     for href in menus["Annotation"]:
         assert page.request.get(f"{live_server.url}{href}").status == 200

@@ -1,10 +1,12 @@
-"""A researcher sees a job no worker has taken, and re-queues it, in the browser."""
+"""A researcher sees a job no worker has taken on its page; the operator's list of
+every queued job re-queues it, in the browser."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -30,6 +32,10 @@ def test_waiting_job_is_shown_and_requeued(
     expect(notice).to_contain_text("Queued 7\xa0minutes ago, no worker has taken it.")
     screenshot("queued-1-report-job")
 
+    # The list shows every workspace's jobs: the operator's (a superuser).
+    page.get_by_role("button", name="Log out").click()
+    get_user_model().objects.create_superuser("operator", password="pw-op-123!")
+    log_in_as(page, "operator", "pw-op-123!")
     nav(page, "Admin", "Queued jobs")
     table = page.get_by_test_id("queued-jobs")
     expect(table).to_contain_text(REPORT_TASK_NAME)

@@ -122,10 +122,13 @@ def test_prompt_templates_list_detail_and_filters(api, openai_backend):
     cot = _results(api.get(url, {"benchmark": "dyntom", "method": "cot"}))
     detail = api.get(reverse("modeling-prompt-template-detail", args=[revised.pk])).json()
 
+    # v1 is a built-in: it stays active for the other workspaces (issue 46); here v2,
+    # this workspace's revision, is the version runs take.
     assert [(t["version"], t["is_active"], t["run_count"]) for t in by_name] == [
         (2, True, 1),
-        (1, False, 0),
+        (1, True, 0),
     ]
+    assert prompt_templates.active_template("dyntom-vanilla") == revised
     assert {t["method"] for t in cot} == {"cot"} and cot
     speaker = _results(api.get(url, {"benchmark": "tom-in-amc"}))
     assert speaker and {t["benchmark"] for t in speaker} == {"tom-in-amc"}

@@ -126,7 +126,8 @@ def test_job_page_says_no_worker_has_taken_it_and_researchers_requeue(
     assert response.redirect_chain[-1][0] == back
     assert "Re-queued reports.build_report" in response.content.decode()
     assert QueuedJob.objects.get(pk=envelope.pk).sends == 2
-    # Elsewhere than this site: back to the queued-jobs page instead.
+    # Elsewhere than this site: back to the queued-jobs page instead (the operator's).
+    client.force_login(operator)
     response = client.post(url, {"next": "https://evil.example/"})
     assert response["Location"] == reverse("queued-jobs")
     assert QueuedJob.objects.get(pk=envelope.pk).sends == 3
