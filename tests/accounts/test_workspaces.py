@@ -231,3 +231,19 @@ def test_a_published_work_is_read_by_every_workspace_and_changed_by_none_of_the_
     assert client.post(change, {"title": "renamed"}).status_code == 403
     work.refresh_from_db()
     assert work.title != "renamed"
+
+
+def test_importing_a_work_another_workspace_holds_fails_saying_so(labs, shared_data):
+    from benchmarks.services import import_job_create, import_job_run
+
+    stage = shared_data / "dyntom" / "trial149"
+    first = import_job_create(format_name="dyntom", path=stage)
+    assert import_job_run(job_id=first.pk) == "succeeded"
+    with scoped_to(labs["second"].pk):
+        second = import_job_create(format_name="dyntom", path=stage)
+
+    assert second.workspace_id == labs["second"].pk
+    assert import_job_run(job_id=second.pk) == "failed"
+    second.refresh_from_db()
+    assert "already in another workspace's item bank" in second.error
+    assert Work.objects.get().workspace.slug == "default"  # untouched, still Default's
