@@ -69,11 +69,10 @@ def _back(request: HttpRequest) -> str:
 @login_required
 def switch(request: HttpRequest) -> HttpResponse:
     """Read another of the user's workspaces from now on (the menu's buttons)."""
-    try:
-        workspace_id = int(request.POST.get("workspace", ""))
-    except ValueError:
-        raise Http404("no such workspace") from None
-    if workspace_switch(request, workspace_id=workspace_id) is None:
+    value = request.POST.get("workspace", "")
+    if not (value.isascii() and value.isdigit() and len(value) <= 18):  # no "²", no overflow
+        raise Http404("no such workspace")
+    if workspace_switch(request, workspace_id=int(value)) is None:
         raise Http404("no such workspace")
     # Pages of the workspace left behind answer 404 in the new one: start at home.
     return redirect("home")

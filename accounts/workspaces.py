@@ -6,6 +6,7 @@ How rows are scoped is ``common.scoping``; this module decides the scope.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -104,8 +105,10 @@ def _current(membership: Membership) -> Current:
 
 
 def _workspace_named(value: str) -> Workspace | None:
-    if value.isdigit():
+    if value.isascii() and value.isdigit() and len(value) <= 18:  # no "²", no overflow
         return Workspace.objects.filter(pk=int(value)).first()
+    if not re.fullmatch(r"[-a-zA-Z0-9_]{1,60}", value):  # a slug's letters: no NUL byte
+        return None
     return Workspace.objects.filter(slug=value).first()
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.db.models.functions import Replace
 from django.utils import timezone
 
 from common.queueing import job_tasks_register
-from common.scoping import scoped_to
+from common.scoping import current_workspace_id, default_workspace_id, scoped_to
 from common.tasks import task_send_on_commit
 
 from . import uploads
@@ -55,8 +56,20 @@ def benchmark_import(
             raise ValueError(f"a books folder applies to chartom-qa imports, not {format_name}")
         options["books"] = Path(books)
     importer = importer_class(split=split, progress=progress, **options)
-    with transaction.atomic():
-        return importer.run(Path(path))
+    with _writing_own_works(), transaction.atomic():
+        try:
+            return importer.run(Path(path))
+        except IntegrityError as exc:
+            raise ImportDataError(_import_error(exc), path=Path(path)) from None
+
+
+@contextmanager
+def _writing_own_works() -> Iterator[None]:
+    """An import reads and writes the works of the workspace it runs in (Default for a
+    command), never one another workspace made, even published: such a work's natural
+    key is taken, so the import stops with :func:`_import_error`'s reason."""
+    with scoped_to(current_workspace_id() or default_workspace_id(), shared=False):
+        yield
 
 
 def benchmark_export(
@@ -103,11 +116,11 @@ def import_job_run(*, job_id: int) -> str:
 
 def _import_error(exc: Exception) -> str:
     if isinstance(exc, IntegrityError):
-        # The natural keys are the server's: a work another workspace imported and has
-        # not published cannot be imported again here.
+        # The natural keys are the server's: a work another workspace imported cannot
+        # be imported again here, nor changed from here once published.
         return (
             "a work in this file is already in another workspace's item bank "
-            "(ask that workspace to publish it)"
+            "(there, it can be imported again or published for this one to read)"
         )
     return str(exc)
 
@@ -163,10 +176,14 @@ def _upload_execute(
     DynToM records a new stage's folder as its source: in an upload that is a
     temporary folder, so it is stored relative to the upload (``trial50``).
     """
-    if source.dry_run:
-        outcome = source.run(path, options, progress)
-    else:
-        outcome = source.run(path, options, progress, user=user)
+    with _writing_own_works():
+        try:
+            if source.dry_run:
+                outcome = source.run(path, options, progress)
+            else:
+                outcome = source.run(path, options, progress, user=user)
+        except IntegrityError as exc:
+            raise ValueError(_import_error(exc)) from None
     prefix = f"{folder / uploads.DATA}/"
     Work.objects.filter(source__startswith=prefix).update(
         source=Replace("source", Value(prefix), Value(""))

@@ -46,6 +46,9 @@ NOWHERE = 0
 @dataclass(frozen=True)
 class Scope:
     workspace_id: int
+    # Whether rows other workspaces published are read too (not by imports: a
+    # workspace never writes into another's work, published or not).
+    shared: bool = True
 
 
 current: ContextVar[Scope | None] = ContextVar("tomlab_workspace", default=None)
@@ -57,9 +60,10 @@ def current_workspace_id() -> int | None:
 
 
 @contextmanager
-def scoped_to(workspace_id: int | None) -> Iterator[None]:
-    """Read as a member of ``workspace_id`` (None: unscoped) inside the block."""
-    token = current.set(Scope(workspace_id) if workspace_id is not None else None)
+def scoped_to(workspace_id: int | None, *, shared: bool = True) -> Iterator[None]:
+    """Read as a member of ``workspace_id`` (None: unscoped) inside the block;
+    ``shared=False`` leaves out what other workspaces published."""
+    token = current.set(Scope(workspace_id, shared) if workspace_id is not None else None)
     try:
         yield
     finally:
@@ -104,13 +108,25 @@ class WorkspaceManager(models.Manager.from_queryset(WorkspaceQuerySet)):
         self.scope_paths = (path,) if isinstance(path, str) else tuple(path)
         self.shared_path = shared
 
-    def scope_filter(self, workspace_id: int) -> Q:
+    def scope_filter(self, workspace_id: int, *, shared: bool = True) -> Q:
         mine = Q()
         for path in self.scope_paths:
             mine |= Q(**{f"{path}_id": workspace_id})
-        if self.shared_path:
+        if self.shared_path and shared:
             mine |= Q(**{self.shared_path: True})
-        return mine
+        if self._direct:
+            return mine
+        # Through a subquery, not joins in the query itself: a row reached through its
+        # owner would otherwise join the owner (LEFT OUTER for several paths), and
+        # PostgreSQL refuses SELECT … FOR UPDATE on the nullable side of an outer join
+        # (and locks the joined owner rows with an inner one).
+        return Q(pk__in=self.model._base_manager.filter(mine).values("pk"))
+
+    @property
+    def _direct(self) -> bool:
+        """Whether the filter reads only this model's own columns."""
+        paths = [*self.scope_paths, *([self.shared_path] if self.shared_path else [])]
+        return all("__" not in p.removesuffix("__isnull") for p in paths)
 
     def get_queryset(self) -> models.QuerySet:
         queryset = super().get_queryset()
@@ -119,7 +135,7 @@ class WorkspaceManager(models.Manager.from_queryset(WorkspaceQuerySet)):
         # an instance already reached through a scoped query.
         if workspace_id is None or hasattr(self, "instance"):
             return queryset
-        return queryset.filter(self.scope_filter(workspace_id))
+        return queryset.filter(self.scope_filter(workspace_id, shared=current.get().shared))
 
 
 class WorkspaceOwned(models.Model):

@@ -234,7 +234,7 @@ def test_a_published_work_is_read_by_every_workspace_and_changed_by_none_of_the_
 
 
 def test_importing_a_work_another_workspace_holds_fails_saying_so(labs, shared_data):
-    from benchmarks.services import import_job_create, import_job_run
+    from benchmarks.services import benchmark_publish, import_job_create, import_job_run
 
     stage = shared_data / "dyntom" / "trial149"
     first = import_job_create(format_name="dyntom", path=stage)
@@ -247,3 +247,23 @@ def test_importing_a_work_another_workspace_holds_fails_saying_so(labs, shared_d
     second.refresh_from_db()
     assert "already in another workspace's item bank" in second.error
     assert Work.objects.get().workspace.slug == "default"  # untouched, still Default's
+
+    # Published, the work is the second lab's to read, never to import over.
+    benchmark_publish(works=Work.objects.all())
+    with scoped_to(labs["second"].pk):
+        again = import_job_create(format_name="dyntom", path=stage)
+    assert import_job_run(job_id=again.pk) == "failed"
+    work = Work.objects.get()
+    assert (work.workspace.slug, work.shared) == ("default", True)
+
+
+@pytest.mark.parametrize("value", ["²", "1" + "0" * 30, "9" * 5000, "a\x00b", "-1", ""])
+def test_odd_workspace_values_are_4xx(client, admin_client, researcher, value):
+    client.force_login(researcher)
+    assert client.post(reverse("workspace-switch"), {"workspace": value}).status_code == 404
+    assert client.get(reverse("studies-list"), {"workspace": value}).status_code in (200, 400)
+    # A superuser may name any workspace: an odd one is simply none.
+    assert admin_client.get(reverse("studies:list"), {"workspace": value}).status_code in (
+        200,
+        400,
+    )
