@@ -14,7 +14,7 @@ from django.db.models.functions import Replace
 from django.utils import timezone
 
 from common.queueing import job_tasks_register
-from common.scoping import current_workspace_id, default_workspace_id, scoped_to
+from common.scoping import scoped_to, workspace_of_new_rows
 from common.tasks import task_send_on_commit
 
 from . import uploads
@@ -68,7 +68,7 @@ def _writing_own_works() -> Iterator[None]:
     """An import reads and writes the works of the workspace it runs in (Default for a
     command), never one another workspace made, even published: such a work's natural
     key is taken, so the import stops with :func:`_import_error`'s reason."""
-    with scoped_to(current_workspace_id() or default_workspace_id(), shared=False):
+    with scoped_to(workspace_of_new_rows(), shared=False):
         yield
 
 

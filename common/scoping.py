@@ -156,12 +156,13 @@ class WorkspaceOwned(models.Model):
 
     def save(self, *args, **kwargs) -> None:
         if self.workspace_id is None:
-            self.workspace_id = current_workspace_id() or default_workspace_id()
+            self.workspace_id = workspace_of_new_rows()
         super().save(*args, **kwargs)
 
 
 def workspace_of_new_rows() -> int:
-    """The workspace a bulk_create's rows take (bulk_create skips ``save``)."""
+    """The workspace a new row takes: the request's, else (a command, a task with
+    nothing scoped) Default."""
     return current_workspace_id() or default_workspace_id()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
-from common.scoping import current_workspace_id, default_workspace_id
+from common.scoping import workspace_of_new_rows
 
 from ..models import PromptTemplate
 from ..prompts import DEFAULT_TEMPLATES
@@ -37,7 +37,7 @@ def prompt_templates_ensure_defaults(*, specs: list[dict[str, Any]] | None = Non
 def prompt_template_revise(*, template: PromptTemplate, **changes: Any) -> PromptTemplate:
     """Edit a template by adding a new version in the current workspace (Default for a
     command); runs keep pointing at the old one, other workspaces keep theirs."""
-    workspace_id = current_workspace_id() or default_workspace_id()
+    workspace_id = workspace_of_new_rows()
     with transaction.atomic():
         # Every workspace's versions: the new number must be the server's next.
         latest = (
@@ -66,7 +66,7 @@ def prompt_template_revise(*, template: PromptTemplate, **changes: Any) -> Promp
 def newest_active(name: str, *, workspace_id: int | None = None) -> PromptTemplate | None:
     """The newest active version of ``name`` that ``workspace_id`` (default: the current
     workspace, else Default) reads: its own revisions and the built-in defaults."""
-    workspace_id = workspace_id or current_workspace_id() or default_workspace_id()
+    workspace_id = workspace_id or workspace_of_new_rows()
     return (
         PromptTemplate._base_manager.filter(name=name, is_active=True)
         .filter(Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
