@@ -175,6 +175,21 @@ def refusal(url: str) -> str:
 # -- HTTP clients that connect where the check said -----------------------------------------
 
 
+@lru_cache(maxsize=1)
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context of this process's HTTP clients (httpx's defaults: the
+    certifi bundle). Built once: loading the CA bundle costs about 20 ms of CPU, and a
+    ToMPro run made a backend, so a context, for each of its 220 steps. A context may
+    be shared by any number of connections and threads; none of ours changes it."""
+    return httpx2.create_ssl_context()
+
+
+@lru_cache(maxsize=1)
+def _stdlib_tls_context() -> ssl.SSLContext:
+    """The same for http.client (webhooks): the system's CA store, built once."""
+    return ssl.create_default_context()
+
+
 class PinnedTransport(httpx2.HTTPTransport):
     """An httpx transport that checks each request's URL and connects to the checked
     address, keeping the host name for the ``Host`` header and for TLS (SNI and the
@@ -212,5 +227,5 @@ def http_connection(url: str, *, timeout: float) -> http.client.HTTPConnection:
     :class:`EgressRefused`). It follows no redirect: http.client never does."""
     target = destination(url)
     if target.scheme == "https":
-        return _PinnedHTTPSConnection(target, timeout=timeout, context=ssl.create_default_context())
+        return _PinnedHTTPSConnection(target, timeout=timeout, context=_stdlib_tls_context())
     return _PinnedHTTPConnection(target, timeout=timeout)

@@ -21,12 +21,13 @@ def into_default_workspace(
     """Give each model a ``workspace``, with every existing row in the "Default" one."""
 
     def fill(apps, schema_editor):
+        db = schema_editor.connection.alias  # the database migrated, not always the default
         workspace_model = apps.get_model("accounts", "Workspace")
-        default, _ = workspace_model.objects.get_or_create(
+        default, _ = workspace_model.objects.using(db).get_or_create(
             slug="default", defaults={"name": "Default"}
         )
         for name in model_names:
-            apps.get_model(app_label, name).objects.update(workspace=default)
+            apps.get_model(app_label, name).objects.using(db).update(workspace=default)
 
     return [
         *(

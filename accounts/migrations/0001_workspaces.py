@@ -12,18 +12,19 @@ from django.db import migrations, models
 
 
 def default_workspace(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     workspace_model = apps.get_model("accounts", "Workspace")
     membership_model = apps.get_model("accounts", "Membership")
     group_model = apps.get_model("auth", "Group")
-    workspace, _ = workspace_model.objects.get_or_create(
+    workspace, _ = workspace_model.objects.using(db).get_or_create(
         slug="default", defaults={"name": "Default"}
     )
     for group_name, role in (("researcher", "manager"), ("annotator", "annotator")):
-        group = group_model.objects.filter(name=group_name).first()
+        group = group_model.objects.using(db).filter(name=group_name).first()
         if group is None:
             continue
         for user in group.user_set.order_by("pk"):
-            membership_model.objects.get_or_create(
+            membership_model.objects.using(db).get_or_create(
                 workspace=workspace, user=user, defaults={"role": role}
             )
 

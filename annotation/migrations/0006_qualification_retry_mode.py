@@ -5,11 +5,12 @@ from django.db import migrations, models
 
 def attempts_on_every_item(apps, schema_editor):
     """Attempts made before sets could draw items were on every item of their set."""
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     QualificationAttempt = apps.get_model("annotation", "QualificationAttempt")
     Through = QualificationAttempt.items.through
-    Through.objects.bulk_create(
+    Through.objects.using(db).bulk_create(
         Through(qualificationattempt_id=attempt.pk, qualificationitem_id=item.pk)
-        for attempt in QualificationAttempt.objects.prefetch_related("qset__items")
+        for attempt in QualificationAttempt.objects.using(db).prefetch_related("qset__items")
         for item in attempt.qset.items.all()
     )
 

@@ -18,9 +18,10 @@ BATCH = 500
 
 
 def _rounds_to_turns(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     Scenario = apps.get_model("benchmarks", "DynToMScenario")
     changed = []
-    for scenario in Scenario.objects.only("pk", "dialogue", "extra").iterator(chunk_size=BATCH):
+    for scenario in Scenario.objects.using(db).only("pk", "dialogue", "extra").iterator(chunk_size=BATCH):
         rounds = scenario.dialogue
         if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
             continue
@@ -33,17 +34,18 @@ def _rounds_to_turns(apps, schema_editor):
         scenario.extra = {**(scenario.extra or {}), "round_sizes": [len(r) for r in rounds]}
         changed.append(scenario)
         if len(changed) >= BATCH:
-            Scenario.objects.bulk_update(changed, ["dialogue", "extra"])
+            Scenario.objects.using(db).bulk_update(changed, ["dialogue", "extra"])
             changed = []
-    Scenario.objects.bulk_update(changed, ["dialogue", "extra"])
+    Scenario.objects.using(db).bulk_update(changed, ["dialogue", "extra"])
 
 
 def _turns_to_rounds(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     # The old schema only knew lists of rounds: object and text dialogues become one
     # round per turn (their source shape cannot be kept there).
     Scenario = apps.get_model("benchmarks", "DynToMScenario")
     changed = []
-    for scenario in Scenario.objects.only("pk", "dialogue", "dialogue_shape", "extra").iterator(
+    for scenario in Scenario.objects.using(db).only("pk", "dialogue", "dialogue_shape", "extra").iterator(
         chunk_size=BATCH
     ):
         turns = scenario.dialogue or []
@@ -59,9 +61,9 @@ def _turns_to_rounds(apps, schema_editor):
         scenario.dialogue, scenario.extra = rounds, extra
         changed.append(scenario)
         if len(changed) >= BATCH:
-            Scenario.objects.bulk_update(changed, ["dialogue", "extra"])
+            Scenario.objects.using(db).bulk_update(changed, ["dialogue", "extra"])
             changed = []
-    Scenario.objects.bulk_update(changed, ["dialogue", "extra"])
+    Scenario.objects.using(db).bulk_update(changed, ["dialogue", "extra"])
 
 
 class Migration(migrations.Migration):

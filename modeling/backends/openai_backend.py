@@ -127,8 +127,7 @@ class OpenAIChatBackend(ChatBackend):
         # shared by all: httpcore's pool scans every connection and waiting request on
         # each send and each release (O(n) under one lock), a sixth of the engine's CPU
         # at 128 in flight, and past its 100 kept-alive connections it closed some
-        # after each burst. The TLS context is built once (about 18 ms each) and shared.
-        self._ssl_context = httpx2.create_ssl_context()
+        # after each burst. The TLS context is the process's one (egress.tls_context).
         self._idle_clients: queue.SimpleQueue[openai.OpenAI] = queue.SimpleQueue()
         self._clients: list[openai.OpenAI] = []
         self.max_retries = config.max_retries
@@ -143,7 +142,7 @@ class OpenAIChatBackend(ChatBackend):
             client = openai.OpenAI(
                 **self._client_options,
                 http_client=openai.DefaultHttpxClient(
-                    transport=egress.PinnedTransport(verify=self._ssl_context),
+                    transport=egress.PinnedTransport(verify=egress.tls_context()),
                     follow_redirects=False,
                 ),
             )

@@ -12,22 +12,24 @@ import modeling.credentials
 
 
 def encrypt_stored_keys(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     from modeling.credentials import encrypt_secret, is_ciphertext
 
     Backend = apps.get_model("modeling", "Backend")
-    for pk, stored in Backend.objects.exclude(api_key="").values_list("pk", "api_key"):
+    for pk, stored in Backend.objects.using(db).exclude(api_key="").values_list("pk", "api_key"):
         if not is_ciphertext(stored):
-            Backend.objects.filter(pk=pk).update(api_key=encrypt_secret(stored))
+            Backend.objects.using(db).filter(pk=pk).update(api_key=encrypt_secret(stored))
 
 
 def decrypt_stored_keys(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     # Going back to the plaintext column: raw SQL, because the field class still
     # encrypts whatever the ORM writes at this point of the reversal.
     from modeling.credentials import decrypt_secret, is_ciphertext
 
     Backend = apps.get_model("modeling", "Backend")
     table = schema_editor.quote_name(Backend._meta.db_table)
-    rows = list(Backend.objects.exclude(api_key="").values_list("pk", "api_key"))
+    rows = list(Backend.objects.using(db).exclude(api_key="").values_list("pk", "api_key"))
     with schema_editor.connection.cursor() as cursor:
         for pk, stored in rows:
             if is_ciphertext(stored):

@@ -37,6 +37,7 @@ def _backend_secrets(backend) -> list[str]:
 
 
 def encrypt_options_and_mask_errors(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     from common.log_redaction import mask_secrets
     from modeling.credentials import encrypt_option_secrets, option_secret_values
 
@@ -44,22 +45,23 @@ def encrypt_options_and_mask_errors(apps, schema_editor):
     Run = apps.get_model("modeling", "Run")
     RunCall = apps.get_model("modeling", "RunCall")
     secrets: dict[int, list[str]] = {}
-    for backend in Backend.objects.all():
+    for backend in Backend.objects.using(db).all():
         # Read before encrypting: the plaintext option secrets are what servers echoed.
         plain = option_secret_values(backend.options or {})
         secrets[backend.pk] = [*_backend_secrets(backend), *plain]
         encrypted = encrypt_option_secrets(backend.options or {})
         if encrypted != backend.options:
-            Backend.objects.filter(pk=backend.pk).update(options=encrypted)
+            Backend.objects.using(db).filter(pk=backend.pk).update(options=encrypted)
     for model, backend_path in ((Run, "backend_id"), (RunCall, "run__backend_id")):
-        rows = model.objects.exclude(error="").values_list("pk", backend_path, "error")
+        rows = model.objects.using(db).exclude(error="").values_list("pk", backend_path, "error")
         for pk, backend_id, error in rows.iterator():
             masked = mask_secrets(error, secrets.get(backend_id, []))
             if masked != error:
-                model.objects.filter(pk=pk).update(error=masked)
+                model.objects.using(db).filter(pk=pk).update(error=masked)
 
 
 def decrypt_options(apps, schema_editor):
+    db = schema_editor.connection.alias  # the database migrated, not always the default
     # Back to a plain JSON column: raw SQL, because the field class still encrypts
     # whatever the ORM writes at this point of the reversal (as in 0004).
     from modeling.credentials import decrypt_option_secrets
@@ -67,7 +69,7 @@ def decrypt_options(apps, schema_editor):
     Backend = apps.get_model("modeling", "Backend")
     table = schema_editor.quote_name(Backend._meta.db_table)
     cast = "CAST(%s AS jsonb)" if schema_editor.connection.vendor == "postgresql" else "%s"
-    rows = list(Backend.objects.values_list("pk", "options"))
+    rows = list(Backend.objects.using(db).values_list("pk", "options"))
     with schema_editor.connection.cursor() as cursor:
         for pk, options in rows:
             plain = decrypt_option_secrets(options or {})

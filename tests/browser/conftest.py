@@ -16,6 +16,7 @@ CHROMIUM_ARGS = [
 ]
 # In the checkout, not the run's temporary data folder: they are kept to be looked at.
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+SCREENSHOT_QUALITY = 80
 
 # Playwright's sync API runs an event loop in this thread; Django then refuses ORM
 # calls from the test body unless told the loop is not serving requests here.
@@ -50,12 +51,15 @@ def page(browser):
 
 @pytest.fixture
 def screenshot(page):
-    """Save a full-page screenshot under var/screenshots/NAME.png and return its path."""
+    """Save a full-page screenshot under var/screenshots/NAME.jpg and return its path.
+
+    JPEG at quality 80: chromium encodes it in about 60 % of a PNG's time (145 full-page
+    shots a run), and it reads as well when looked at."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     def take(name: str) -> Path:
-        path = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        path = SCREENSHOTS / f"{name}.jpg"
+        page.screenshot(path=str(path), full_page=True, quality=SCREENSHOT_QUALITY)
         return path
 
     return take
@@ -81,8 +85,8 @@ def screenshot_of():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     def take(other_page, name: str) -> Path:
-        path = SCREENSHOTS / f"{name}.png"
-        other_page.screenshot(path=str(path), full_page=True)
+        path = SCREENSHOTS / f"{name}.jpg"
+        other_page.screenshot(path=str(path), full_page=True, quality=SCREENSHOT_QUALITY)
         return path
 
     return take

@@ -18,6 +18,7 @@ from annotation.chartom.note_checks import note_check_sample
 from annotation.models import BookText, Construction, NoteBatch, ReaderNote, TaskAssignment
 from benchmarks.models import Benchmark, Work
 from modeling.models import Prediction, Run
+from tests.browser.conftest import SCREENSHOTS
 from tests.factories import QAItemFactory, WorkFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -157,9 +158,7 @@ def test_checks_with_the_keyboard_then_the_report(
     expect(page.locator("#table-table-7")).to_contain_text("Human Correlation (Pearson r)")
     screenshot("chartom-report")
     page.locator("#table-note-checks").screenshot(
-        path=str(screenshot("chartom-report").with_name("chartom-report-note-checks.png"))
+        path=str(SCREENSHOTS / "chartom-report-note-checks.jpg")
     )
-    page.locator("#table-table-7").screenshot(
-        path=str(screenshot("chartom-report").with_name("chartom-report-table-7.png"))
-    )
+    page.locator("#table-table-7").screenshot(path=str(SCREENSHOTS / "chartom-report-table-7.jpg"))
     assert violations == []

@@ -4,24 +4,22 @@ movie on the New study page."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
 from benchmarks.models import ImportJob, Work
 from tests.benchmarks.test_uploads import screenplay_text
 from tests.browser.axe import axe_violations, describe
+from tests.browser.conftest import SCREENSHOT_QUALITY, SCREENSHOTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SHOTS = Path("/tmp/shots/h2")
 
 
 def shot(page, name: str) -> None:
     """Save a screenshot to look at, and check the page with axe-core while it is up."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"upload-{name}.jpg"
+    page.screenshot(path=str(path), full_page=True, quality=SCREENSHOT_QUALITY)
     found = axe_violations(page)
     assert not found, describe(found)
 

@@ -105,7 +105,9 @@ def write_screenplay(folder: Path) -> tuple[Path, int]:
 def shot(page: Page, name: str) -> None:
     """A full-page screenshot of any of the test's browsers, kept under var/screenshots."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"researcher-loop-{name}.png"), full_page=True)
+    page.screenshot(
+        path=str(SCREENSHOTS / f"researcher-loop-{name}.jpg"), full_page=True, quality=80
+    )
 
 
 def scene_responder(body: dict) -> str:

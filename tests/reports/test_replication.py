@@ -15,6 +15,7 @@ import zipfile
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -333,20 +334,24 @@ def other_database(tmp_path: Path) -> Iterator[tuple[str, str]]:
         c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
+def _manage(commands: list[list[str]], *, database_url: str) -> list[SimpleNamespace]:
+    """Run ``manage.py`` commands against ``database_url``, in order, in one process
+    (tests/manage_many.py): each result has the command line's returncode, stdout, stderr."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
     }
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
+    done = subprocess.run(
+        [sys.executable, "tests/manage_many.py", json.dumps(commands)],
         cwd=settings.BASE_DIR,
         env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [SimpleNamespace(**result) for result in json.loads(done.stdout)]
 
 
 def test_round_trip_into_the_other_database_engine(demo, tmp_path, other_database):
@@ -372,22 +377,24 @@ def test_round_trip_into_the_other_database_engine(demo, tmp_path, other_databas
     (changed,) = changed
     database_url, engine = other_database
 
-    migrated = _manage("migrate", "--no-input", database_url=database_url)
+    commands = [["migrate", "--no-input"], ["import_study", str(tampered)]]
+    for benchmark, path in packages.items():
+        out = tmp_path / f"{benchmark}-rebuilt.json"
+        commands += [["import_study", str(path), "--report-out", str(out)]]
+        commands += [["import_study", str(path)]]
+    migrated, refused, *imports = _manage(commands, database_url=database_url)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
-    refused = _manage("import_study", str(tampered), database_url=database_url)
     assert refused.returncode != 0
     assert "'answer'" in refused.stderr and "CharToM-QA item" in refused.stderr
     item = QAItem.objects.get(question=changed)
     assert item.natural_key in refused.stderr
-    for benchmark, path in packages.items():
+    for (benchmark, path), done, again in zip(
+        packages.items(), imports[::2], imports[1::2], strict=True
+    ):
         out = tmp_path / f"{benchmark}-rebuilt.json"
-        done = _manage(
-            "import_study", str(path), "--report-out", str(out), database_url=database_url
-        )
         assert done.returncode == 0, (engine, done.stderr[-3000:])
         assert "report.json: equal to the package's" in done.stdout, done.stdout
         assert json.loads(out.read_text()) == packaged_reports(path), (engine, benchmark)
-        again = _manage("import_study", str(path), database_url=database_url)
         assert again.returncode == 0 and "nothing created" in again.stdout
 
 
