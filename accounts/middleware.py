@@ -9,10 +9,10 @@ tokens inside DRF, after this middleware: ``accounts.permissions`` scopes those.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import Token
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.urls import reverse
 
@@ -40,6 +40,20 @@ def workspace_activate(request: HttpRequest) -> Token | None:
     return current.set(Scope(found.workspace_id) if found is not None else None)
 
 
+def _in_scope(scope: Scope | None, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks``, each produced with ``scope`` active (and the caller's restored)."""
+    iterator = iter(chunks)
+    while True:
+        token = current.set(scope)
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            current.reset(token)
+        yield chunk
+
+
 class WorkspaceMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -48,7 +62,14 @@ class WorkspaceMiddleware:
         request.workspace = None
         request._workspace_token = None
         try:
-            return self.get_response(request)
+            response = self.get_response(request)
+            streamed = response.streaming and not isinstance(response, FileResponse)
+            if request._workspace_token is not None and streamed:
+                # A streamed body (a tidy CSV, a long-format JSON) is generated after
+                # this returns, when the server iterates it: its queries must still
+                # read through the request's scope, not unscoped.
+                response.streaming_content = _in_scope(current.get(), response.streaming_content)
+            return response
         finally:
             if request._workspace_token is not None:
                 current.reset(request._workspace_token)

@@ -23,6 +23,7 @@ from benchmarks.importers.dyntom import parse_profiles
 from benchmarks.models import Character, DynToMQuestion, DynToMScenario, DynToMStage, Work
 from benchmarks.services import benchmark_import
 from tests.factories import DynToMScenarioFactory
+from tests.migration_steps import migration_editor
 
 pytestmark = pytest.mark.django_db
 
@@ -771,7 +772,7 @@ def test_migration_turns_old_rounds_into_turns_and_back() -> None:
         dialogue=[{"Al": "Hi!", "Beth": "Hello."}, {"Al": "Tea?"}], extra={"unknown": {"t": 1}}
     )
 
-    migration._rounds_to_turns(apps, None)
+    migration._rounds_to_turns(apps, migration_editor())
     old.refresh_from_db()
     assert old.dialogue == [
         {"speaker": "Al", "text": "Hi!"},
@@ -781,11 +782,11 @@ def test_migration_turns_old_rounds_into_turns_and_back() -> None:
     assert old.extra == {"unknown": {"t": 1}, "round_sizes": [2, 1]}
     assert old.dialogue_shape == "rounds"
     # Applied twice (a re-run), rows already in turns are left alone.
-    migration._rounds_to_turns(apps, None)
+    migration._rounds_to_turns(apps, migration_editor())
     old.refresh_from_db()
     assert old.extra["round_sizes"] == [2, 1]
 
-    migration._turns_to_rounds(apps, None)
+    migration._turns_to_rounds(apps, migration_editor())
     old.refresh_from_db()
     assert old.dialogue == [{"Al": "Hi!", "Beth": "Hello."}, {"Al": "Tea?"}]
     assert old.extra == {"unknown": {"t": 1}}

@@ -13,6 +13,7 @@ from django.db import connection
 
 from modeling.credentials import REDACTED, decrypt_secret, encrypt_secret, redact_secrets
 from modeling.models import Backend
+from tests.migration_steps import migration_editor
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +35,7 @@ def test_migration_encrypts_keys_left_in_plaintext():
         cursor.execute("UPDATE modeling_backend SET api_key = %s WHERE id = %s", [KEY, plain.pk])
     migration = importlib.import_module("modeling.migrations.0004_backend_secret")
 
-    migration.encrypt_stored_keys(apps, None)  # the forward step needs no schema editor
+    migration.encrypt_stored_keys(apps, migration_editor())
 
     assert _column(plain.pk).startswith("fernet:") and KEY not in _column(plain.pk)
     assert Backend.objects.get(pk=plain.pk).get_api_key() == KEY

@@ -22,6 +22,7 @@ from modeling.backends import ChatRequest, get_backend
 from modeling.models import Backend, Run, RunCall
 from modeling.runs.services import run_create
 from tests.factories import DynToMQuestionFactory
+from tests.migration_steps import migration_editor
 
 pytestmark = pytest.mark.django_db
 
@@ -249,7 +250,7 @@ def test_the_migration_encrypts_stored_options_and_masks_echoed_errors(llm_serve
     Run.objects.filter(pk=run.pk).update(error=f"BackendError: {echoed}")
     migration = importlib.import_module("modeling.migrations.0007_backend_creator_secret_options")
 
-    migration.encrypt_options_and_mask_errors(apps, None)
+    migration.encrypt_options_and_mask_errors(apps, migration_editor())
 
     assert "hdr-plain-0002" not in _options_column(backend)
     backend.refresh_from_db()

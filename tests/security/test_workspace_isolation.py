@@ -22,13 +22,16 @@ import re
 import pytest
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import get_resolver, resolve
 
 from accounts.models import Workspace
 from accounts.services import user_create_with_role
 from accounts.workspaces import workspace_create
-from annotation.chartom.models import QualificationSet
+from annotation.chartom.models import JudgementSample, NoteBatch, QualificationSet, TaskKind
+from annotation.chartom.note_checks import note_check_sample
+from annotation.chartom.workflow import WorkflowError
 from annotation.models import GenerationJob, ValidationBatch
 from benchmarks.models import (
     Character,
@@ -58,21 +61,29 @@ NOT_SCOPED_PREFIXES = ("s/", "accounts/", "admin/", "api/schema", "api/docs", "s
 
 @pytest.fixture
 def walkers(module_rows):
-    """The Default workspace's researcher, and an outsider managing another workspace.
+    """The Default workspace's researcher and annotator, and an outsider of each role
+    in another workspace (a manager there, and an annotator there).
 
     Nothing is published here (the demo publishes its item bank): every row is the
-    Default workspace's alone, so the outsider must find none of it.
+    Default workspace's alone, so the outsiders must find none of it.
     """
     Work._base_manager.update(shared=False)
-    insider = user_create_with_role(username="insider", password="pw-in-123!", role="researcher")
-    outsider_user = user_create_with_role(
-        username="outsider",
-        password="pw-out-123!",
-        role="researcher",
-        workspace=workspace_create(name="Other lab"),
-    )
+    other = workspace_create(name="Other lab")
+    users = {
+        "insider": user_create_with_role(
+            username="insider", password="pw-in-123!", role="researcher"
+        ),
+        "outsider": user_create_with_role(
+            username="outsider", password="pw-out-123!", role="researcher", workspace=other
+        ),
+        # The demo's annotator: qualified, with tasks open in every queue.
+        "annotator": get_user_model().objects.get(username="annotator"),
+        "outside_annotator": user_create_with_role(
+            username="outsider-ann", password="pw-oa-123!", role="annotator", workspace=other
+        ),
+    }
     clients = {}
-    for name, user in (("insider", insider), ("outsider", outsider_user)):
+    for name, user in users.items():
         client = Client(raise_request_exception=False)
         client.force_login(user)
         clients[name] = client
@@ -83,9 +94,51 @@ def annotation(name: str):
     return apps.get_model("annotation", name)
 
 
-def _default_objects() -> dict[str, list[int]]:
+def _annotator_tasks(client: Client) -> None:
+    """The Default annotator takes one task of every queue, a validation stage and a
+    qualification trial, as they would from the board: their task screens then exist."""
+    for kind in TaskKind.values:
+        client.post(f"/annotation/chartom/work/{kind}/take/")
+    client.post("/annotation/chartom/bonus/take/")
+    client.post("/annotation/chartom/distractors/take/")
+    client.post("/annotation/chartom/qualification/start/")
+    researcher = get_user_model().objects.get(username="insider")
+    for batch in NoteBatch.objects.order_by("pk"):
+        try:
+            note_check_sample(batch=batch, size=2, seed=1, k=2, created_by=researcher)
+        except WorkflowError:
+            continue  # a batch with no filtered notes yet
+    client.post("/annotation/chartom/checks/notes/take/")
+    for sample in JudgementSample.objects.order_by("pk"):
+        client.post(f"/annotation/chartom/checks/judgement/samples/{sample.pk}/take/")
+    for batch in ValidationBatch.objects.order_by("pk"):
+        client.post(f"/annotation/validation/{batch.pk}/take/")
+
+
+def _default_objects(annotator: Client) -> dict[str, list]:
     """Candidate ids per path parameter: the Default workspace's rows of each kind."""
     default = Workspace.objects.get(slug="default")
+    _annotator_tasks(annotator)
+    annotator_user = annotator.session.get("_auth_user_id")
+    backend = Backend.objects.filter(workspace=default).order_by("pk").first()
+    template = PromptTemplate.objects.filter(workspace=None).order_by("pk").first()
+    GenerationJob.objects.create(
+        workspace=default,
+        backend=backend,
+        model="demo",
+        relationship_template=template,
+        trajectory_template=template,
+        scenarios_template=template,
+        retry_template=template,
+    )
+    trained = Run.objects.create(
+        name="trained",
+        kind=Run.Kind.TRAINED,
+        benchmark="tom-in-amc",
+        method="protonet",
+        workspace=default,
+        metrics=[{"epoch": 1, "train_loss": 0.7, "dev_accuracy": 0.5}],
+    )
 
     def ids(model, **filters) -> list[int]:
         return list(
@@ -107,8 +160,17 @@ def _default_objects() -> dict[str, list[int]]:
             ("dyntom-stages", DynToMStage),
         )
     }
+    # One task of each kind first: each task screen finds its own kind among six ids.
+    tasks = annotation("TaskAssignment")._base_manager.filter(annotator_id=annotator_user)
+    by_kind = {kind: pk for pk, kind in tasks.order_by("-pk").values_list("pk", "task__kind")}
+    slots = annotation("ValidationAssignment")._base_manager.filter(annotator_id=annotator_user)
     return {
         **item_bank,
+        "assignment_id": [
+            *sorted(by_kind.values()),
+            *slots.order_by("pk").values_list("pk", flat=True)[:2],
+        ],
+        "key": ["accuracy", "loss", *_report_job_keys()],
         "works": ids(Work, workspace=default),
         "speaker-instances": ids(SpeakerInstance, scene__work__workspace=default),
         "dyntom-questions": ids(DynToMQuestion, stage__work__workspace=default),
@@ -117,7 +179,7 @@ def _default_objects() -> dict[str, list[int]]:
         "prompt-templates": ids(PromptTemplate, workspace=default),
         "template_id": ids(PromptTemplate, workspace=default),
         "study_id": ids(Study, workspace=default),
-        "run_id": ids(Run, workspace=default),
+        "run_id": [*ids(Run, workspace=default), trained.pk],
         "backend_id": ids(Backend, workspace=default),
         "import_job": ids(ImportJob, workspace=default),
         "report_job": ids(ReportJob, workspace=default),
@@ -128,7 +190,10 @@ def _default_objects() -> dict[str, list[int]]:
         "construction_id": ids(
             apps.get_model("annotation", "Construction"), note__batch__workspace=default
         ),
-        "vstage_id": ids(apps.get_model("annotation", "ValidationStage"), batch__workspace=default),
+        "vstage_id": list(
+            slots.order_by("pk").values_list("object__vstage_id", flat=True).distinct()[:3]
+        )
+        + ids(apps.get_model("annotation", "ValidationStage"), batch__workspace=default),
         "object_id": ids(
             apps.get_model("annotation", "ValidationObject"), batch__workspace=default
         ),
@@ -139,8 +204,36 @@ def _default_objects() -> dict[str, list[int]]:
     }
 
 
-def _candidates(route_text: str, params: list[str], objects: dict[str, list[int]]) -> list[dict]:
+def _report_job_keys() -> list[str]:
+    """The chart keys of the Default workspace's finished report jobs."""
+    keys: list[str] = []
+    for job in ReportJob._base_manager.filter(status=ReportJob.Status.SUCCEEDED).order_by("pk"):
+        report = job.report()
+        keys += [chart.key for chart in report.charts] if report is not None else []
+    return list(dict.fromkeys(keys))[:4]
+
+
+# Parameters that name no object: fixed values (a chart or table "key" is tried from a list).
+FIXED = {
+    "benchmark": "dyntom",
+    "fmt": "csv",
+    "format": "json",
+    "kind": "extract",
+    "table": "constructions",
+    "position": "1",
+}
+
+
+def _fixed_value(name: str, regex: str) -> str:
+    """FIXED's value, or the first the route accepts (an image route's ``fmt``: svg)."""
+    if re.fullmatch(regex, FIXED[name]):
+        return FIXED[name]
+    return sorted(re.findall(r"\w+", regex), key=lambda v: v != "svg")[0]
+
+
+def _candidates(route_text: str, regexes: dict[str, str], objects: dict[str, list]) -> list[dict]:
     """Fillings of the route's parameters with Default's objects, most likely first."""
+    params = list(regexes)
     primary = {
         "job_id": (
             "import_job"
@@ -153,23 +246,15 @@ def _candidates(route_text: str, params: list[str], objects: dict[str, list[int]
         # The API's viewsets: api/<app>/^<resource>/(?P<pk>…)
         "pk": route_text.split("^", 1)[-1].split("/", 1)[0],
     }
-    fixed = {
-        "benchmark": "dyntom",
-        "key": "accuracy",
-        "fmt": "csv",
-        "format": "json",
-        "kind": "extraction",
-        "table": "constructions",
-        "position": "1",
-    }
-    id_params = [p for p in params if p not in fixed]
+    fixed = {p: _fixed_value(p, regexes[p]) for p in params if p in FIXED}
+    id_params = [p for p in params if p not in FIXED and p != "key"]
     if not id_params:
         return []
     head = id_params[0]
     key = primary.get(head, head)
     fillings = []
     for pk in objects.get(key, []):
-        filling = {p: fixed[p] for p in params if p in fixed}
+        filling = dict(fixed)
         filling[head] = str(pk)
         for dependent in id_params[1:]:
             value = _dependent(head, pk, dependent)
@@ -177,7 +262,10 @@ def _candidates(route_text: str, params: list[str], objects: dict[str, list[int]
                 break
             filling[dependent] = str(value)
         else:
-            fillings.append(filling)
+            if "key" not in params:
+                fillings.append(filling)
+            # A chart's or a table's key: each one known, until one exists.
+            fillings += [{**filling, "key": k} for k in objects["key"] if "key" in params]
     return fillings
 
 
@@ -203,34 +291,56 @@ def _dependent(head: str, pk: int, name: str) -> int | None:
 
 
 def _id_routes():
+    """Our routes that take an object's id (the others: :func:`_aggregate_routes`)."""
     for route in _routes(get_resolver().url_patterns):
         if route.text.startswith(NOT_SCOPED_PREFIXES) or not route.regexes:
             continue
         params = list(route.regexes)
-        if set(params) - {"format"}:
-            yield route, params
+        if set(params) - set(FIXED) - {"key"}:
+            yield route
+
+
+def _aggregate_routes():
+    """Our routes whose parameters name no object (a benchmark's report, a queue's
+    kind): what they show is the workspace's aggregate."""
+    for route in _routes(get_resolver().url_patterns):
+        if route.text.startswith(NOT_SCOPED_PREFIXES) or not route.regexes:
+            continue
+        params = list(route.regexes)
+        if set(params) - {"format"} and not set(params) - set(FIXED) - {"key"}:
+            yield route
 
 
 def test_no_url_with_an_id_shows_another_workspaces_object(walkers):
-    insider, outsider = walkers["insider"], walkers["outsider"]
-    objects = _default_objects()
+    """Each route is tried by the Default researcher, then (for the task screens, which
+    are an annotator's own) by the Default annotator; the outsider of the same role,
+    a member of another workspace, must find nothing there."""
+    objects = _default_objects(walkers["annotator"])
     leaks: list[str] = []
     walked = 0
     unfilled: list[str] = []
-    for route, params in _id_routes():
+    for route in _id_routes():
         found = None
-        for filling in _candidates(route.text, params, objects):
+        for filling in _candidates(route.text, route.regexes, objects):
             url = _fill(route, filling)
             if not _resolves(url, route):
                 continue
-            status = insider.get(url).status_code
-            if status != 404:
-                found = (url, status)
+            # The researcher's page, else the annotator's (their own task screens, a
+            # 403 to researchers); else a page there that refuses this researcher.
+            ours = walkers["insider"].get(url).status_code
+            theirs = walkers["annotator"].get(url).status_code if ours in (403, 404) else 0
+            if ours not in (403, 404):
+                found = (url, ours, walkers["outsider"])
+            elif theirs not in (403, 404):
+                found = (url, theirs, walkers["outside_annotator"])
+            elif ours == 403:
+                found = (url, ours, walkers["outsider"])
+            if found:
                 break
         if found is None:
             unfilled.append(route.text)
             continue
-        url, status = found
+        url, status, outsider = found
         walked += 1
         seen = outsider.get(url).status_code
         if seen != 404 and not (status == 405 and seen == 405):
@@ -242,8 +352,9 @@ def test_no_url_with_an_id_shows_another_workspaces_object(walkers):
         f"{walked} URLs with an id walked ({len(unfilled)} had no Default object); "
         f"leaks: {len(leaks)}"
     )
-    assert walked > 100, "\n".join(unfilled)
     assert not leaks, f"{len(leaks)} leaks:\n" + "\n".join(leaks)
+    assert not unfilled, "no Default object for:\n" + "\n".join(unfilled)
+    assert walked > 100
 
 
 def _scoped_admin_models():
@@ -363,3 +474,57 @@ def test_reports_of_another_workspace_leave_out_this_ones_runs_and_studies(walke
             text = response.content.decode()
             shown = [n for n in names if n and (f">{n}<" in text or f'"{n}"' in text)]
             assert not shown, f"{url} names Default's {shown}"
+
+
+def test_pages_without_an_id_show_another_workspace_none_of_this_ones_work(walkers):
+    """The routes whose parameters name no object (every report by benchmark, its
+    tables, charts and exports; the annotators' queues): the outsiders get their own
+    workspace's (empty) view, which names nothing of Default's, and taking a task from
+    a queue hands them none of Default's tasks."""
+    names = sorted(
+        {
+            n
+            for n in [
+                *Run.objects.values_list("name", flat=True),
+                *Study.objects.values_list("name", flat=True),
+                *NoteBatch.objects.values_list("name", flat=True),
+                *ValidationBatch.objects.values_list("name", flat=True),
+            ]
+            if n and len(n) > 3
+        }
+    )
+    assert names
+    # The check can fail: the Default researcher's own streamed export names its runs.
+    own = b"".join(walkers["insider"].get("/reports/dyntom/tidy.csv")).decode()
+    assert any(n in own for n in names)
+    shown, walked = [], 0
+    for route in _aggregate_routes():
+        for key in (None, "accuracy", "loss"):
+            if "key" in route.regexes and key is None:
+                continue
+            filling = {p: _fixed_value(p, r) for p, r in route.regexes.items() if p != "key"}
+            url = _fill(route, {**filling, **({"key": key} if key else {})})
+            if not _resolves(url, route):
+                continue
+            for who in ("outsider", "outside_annotator"):
+                response = walkers[who].get(url)
+                assert response.status_code < 500, url
+                walked += 1
+                if response.status_code != 200 or not response.get("Content-Type", "").startswith(
+                    ("text/", "application/json")
+                ):
+                    continue
+                text = b"".join(response) if response.streaming else response.content
+                text = text.decode(errors="replace")
+                shown += [f"{url} names {n!r}" for n in names if n in text]
+            if "key" not in route.regexes:
+                break
+    print(f"{walked} requests to pages without an id; Default's names shown: {len(shown)}")
+    assert walked > 20
+    assert not shown, "\n".join(shown)
+    stranger = walkers["outside_annotator"]
+    for kind in TaskKind.values:
+        stranger.post(f"/annotation/chartom/work/{kind}/take/")
+    stranger.post("/annotation/chartom/checks/notes/take/")
+    taken = annotation("TaskAssignment")._base_manager.filter(annotator__username="outsider-ann")
+    assert not taken.exists()

@@ -153,7 +153,11 @@ def score_save(request: HttpRequest, assignment_id: int) -> HttpResponse:
     """Save the scores in the POST (one criterion from htmx) and the comment, if sent.
 
     A refused value stores nothing and answers 422 with the message (htmx shows it).
+    Another annotator's slot, or one of another workspace, is not found, even when the
+    POST holds nothing to save.
     """
+    if selectors.annotator_assignment(annotator=request.user, assignment_id=assignment_id) is None:
+        raise Http404("no such slot in your queue")
     try:
         values = scores_from_post(request.POST)
         for criterion, value in values.items():
