@@ -15,8 +15,12 @@ from accounts.services import user_create_with_role
 from accounts.workspaces import member_remove, member_set, workspace_create
 from benchmarks.models import Work
 from common.scoping import scoped_to
-from modeling.models import Backend, Run
+from modeling.models import Backend, PromptTemplate, Run
 from modeling.runs.executor import run_execute
+from modeling.runs.prompt_templates import (
+    prompt_template_revise,
+    prompt_templates_ensure_defaults,
+)
 from modeling.runs.services import run_create
 from studies.models import Study
 from tests.factories import DynToMStageFactory
@@ -140,6 +144,35 @@ def test_a_backends_key_is_never_used_by_a_run_of_another_workspace(
     run.refresh_from_db()
     assert "another workspace" in run.error
     assert llm_server.request_count == 0
+
+
+def test_a_run_pins_only_templates_its_workspace_reads(labs):
+    """A ToMPro run may pin a built-in template or its own workspace's revision of it,
+    never another workspace's wording, which its scope cannot read."""
+    prompt_templates_ensure_defaults()
+    builtin = PromptTemplate.objects.get(workspace=None, name="tom-in-amc-tompro-personality")
+    default_revision = prompt_template_revise(template=builtin, notes="Default's wording")
+    with scoped_to(labs["second"].pk):
+        backend = Backend.objects.create(
+            name="second-lab", kind=Backend.Kind.OPENAI, default_model="m"
+        )
+
+        def pin(pk: int) -> Run:
+            return run_create(
+                benchmark="tom-in-amc",
+                method="tompro",
+                backend=backend,
+                selection={"scene_limit": 1},
+                params={"options": {"templates": {"personality": pk}}},
+                enqueue=False,
+            )
+
+        with pytest.raises(ValueError, match=r"templates.personality: no tom-in-amc-tompro"):
+            pin(default_revision.pk)
+        pinned = pin(builtin.pk)
+    assert pinned.params["options"]["templates"]["personality"] == builtin.pk
+    with pytest.raises(ValueError, match="in this workspace"), scoped_to(labs["second"].pk):
+        pin(PromptTemplate.objects.get(workspace=None, name="tom-in-amc-tompro-instant").pk)
 
 
 def test_membership_changes_are_logged_and_a_removed_member_is_signed_out(researcher, labs):

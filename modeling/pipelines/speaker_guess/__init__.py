@@ -85,6 +85,7 @@ class SpeakerGuessPipeline(Pipeline):
     # -- options -----------------------------------------------------------------------
 
     def clean_options(self, *, method: str, options: dict[str, Any]) -> dict[str, Any]:
+        from modeling.models import PromptTemplate
         from modeling.runs.prompt_templates import active_template
 
         allowed = {"perturb_names", "perturb_seed"}
@@ -146,7 +147,17 @@ class SpeakerGuessPipeline(Pipeline):
         clean_templates = {}
         for role, name in names.items():
             if role in pinned:
-                clean_templates[role] = _int(f"templates.{role}", pinned[role], 1, 2**31)
+                pk = _int(f"templates.{role}", pinned[role], 1, 2**31)
+                # Read through the workspace's scope: a built-in or this workspace's own
+                # revision of the role's template, never another workspace's wording.
+                if not PromptTemplate.objects.filter(
+                    pk=pk, name=f"{self.benchmark}-{name}"
+                ).exists():
+                    raise ValueError(
+                        f"option templates.{role}: no {self.benchmark}-{name} template #{pk} "
+                        "in this workspace"
+                    )
+                clean_templates[role] = pk
             else:
                 clean_templates[role] = active_template(f"{self.benchmark}-{name}").pk
         if clean_templates:
