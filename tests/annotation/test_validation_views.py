@@ -317,8 +317,10 @@ def test_annotators_see_only_their_own_scores_and_slots(client, imported, resear
     _login(client, b)
     client.post(reverse("annotation:validation-take", args=[batch.pk]))
     # b cannot save into a's slot nor open a's page with a's scores.
+    # Another's slot is not found (as every other's work is), with a value or none.
     stolen = client.post(save, {"score-coherence": "5"}, headers={"HX-Request": "true"})
-    assert stolen.status_code == 422
+    assert stolen.status_code == 404
+    assert client.post(save, {}).status_code == 404
     assert ValidationScore.objects.get(assignment=slot_a).value == 2
     page = client.get(vstage_url)
     assert page.context["current"].annotator == b

@@ -147,6 +147,12 @@ def validation_stage(request: HttpRequest, vstage_id: int) -> HttpResponse:
     return _render_stage(request, _vstage(vstage_id), current_id=current_id)
 
 
+def _own_slot(request: HttpRequest, assignment_id: int) -> None:
+    """404 unless ``assignment_id`` is the annotator's own slot in this workspace."""
+    if selectors.annotator_assignment(annotator=request.user, assignment_id=assignment_id) is None:
+        raise Http404("no such slot in your queue")
+
+
 @require_POST
 @annotator_required
 def score_save(request: HttpRequest, assignment_id: int) -> HttpResponse:
@@ -156,10 +162,10 @@ def score_save(request: HttpRequest, assignment_id: int) -> HttpResponse:
     Another annotator's slot, or one of another workspace, is not found, even when the
     POST holds nothing to save.
     """
-    if selectors.annotator_assignment(annotator=request.user, assignment_id=assignment_id) is None:
-        raise Http404("no such slot in your queue")
     try:
         values = scores_from_post(request.POST)
+        if not values and "comment" not in request.POST:
+            _own_slot(request, assignment_id)  # nothing to save, but never another's slot
         for criterion, value in values.items():
             services.validation_score_record(
                 assignment_id=assignment_id,
@@ -174,6 +180,7 @@ def score_save(request: HttpRequest, assignment_id: int) -> HttpResponse:
                 comment=request.POST["comment"][:5000],
             )
     except services.ValidationError as exc:
+        _own_slot(request, assignment_id)
         if request.htmx:
             return render(request, SAVE_STATUS, {"error": str(exc)}, status=422)
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
