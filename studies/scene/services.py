@@ -379,7 +379,8 @@ def _clock_advance(assignment: Assignment, **also: Any) -> bool:
 
     A compare-and-set on the ``last_event_at`` this request read: a concurrent event
     (another tab) makes it miss, and it reads the clock again and retries, so no
-    active time is counted twice. Returns False when the scene is submitted by now.
+    active time is counted twice. Returns False when the scene is submitted by now
+    (or, with nothing in ``also``, after five misses in a row).
     """
     for _ in range(5):
         seen = assignment.last_event_at
@@ -404,7 +405,15 @@ def _clock_advance(assignment: Assignment, **also: Any) -> bool:
             return False
         for name, value in fresh.items():
             setattr(assignment, name, value)
-    return False  # five concurrent events in a row: this one's time is left out
+    # Five concurrent events in a row: this one's time is left out, but not what it
+    # writes (the history flag): that is the rater's answer, refused only once the
+    # scene is submitted. (Before, the flag was dropped with "already submitted", and
+    # a submit right after it stored the scene without its flag.)
+    if also and update_where(Assignment, also, pk=assignment.pk, status=Assignment.Status.ASSIGNED):
+        for name, value in also.items():
+            setattr(assignment, name, value)
+        return True
+    return False
 
 
 def scene_shown(*, participant: Participant, assignment: Assignment) -> None:
