@@ -19,6 +19,9 @@ class Benchmark(models.TextChoices):
     TVSHOWGUESS = "tvshowguess", "TVShowGuess"
     CHARTOM_QA = "chartom-qa", "CharToM-QA"
     DYNTOM = "dyntom", "DynToM"
+    # Any multiple-choice benchmark brought in through a field mapping (ToMBench,
+    # Hi-ToM…): each one is a Work of kind ITEM_SET named by the researcher.
+    GENERIC = "generic", "Other (mapped)"
 
 
 class Split(models.TextChoices):
@@ -44,6 +47,7 @@ class Work(WorkspaceOwned, TimestampedModel):
         TV_SHOW = "tv_show", "TV show"
         BOOK = "book", "book"
         SOCIAL_STAGE = "social_stage", "social stage"
+        ITEM_SET = "item_set", "item set"
 
     benchmark = models.CharField(max_length=20, choices=Benchmark.choices)
     # Natural key within the benchmark: movie title, show name, book name, trial id.
@@ -363,6 +367,84 @@ class DynToMQuestion(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.stage.work.key} {self.key}"
+
+
+class MCItem(TimestampedModel):
+    """A multiple-choice item of a benchmark imported through a field mapping.
+
+    ``texts`` holds one entry per language, in the mapping's order (the first is the
+    item's default language): ``{"en": {"context": str, "question": str, "options":
+    [str, ...], "gold": str}}``; ``gold`` is the optional open-ended reference answer.
+    Every language has the same number of options in the same order, so ``answers``
+    (0-based option indices; more than one when the source lists several) holds for
+    all of them. ``categories`` are the mapped category fields (ability, task, order…)
+    and ``metadata`` every source field the mapping does not use.
+    """
+
+    work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="mc_items")
+    # From a mapped field, or "h-" and a hash of the content when none is mapped.
+    item_id = models.CharField(max_length=255)
+    position = models.PositiveIntegerField(default=0)
+    texts = BulkJSONField(default=dict)
+    answers = BulkJSONField(default=list)
+    categories = BulkJSONField(default=dict, blank=True)
+    metadata = BulkJSONField(default=dict, blank=True)
+    # sha256 of texts, answers and categories: tells a re-import's unchanged item
+    # from a changed one, and duplicate ids with the same content from a conflict.
+    content_hash = models.CharField(max_length=64)
+
+    objects = WorkspaceManager("work__workspace", shared="work__shared")
+
+    class Meta:
+        verbose_name = "multiple-choice item"
+        ordering = ["work", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["work", "item_id"], name="mc_item_natural_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.work.key} {self.item_id}"
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.texts)
+
+    def text(self, language: str | None = None) -> dict:
+        """The item's texts in ``language``, or in its first language."""
+        if language and language in self.texts:
+            return self.texts[language]
+        return next(iter(self.texts.values()), {})
+
+
+class MappingPreset(WorkspaceOwned, TimestampedModel):
+    """A saved field mapping for the generic importer (``benchmarks.importers.generic``).
+
+    Built-in presets (ToMBench) live in code; these are the ones researchers save.
+    """
+
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    mapping = BulkJSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    objects = WorkspaceManager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "name"], name="mapping_preset_name_in_workspace"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ImportJob(WorkspaceOwned, TimestampedModel):

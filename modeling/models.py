@@ -428,6 +428,14 @@ class Prediction(models.Model):
         related_name="predictions",
         db_index=False,
     )
+    mc_item = models.ForeignKey(
+        "benchmarks.MCItem",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="predictions",
+        db_index=False,
+    )
     # The model's reply. A call that answers many items (a whole DynToM stage) keeps its
     # reply once, on the call, and this stays blank: 70 copies per stage would make the
     # prediction table mostly duplicated text. ``reply`` reads whichever holds it.
@@ -465,6 +473,11 @@ class Prediction(models.Model):
                 condition=models.Q(speaker_instance__isnull=False),
                 name="prediction_instance_unique",
             ),
+            models.UniqueConstraint(
+                fields=["run", "mc_item", "sample_index"],
+                condition=models.Q(mc_item__isnull=False),
+                name="prediction_mc_item_unique",
+            ),
         ]
         indexes = [
             # Serves every lookup by run and by run and status, and answers the reports'
@@ -481,6 +494,7 @@ class Prediction(models.Model):
                     ("dyntom_question", "dyntom"),
                     ("qa_item", "qa_item"),
                     ("speaker_instance", "instance"),
+                    ("mc_item", "mc_item"),
                 )
             ),
         ]

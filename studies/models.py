@@ -176,9 +176,11 @@ class StudyWork(models.Model):
 
 
 class StudyItem(models.Model):
-    """What one assignment covers: a masked scene, a CharToM-QA question or a DynToM stage.
+    """What one assignment covers: a masked scene, a CharToM-QA question, a DynToM stage
+    or a mapped benchmark's multiple-choice item.
 
-    Exactly one of ``scene``, ``qa_item`` and ``stage`` is set, by the study's kind.
+    Exactly one of ``scene``, ``qa_item``, ``stage`` and ``mc_item`` is set, by the
+    study's kind.
     Assignment locks these rows to keep quotas exact.
     """
 
@@ -197,6 +199,9 @@ class StudyItem(models.Model):
     )
     stage = models.ForeignKey(
         "benchmarks.DynToMStage", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    mc_item = models.ForeignKey(
+        "benchmarks.MCItem", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     # DynToM: the question ids a participant answers, when the researcher chose a subset.
     question_ids = BulkJSONField(default=list, blank=True)
@@ -218,18 +223,40 @@ class StudyItem(models.Model):
             models.UniqueConstraint(fields=["study", "scene"], name="study_item_unique"),
             models.UniqueConstraint(fields=["study", "qa_item"], name="study_item_qa_unique"),
             models.UniqueConstraint(fields=["study", "stage"], name="study_item_stage_unique"),
+            models.UniqueConstraint(fields=["study", "mc_item"], name="study_item_mc_unique"),
             models.CheckConstraint(
                 condition=(
-                    models.Q(scene__isnull=False, qa_item__isnull=True, stage__isnull=True)
-                    | models.Q(scene__isnull=True, qa_item__isnull=False, stage__isnull=True)
-                    | models.Q(scene__isnull=True, qa_item__isnull=True, stage__isnull=False)
+                    models.Q(
+                        scene__isnull=False,
+                        qa_item__isnull=True,
+                        stage__isnull=True,
+                        mc_item__isnull=True,
+                    )
+                    | models.Q(
+                        scene__isnull=True,
+                        qa_item__isnull=False,
+                        stage__isnull=True,
+                        mc_item__isnull=True,
+                    )
+                    | models.Q(
+                        scene__isnull=True,
+                        qa_item__isnull=True,
+                        stage__isnull=False,
+                        mc_item__isnull=True,
+                    )
+                    | models.Q(
+                        scene__isnull=True,
+                        qa_item__isnull=True,
+                        stage__isnull=True,
+                        mc_item__isnull=False,
+                    )
                 ),
                 name="study_item_one_kind",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.study} / {self.scene or self.qa_item or self.stage}"
+        return f"{self.study} / {self.scene or self.qa_item or self.stage or self.mc_item}"
 
 
 class Participant(models.Model):
@@ -522,6 +549,13 @@ class ChoiceAnswer(models.Model):
         blank=True,
         related_name="human_choices",
     )
+    mc_item = models.ForeignKey(
+        "benchmarks.MCItem",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="human_choices",
+    )
     round = models.PositiveSmallIntegerField(choices=Round.choices, default=Round.FIRST)
     option = models.PositiveSmallIntegerField()
     shown = models.PositiveSmallIntegerField(help_text="position on the participant's screen")
@@ -547,6 +581,11 @@ class ChoiceAnswer(models.Model):
                 fields=["assignment", "question", "round"],
                 condition=models.Q(question__isnull=False),
                 name="choice_question_once",
+            ),
+            models.UniqueConstraint(
+                fields=["assignment", "mc_item", "round"],
+                condition=models.Q(mc_item__isnull=False),
+                name="choice_mc_item_once",
             ),
         ]
 
