@@ -206,3 +206,9 @@ for _benchmark in ("tom-in-amc", "tvshowguess"):
                 **_spec,
             }
         )
+
+# Generic multiple choice (mapped benchmarks): its templates live with its pipeline,
+# as they hold Chinese text.
+from .pipelines.generic.prompts import TEMPLATES as _GENERIC_TEMPLATES  # noqa: E402
+
+DEFAULT_TEMPLATES += _GENERIC_TEMPLATES

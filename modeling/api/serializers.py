@@ -159,7 +159,7 @@ class PredictionSerializer(serializers.ModelSerializer):
         read_only=True,
         allow_null=True,
         help_text="DynToM: the question key; CharToM-QA: the natural key; "
-        "masked speakers: scene and code",
+        "masked speakers: scene and code; generic (mapped) items: the item id",
     )
     raw_output = serializers.CharField(
         source="reply_text", read_only=True, help_text="the model's raw reply (or its call's)"
@@ -174,6 +174,7 @@ class PredictionSerializer(serializers.ModelSerializer):
             "dyntom_question",
             "qa_item",
             "speaker_instance",
+            "mc_item",
             "work_key",
             "item_key",
             "parsed_answer",
@@ -224,6 +225,18 @@ class RunSelectionSerializer(StrictSerializer):
     scene_limit = serializers.IntegerField(
         min_value=1, required=False, help_text="speaker guessing: scenes to guess per work"
     )
+    language = serializers.CharField(
+        max_length=20,
+        required=False,
+        help_text="generic (mapped) benchmarks: the items' language, e.g. en or zh "
+        "(default: the item set's first)",
+    )
+    categories = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField(max_length=500), min_length=1),
+        required=False,
+        help_text="generic (mapped) benchmarks: only items with these category values, e.g. "
+        '{"ability": ["false belief", "knowledge"]}',
+    )
 
 
 class RunParamsSerializer(StrictSerializer):
@@ -236,7 +249,8 @@ class RunParamsSerializer(StrictSerializer):
     seed = serializers.IntegerField(required=False)
     options = serializers.DictField(
         required=False,
-        help_text='the method\'s run options, e.g. {"shots": 20, "perturb_names": true}',
+        help_text='the method\'s run options, e.g. {"shots": 20, "perturb_names": true}; '
+        'generic (mapped) benchmarks: {"shuffle": true, "shuffle_seed": 7}',
     )
 
 
@@ -287,6 +301,13 @@ class RunCreateInputSerializer(StrictSerializer):
             )
             if unknown := [key for key in works if key not in known]:
                 errors["selection"] = [f"unknown {benchmark} work key(s): {', '.join(unknown)}"]
+        if "selection" not in errors:
+            # The pipeline's own checks (a generic run's item set, language and
+            # categories), as a 400 on the selection rather than on the whole request.
+            try:
+                pipeline.clean_selection(selection=dict(data.get("selection", {})))
+            except ValueError as exc:
+                errors["selection"] = [str(exc)]
         if errors:
             raise serializers.ValidationError(errors)
         return data

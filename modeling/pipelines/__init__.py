@@ -7,6 +7,7 @@ from .base import CallUnit, Chain, ParsedItem, Pipeline, PrepareSteps, Step, run
 _REGISTRY = {
     "chartom-qa": "modeling.pipelines.chartom_qa.CharToMQAPipeline",
     "dyntom": "modeling.pipelines.dyntom.DynToMPipeline",
+    "generic": "modeling.pipelines.generic.GenericPipeline",
     "tom-in-amc": "modeling.pipelines.speaker_guess.ToMInAMCPipeline",
     "tvshowguess": "modeling.pipelines.speaker_guess.TVShowGuessPipeline",
 }

@@ -104,6 +104,18 @@ class Pipeline:
     def default_template_name(self, method: str) -> str:
         return f"{self.benchmark}-{method}"
 
+    def template_name(self, *, method: str, selection: dict[str, Any]) -> str:
+        """The template a run uses when it names none; pipelines whose wording depends
+        on the selection (the generic pipeline's language) override it."""
+        return self.default_template_name(method)
+
+    def clean_selection(self, *, selection: dict[str, Any]) -> dict[str, Any]:
+        """The run's selection, checked and completed (``Run.selection``).
+
+        Raises ``ValueError`` naming what is at fault. This base takes it as it is.
+        """
+        return selection
+
     def build_units(
         self, *, selection: dict[str, Any], template: PromptTemplate
     ) -> list[CallUnit]:  # pragma: no cover - interface

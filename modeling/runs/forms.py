@@ -10,15 +10,31 @@ from typing import Any
 
 from django import forms
 
-from benchmarks.models import Split, Work
+from benchmarks.models import Benchmark, Split, Work
 from common.scoping import ScopedModelChoiceField
 
 from ..models import PromptTemplate
 from ..pipelines import get_pipeline, pipeline_benchmarks
+from ..pipelines.generic import parse_categories
 from .backend_services import backend_selectable
 
 # Sampling parameters the form offers; a blank field means "the pipeline's default".
 PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples", "seed")
+GENERIC = Benchmark.GENERIC
+# The form's fields for a generic (mapped) benchmark's run, and where the pipeline's
+# selection errors go: it names the selection key first ("language 'fr': …").
+GENERIC_FIELDS = ("item_set", "language", "categories", "shuffle", "shuffle_seed")
+_SELECTION_ERROR_FIELDS = {
+    "works": "item_set",
+    "language": "language",
+    "categories": "categories",
+    "limit": "limit",
+}
+
+
+class ItemSetChoiceField(ScopedModelChoiceField):
+    def label_from_instance(self, obj: Work) -> str:
+        return f"{obj.title} ({obj.key})"
 
 
 class RunForm(forms.Form):
@@ -69,6 +85,38 @@ class RunForm(forms.Form):
         label="Scenes per work (speaker guessing)",
         help_text="At most this many scenes guessed per work.",
     )
+    item_set = ItemSetChoiceField(
+        queryset=Work.objects.filter(benchmark=GENERIC).order_by("title", "key"),
+        required=False,
+        empty_label="—",
+        label=f"Item set ({GENERIC.label})",
+        help_text="The imported benchmark to run.",
+    )
+    language = forms.CharField(
+        max_length=20,
+        required=False,
+        label=f"Language ({GENERIC.label})",
+        help_text="e.g. en or zh. Blank: the item set's first language.",
+    )
+    categories = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label=f"Categories ({GENERIC.label})",
+        help_text="Only items with these values, one FIELD=VALUE per line (e.g. "
+        "ability=false belief); values of one field are alternatives. Blank: all items.",
+    )
+    shuffle = forms.BooleanField(
+        required=False,
+        label=f"Shuffle options ({GENERIC.label})",
+        help_text="Show each item's options in an order drawn from the seed and the item.",
+    )
+    shuffle_seed = forms.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        required=False,
+        label="Shuffle seed",
+        help_text="Blank: 0. The same seed shows every run the same orders.",
+    )
     options = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -101,7 +149,10 @@ class RunForm(forms.Form):
         super().__init__(*args, **kwargs)
         benchmarks = pipeline_benchmarks()
         pipelines = {b: get_pipeline(b) for b in benchmarks}
-        self.fields["benchmark"].choices = [(b, b) for b in benchmarks]
+        # The mapped benchmarks go by their label: each item set is picked below.
+        self.fields["benchmark"].choices = [
+            (b, GENERIC.label if b == GENERIC else b) for b in benchmarks
+        ]
         methods = dict.fromkeys(m for p in pipelines.values() for m in p.methods)
         self.fields["method"].choices = [(m, m) for m in methods]
         # static/js/run_form.js offers only the chosen benchmark's methods; the server
@@ -133,6 +184,12 @@ class RunForm(forms.Form):
                 raise forms.ValidationError(f"{line.strip()!r}: expected KEY=VALUE")
             options[key.strip()] = value.strip()
         return options
+
+    def clean_categories(self) -> dict[str, list[str]]:
+        try:
+            return parse_categories(self.cleaned_data["categories"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_works(self) -> list[str]:
         # Pieces between commas and line breaks; clean() splits a piece at its spaces
@@ -168,26 +225,67 @@ class RunForm(forms.Form):
             data["works"] = works
             if unknown := [k for k in works if k not in known]:
                 self.add_error("works", f"unknown {benchmark} work key(s): {', '.join(unknown)}")
+        if benchmark == GENERIC:
+            self._clean_generic(data, pipeline)
+        else:
+            for name in GENERIC_FIELDS:
+                value = data.get(name)
+                if value is not None and value is not False and value not in ("", {}):
+                    self.add_error(name, f"applies to {GENERIC.label} runs only")
         return data
+
+    def _clean_generic(self, data: dict[str, Any], pipeline: Any) -> None:
+        """The item set into ``works``; the pipeline checks the language and categories
+        here too, so that each error shows at its field."""
+        item_set = data.get("item_set")
+        if item_set is not None:
+            if data.get("works") and data["works"] != [item_set.key]:
+                self.add_error("works", f"the item set is {item_set.key}; leave this blank")
+                return
+            data["works"] = [item_set.key]
+        elif not data.get("works"):
+            self.add_error("item_set", "choose the item set to run")
+            return
+        if data.get("shuffle_seed") is not None and not data.get("shuffle"):
+            self.add_error("shuffle_seed", "tick Shuffle options to use a seed")
+        if self.errors:
+            return
+        try:
+            pipeline.clean_selection(selection=self._selection(data))
+        except ValueError as exc:
+            message = str(exc)
+            key = next((k for k in _SELECTION_ERROR_FIELDS if message.startswith(k)), None)
+            self.add_error(_SELECTION_ERROR_FIELDS.get(key), message)
+
+    @staticmethod
+    def _selection(data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: v
+            for k, v in {
+                "works": data.get("works"),
+                "split": data.get("split"),
+                "limit": data.get("limit"),
+                "context": data.get("context"),
+                "run": data.get("responses_of"),
+                "scene_limit": data.get("scene_limit"),
+                "language": data.get("language"),
+                "categories": data.get("categories"),
+            }.items()
+            if v
+        }
 
     def service_kwargs(self) -> dict[str, Any]:
         """Keyword arguments shared by ``run_plan`` and ``run_create``."""
         data = self.cleaned_data
-        selection = {
-            k: v
-            for k, v in {
-                "works": data["works"],
-                "split": data["split"],
-                "limit": data["limit"],
-                "context": data["context"],
-                "run": data["responses_of"],
-                "scene_limit": data["scene_limit"],
-            }.items()
-            if v
-        }
+        selection = self._selection(data)
         params = {k: data[k] for k in ("model", *PARAM_FIELDS) if data[k] not in (None, "")}
-        if data["options"]:
-            params["options"] = data["options"]
+        options = dict(data["options"])
+        if data.get("shuffle"):
+            options["shuffle"] = True
+            if data.get("shuffle_seed") is not None:
+                options["shuffle_seed"] = data["shuffle_seed"]
+        if options:
+            params["options"] = options
         return {
             "benchmark": data["benchmark"],
             "method": data["method"],

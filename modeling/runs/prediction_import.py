@@ -39,12 +39,13 @@ from benchmarks.importers.base import (
     ImportReport,
     json_value_check,
 )
-from benchmarks.models import Benchmark, DynToMQuestion
+from benchmarks.models import Benchmark, DynToMQuestion, MCItem
 
 from ..models import Prediction, Run
 from ..pipelines import chartom_qa
 from ..pipelines.base import CallUnit, ParsedItem
 from ..pipelines.dyntom import DynToMPipeline, option_letter
+from ..pipelines.generic import score_reply as score_mc_reply
 from ..pipelines.speaker_guess import instances_by_key
 from ..pipelines.speaker_guess import score_answer as score_speaker_answer
 from .outcome import run_outcome
@@ -87,7 +88,12 @@ REF_FIELDS = {
     Benchmark.TOM_IN_AMC: ("work", "scene", "code"),
     Benchmark.TVSHOWGUESS: ("work", "scene", "code"),
     Benchmark.CHARTOM_QA: ("item", "book", "character", "question"),
+    # A mapped benchmark's item set (its key, e.g. "tombench@1.0") and the item's id.
+    Benchmark.GENERIC: ("work", "item"),
 }
+# A mapped item's language, for reading an answer given as the option's text (default:
+# the item's first language).
+GENERIC_FIELDS = {"language"}
 CHARTOM_FIELDS = {
     "task",
     "choices",
@@ -298,6 +304,9 @@ class _Reader:
         else:
             method = self._string(number, data, "method", DEFAULT_METHOD, max_length=METHOD_MAX)
             ref = tuple(self._string(number, data, f) for f in REF_FIELDS[benchmark])
+        if benchmark == Benchmark.GENERIC:
+            known |= GENERIC_FIELDS
+            values["language"] = self._string(number, data, "language", None)
         extra = {k: v for k, v in data.items() if k not in known}
         for key in extra:
             self.unknown.setdefault(key, number)
@@ -852,11 +861,66 @@ class _CharToMScorer(_Scorer):
         )
 
 
+class _GenericScorer(_Scorer):
+    """Mapped items by item set and item id; answers read as our generic pipeline reads
+    a reply (a letter of the item's own order, or an option's text)."""
+
+    def score_all(self, benchmark: str, lines: list[_Line]) -> list[_Scored]:
+        rows = MCItem.objects.filter(
+            work__benchmark=Benchmark.GENERIC,
+            work__key__in={line.ref[0] for line in lines},
+        ).values("id", "work__key", "item_id", "texts", "answers")
+        items = {(row["work__key"], row["item_id"]): row for row in rows}
+        works = {work for work, _ in items}
+        scored = []
+        for line in lines:
+            work, item_id = line.ref
+            if work not in works:
+                self.fail(line, f"no {Benchmark.GENERIC.label} item set {work!r}", "work")
+            row = items.get(line.ref)
+            if row is None:
+                self.fail(line, f"item set {work!r} has no item {item_id!r}", "item")
+            language = line.values["language"] or next(iter(row["texts"]), "")
+            if language not in row["texts"]:
+                self.fail(
+                    line,
+                    f"item {item_id!r} has no {language!r} text (it has {', '.join(row['texts'])})",
+                    "language",
+                )
+            answer = line.values["answer"]
+            if answer is None:
+                scored.append(self.missing(line, row["id"], {}))
+                continue
+            if answer is _ABSENT:
+                answer = line.values["raw_output"]
+                if not answer:
+                    self.fail(line, "missing (or give the reply in raw_output)", "answer")
+            item = {
+                "id": row["id"],
+                "options": row["texts"][language].get("options") or [],
+                "order": None,
+                "answers": row["answers"],
+            }
+            parsed = score_mc_reply(item, answer)
+            scored.append(
+                _Scored(
+                    line,
+                    row["id"],
+                    parsed.parsed_answer,
+                    parsed.parse_status,
+                    parsed.correct,
+                    parsed.details or {},
+                )
+            )
+        return scored
+
+
 _SCORERS: dict[str, Callable[[Path], _Scorer]] = {
     Benchmark.DYNTOM: _DynToMScorer,
     Benchmark.TOM_IN_AMC: _SpeakerScorer,
     Benchmark.TVSHOWGUESS: _SpeakerScorer,
     Benchmark.CHARTOM_QA: _CharToMScorer,
+    Benchmark.GENERIC: _GenericScorer,
 }
 
 
@@ -888,6 +952,7 @@ _ITEM_FIELD = {
     Benchmark.TOM_IN_AMC: "speaker_instance_id",
     Benchmark.TVSHOWGUESS: "speaker_instance_id",
     Benchmark.CHARTOM_QA: "qa_item_id",
+    Benchmark.GENERIC: "mc_item_id",
 }
 _VALUE_FIELDS = (
     "raw_output",

@@ -20,8 +20,10 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Chr, Coalesce, Concat, NullIf
 
+from benchmarks.models import MCItem, Work
 from metrics import accuracy_vs_chance
 
 from ..models import (
@@ -92,6 +94,17 @@ class PredictionSummary:
 
 # CharToM-QA's multiple-choice method: the reference answer among its misleading choices.
 _MULTIPLE_CHOICE_QA = "multichoice"
+# Benchmarks imported through a field mapping (benchmarks.MCItem).
+MC_BENCHMARK = "generic"
+
+
+def _mc_language(run: Run) -> str | None:
+    """The language a generic run's items were asked in (every language of an item has
+    the same options); for an imported run, the first language of one of its items."""
+    if language := run.selection.get("language"):
+        return language
+    texts = MCItem.objects.filter(predictions__run=run).values_list("texts", flat=True).first()
+    return next(iter(texts), None) if texts else None
 
 
 def _options_per_item(run: Run):
@@ -102,6 +115,9 @@ def _options_per_item(run: Run):
     ]
     if run.method == _MULTIPLE_CHOICE_QA:
         counts.append(JSONArrayLength("qa_item__misleading_choices") + 1)
+    if run.benchmark == MC_BENCHMARK and (language := _mc_language(run)):
+        options = KeyTransform("options", KeyTransform(language, "mc_item__texts"))
+        counts.append(NullIf(JSONArrayLength(options), 0))
     return Coalesce(*counts, output_field=IntegerField())
 
 
@@ -157,6 +173,7 @@ def run_predictions(*, run: Run) -> QuerySet[Prediction]:
                 F("dyntom_question__stage__work__key"),
                 F("qa_item__work__key"),
                 F("speaker_instance__scene__work__key"),
+                F("mc_item__work__key"),
             ),
             reply_text=Coalesce(
                 NullIf(F("raw_output"), Value("")),
@@ -167,6 +184,8 @@ def run_predictions(*, run: Run) -> QuerySet[Prediction]:
             item_key=Coalesce(
                 F("dyntom_question__key"),
                 F("qa_item__natural_key"),
+                # Before the Concat, which is never NULL (SQLite joins NULL as "").
+                F("mc_item__item_id"),
                 Concat(
                     F("speaker_instance__scene__source_id"),
                     Value(" "),
@@ -232,10 +251,14 @@ def _prediction_status() -> Case:
 
 def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> QuerySet[Prediction]:
     predictions = Prediction.objects.filter(run=run).annotate(
-        item_id=Coalesce(F("dyntom_question_id"), F("qa_item_id"), F("speaker_instance_id")),
+        item_id=Coalesce(
+            F("dyntom_question_id"), F("qa_item_id"), F("speaker_instance_id"), F("mc_item_id")
+        ),
         item_key=Coalesce(
             F("dyntom_question__key"),
             F("qa_item__natural_key"),
+            # Before the Concat, which is never NULL (SQLite joins NULL as "").
+            F("mc_item__item_id"),
             Concat(
                 F("speaker_instance__scene__source_id"),
                 Value(" "),
@@ -247,12 +270,15 @@ def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> Query
             F("dyntom_question__stage__work__key"),
             F("qa_item__work__key"),
             F("speaker_instance__scene__work__key"),
+            F("mc_item__work__key"),
             output_field=CharField(),
         ),
-        # DynToM's question type, CharToM-QA's dimension, a ToM-in-AMC scene's id.
+        # DynToM's question type, CharToM-QA's dimension, a ToM-in-AMC scene's id, a
+        # mapped item's first category.
         kind=Coalesce(
             F("dyntom_question__question_type"),
             F("qa_item__dimension"),
+            *_mc_kind(run),
             Value(""),
             output_field=CharField(),
         ),
@@ -260,6 +286,8 @@ def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> Query
             F("dyntom_question__gold_letter"),
             F("qa_item__answer"),
             F("speaker_instance__gold_character__name"),
+            # A mapped item's (first) answer as its letter: index 0 -> "A".
+            Chr(Cast(KeyTextTransform("0", "mc_item__answers"), IntegerField()) + 65),
             Value(""),
             output_field=TextField(),
         ),
@@ -273,6 +301,22 @@ def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> Query
     return predictions
 
 
+def _mc_kind(run: Run) -> list[KeyTextTransform]:
+    """A generic run's "kind": its item set's first category field (e.g. the ability)."""
+    if run.benchmark != MC_BENCHMARK:
+        return []
+    keys = run.selection.get("works") or []
+    if not keys:
+        return []
+    extra = (
+        Work.objects.filter(benchmark=MC_BENCHMARK, key=keys[0])
+        .values_list("extra", flat=True)
+        .first()
+    )
+    fields = (extra or {}).get("category_fields") or []
+    return [KeyTextTransform(fields[0], "mc_item__categories")] if fields else []
+
+
 # Items in the benchmark's own order (question position, scene position), not by key:
 # "type_a_what_10" would otherwise come before "type_a_what_2".
 _ITEM_ORDER = (
@@ -281,6 +325,7 @@ _ITEM_ORDER = (
     "qa_item__position",
     "speaker_instance__scene__position",
     "speaker_instance__code",
+    "mc_item__position",
     "sample_index",
     "pk",
 )

@@ -51,15 +51,20 @@ def _resolve(
     benchmark: str,
     method: str,
     backend: Backend,
+    selection: dict[str, Any],
     params: dict[str, Any] | None,
     template: PromptTemplate | None,
-) -> tuple[Any, PromptTemplate, dict[str, Any], str]:
+) -> tuple[Any, PromptTemplate, dict[str, Any], dict[str, Any], str]:
     pipeline = get_pipeline(benchmark)
     if method not in pipeline.methods:
         raise ValueError(
             f"method {method!r} is not one of {', '.join(pipeline.methods)} for {benchmark}"
         )
-    template = template or active_template(pipeline.default_template_name(method))
+    # Checked first: the default template may depend on it (a generic run's language).
+    selection = pipeline.clean_selection(selection=dict(selection or {}))
+    template = template or active_template(
+        pipeline.template_name(method=method, selection=selection)
+    )
     merged = {**pipeline.default_params, "samples": 1, **(params or {})}
     # Run options (k shots, name perturbation, ablations) are the pipeline's to check.
     options = pipeline.clean_options(method=method, options=dict(merged.pop("options", None) or {}))
@@ -71,7 +76,7 @@ def _resolve(
     model = merged.pop("model", None) or backend.default_model or backend.model_path
     if not model:
         raise ValueError(f"backend {backend.name} has no default model; pass a model")
-    return pipeline, template, merged, model
+    return pipeline, template, merged, selection, model
 
 
 @transaction.atomic
@@ -90,8 +95,13 @@ def run_create(
     enqueue: bool = True,
 ) -> Run:
     """Record a run and, once committed, queue it for a worker."""
-    _, template, merged, model = _resolve(
-        benchmark=benchmark, method=method, backend=backend, params=params, template=template
+    _, template, merged, selection, model = _resolve(
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        selection=selection,
+        params=params,
+        template=template,
     )
     run = Run.objects.create(
         name=name or f"{benchmark} {method} {model}",
@@ -154,8 +164,13 @@ def run_plan(
     template: PromptTemplate | None = None,
 ) -> RunPlan:
     """What a run would do, without calling anything (``run_model --dry-run``)."""
-    pipeline, template, merged, model = _resolve(
-        benchmark=benchmark, method=method, backend=backend, params=params, template=template
+    pipeline, template, merged, selection, model = _resolve(
+        benchmark=benchmark,
+        method=method,
+        backend=backend,
+        selection=selection,
+        params=params,
+        template=template,
     )
     # An unsaved run: a pipeline that prepares (ToMPro) shows its prompts as they
     # would look before any of the run's own replies exist.

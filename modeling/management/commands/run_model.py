@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from modeling.models import Backend, PromptTemplate, Run
 from modeling.pipelines import pipeline_benchmarks
+from modeling.pipelines.generic import parse_categories
 from modeling.runs.executor import RunInterrupt, run_execute
 from modeling.runs.leases import RunLeased
 from modeling.runs.outcome import run_status_label
@@ -64,6 +65,30 @@ class Command(BaseCommand):
             type=int,
             dest="scene_limit",
             help="speaker guessing: at most this many scenes to guess per work",
+        )
+        parser.add_argument(
+            "--language",
+            help="generic (mapped) benchmarks: the items' language, e.g. en or zh "
+            "(default: the item set's first)",
+        )
+        parser.add_argument(
+            "--category",
+            action="append",
+            default=[],
+            metavar="FIELD=VALUE",
+            help="generic (mapped) benchmarks: only items with this category value "
+            "(repeatable; values of one field are alternatives), e.g. ability=false belief",
+        )
+        parser.add_argument(
+            "--shuffle",
+            action="store_true",
+            help="generic (mapped) benchmarks: shuffle each item's options (see --shuffle-seed)",
+        )
+        parser.add_argument(
+            "--shuffle-seed",
+            type=int,
+            dest="shuffle_seed",
+            help="with --shuffle: the seed of the option orders (default 0)",
         )
         parser.add_argument(
             "--option",
@@ -143,6 +168,13 @@ class Command(BaseCommand):
             }.items()
             if v
         }
+        if opts["language"]:
+            selection["language"] = opts["language"]
+        if opts["category"]:
+            try:
+                selection["categories"] = parse_categories("\n".join(opts["category"]))
+            except ValueError as exc:
+                raise CommandError(f"--category {exc}") from None
         if opts["context"]:
             # Read as the import format spells it ("0", "1k", "2k"): stored in tokens.
             selection["context"] = {"0": 0, "1k": 1000, "2k": 2000}[opts["context"]]
@@ -151,7 +183,12 @@ class Command(BaseCommand):
             for k in ("model", "temperature", "top_p", "max_tokens", "samples", "seed")
             if opts[k] is not None
         }
-        if options := self._options(opts["option"]):
+        options = self._options(opts["option"])
+        if opts["shuffle"]:
+            options["shuffle"] = True
+        if opts["shuffle_seed"] is not None:
+            options["shuffle_seed"] = opts["shuffle_seed"]
+        if options:
             params["options"] = options
         kwargs = dict(
             benchmark=opts["benchmark"],
