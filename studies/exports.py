@@ -13,7 +13,7 @@ from typing import Any
 
 from . import selectors
 from .choice import exchange
-from .choice.services import CHOICE_BENCHMARKS
+from .choice.services import CHOICE_BENCHMARKS, GENERIC
 from .models import Study, StudyTextVersion
 from .participation.ledger import study_ledger
 
@@ -28,7 +28,13 @@ class Export:
 
 def response_export(study: Study, *, include_excluded: bool = False) -> Export:
     """The study's answers, one row each, for responses.csv/.json and the API: masked
-    speakers for scene studies, picks for multiple-choice ones."""
+    speakers for scene studies, picks for multiple-choice ones (a mapped benchmark's
+    with its item id, categories and option letters: ``exchange.generic_columns``)."""
+    if study.benchmark == GENERIC:
+        return Export(
+            exchange.generic_columns(study),
+            exchange.generic_rows_export(study, include_excluded=include_excluded),
+        )
     if study.benchmark in CHOICE_BENCHMARKS:
         return Export(
             exchange.COLUMNS, exchange.rows_export(study, include_excluded=include_excluded)

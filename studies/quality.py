@@ -1,6 +1,6 @@
 """Per-rater quality at a glance: agreement with the other raters and with the gold,
-time per scene with speed outliers, and attention checks. One query for the answers,
-the arithmetic in plain Python.
+time per scene with speed outliers, and attention checks. One query for the answers
+(masked-speaker guesses, or a mapped benchmark's picks), the arithmetic in plain Python.
 
 Only test items count toward accuracy, agreement and time: practice answers are never
 scored here, attention checks only count as checks passed or failed. Whether a rater
@@ -14,7 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from statistics import median
 
-from .models import Assignment, Guess, Participant, Study, StudyItem
+from django.db.models import BooleanField, CharField, Value
+from django.db.models.functions import Cast
+
+from .models import Assignment, ChoiceAnswer, Guess, Participant, Study, StudyItem
 
 # A rater whose median time per scene is under this share of the study's median (of
 # the raters' medians) is flagged as too fast to have read the scenes.
@@ -101,23 +104,39 @@ def study_quality(
         participants = list(Participant.objects.filter(study=study).order_by("created_at", "pk"))
     participants = {p.pk: p for p in participants if p.data_withdrawn_at is None}
     rows = {pid: RaterQuality(participant=p) for pid, p in participants.items()}
-    guesses = Guess.objects.filter(
+    # A mapped benchmark's study answers with picks (one per item), every other kind
+    # with masked-speaker guesses: the same columns either way, one query.
+    model = ChoiceAnswer if study.benchmark == "generic" else Guess
+    guesses = model.objects.filter(
         assignment__participant__study=study,
         assignment__status=Assignment.Status.SUBMITTED,
     )
     if checks_only:
         guesses = guesses.filter(assignment__study_item__role=StudyItem.Role.ATTENTION)
-    guesses = guesses.values_list(
-        "assignment__participant_id",
-        "assignment_id",
-        "assignment__study_item__role",
-        "instance_id",
-        "answer",
-        "cant_tell",
-        "correct",
-        "assignment__total_ms",
-    )
-    answers: dict[int, dict[int, str]] = defaultdict(dict)  # instance -> participant -> answer
+    if model is ChoiceAnswer:
+        guesses = guesses.filter(mc_item__isnull=False).values_list(
+            "assignment__participant_id",
+            "assignment_id",
+            "assignment__study_item__role",
+            "mc_item_id",
+            Cast("option", CharField()),
+            Value(False, output_field=BooleanField()),
+            "correct",
+            "assignment__total_ms",
+        )
+    else:
+        guesses = guesses.values_list(
+            "assignment__participant_id",
+            "assignment_id",
+            "assignment__study_item__role",
+            "instance_id",
+            "answer",
+            "cant_tell",
+            "correct",
+            "assignment__total_ms",
+        )
+    # item (masked speaker or multiple-choice item) -> participant -> answer
+    answers: dict[int, dict[int, str]] = defaultdict(dict)
     right: dict[int, list[bool]] = defaultdict(list)
     attention: dict[int, dict[int, bool]] = defaultdict(dict)  # participant -> assignment -> ok
     times: dict[int, dict[int, int]] = defaultdict(dict)  # participant -> assignment -> ms

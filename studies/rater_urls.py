@@ -33,8 +33,10 @@ register_converter(TokenConverter, "invite_token")
 
 urlpatterns = [
     path("join/<int:study_id>/", views.join, name="join"),
-    # Multiple-choice studies (CharToM-QA, DynToM): same link, their own steps.
+    # Multiple-choice studies (CharToM-QA, DynToM, mapped benchmarks): same link, their
+    # own steps.
     path("<invite_token:token>/books/", choice_views.books, name="choice-books"),
+    path("<invite_token:token>/items/take/", choice_views.batch_take, name="choice-batch-take"),
     path(
         "<invite_token:token>/stages/<int:study_work_id>/take/",
         choice_views.stage_take,

@@ -40,8 +40,20 @@ def item_set_hash(study: Study) -> str:
     """sha256 over the study's items (with their gold), in order.
 
     Scenes: their masked speakers; CharToM-QA: the questions and their answers; DynToM:
-    the stages' questions and gold letters.
+    the stages' questions and gold letters; a mapped benchmark: its items' ids and
+    content hashes (texts, answers, categories) with their roles, and the language.
     """
+    if study.benchmark == "generic":
+        items = study.study_items.order_by("position")
+        payload = json.dumps(
+            {
+                "items": list(
+                    items.values_list("mc_item__item_id", "mc_item__content_hash", "role")
+                ),
+                "language": (study.sampling or {}).get("language", ""),
+            }
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
     if study.benchmark in ("chartom-qa", "dyntom"):
         items = study.study_items.order_by("position")
         payload = json.dumps(
@@ -238,6 +250,7 @@ def study_duplicate(*, study: Study, created_by=None) -> Study:
                 scene_id=item.scene_id,
                 qa_item_id=item.qa_item_id,
                 stage_id=item.stage_id,
+                mc_item_id=item.mc_item_id,
                 question_ids=item.question_ids,
                 position=item.position,
                 role=item.role,

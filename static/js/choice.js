@@ -1,4 +1,4 @@
-// Multiple-choice questions: digits pick an option, Enter presses the form's default
+// Multiple-choice questions: digits (or letters) pick an option, Enter presses the form's default
 // button (Submit answer / Keep answer; Change answer once another option is picked).
 (function () {
   "use strict";
@@ -19,8 +19,15 @@
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     const tag = (event.target.tagName || "").toLowerCase();
     if (tag === "textarea" || (tag === "input" && event.target.type === "text")) return;
-    if (/^[1-9]$/.test(event.key)) {
-      const radio = radios[Number(event.key) - 1];
+    // Digits pick the option at that place; on a form with data-letters, so do its
+    // letter keys (A, B, C…: a mapped benchmark's item).
+    let index = -1;
+    if (/^[1-9]$/.test(event.key)) index = Number(event.key) - 1;
+    else if (form.dataset.letters === "on" && /^[a-z]$/i.test(event.key)) {
+      index = event.key.toLowerCase().charCodeAt(0) - 97;
+    }
+    if (index >= 0) {
+      const radio = radios[index];
       if (radio) {
         if (!radio.checked) {
           radio.checked = true;

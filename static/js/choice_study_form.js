@@ -6,7 +6,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (!benchmark) return;
   const sync = () => {
     for (const block of document.querySelectorAll("[data-for-benchmark]")) {
-      block.hidden = block.dataset.forBenchmark !== benchmark.value;
+      // A block may serve several benchmarks: data-for-benchmark="dyntom generic".
+      block.hidden = !block.dataset.forBenchmark.split(" ").includes(benchmark.value);
     }
   };
   benchmark.addEventListener("change", sync);

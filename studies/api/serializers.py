@@ -107,6 +107,29 @@ class ChoiceResponseRowSerializer(_ParticipantColumns, _RoleColumns):
     seconds_active = serializers.FloatField(allow_null=True)
 
 
+class GenericChoiceResponseRowSerializer(_ParticipantColumns, _RoleColumns):
+    """A pick in a mapped benchmark's study (``studies.choice.exchange.generic_columns``);
+    besides these, one ``category_<field>`` column per category field of the benchmark."""
+
+    item = serializers.CharField(help_text="the item's id (the column the import reads)")
+    item_id = serializers.CharField()
+    work = serializers.CharField(help_text="the benchmark's key, name@version")
+    language = serializers.CharField()
+    round = serializers.IntegerField(help_text="always 1: an item is answered once")
+    option = serializers.IntegerField(help_text="0-based, in the item's own option order")
+    option_letter = serializers.CharField(help_text="A, B, C… in the item's own order")
+    shown = serializers.IntegerField(help_text="the position it was shown at")
+    shown_letter = serializers.CharField(help_text="the key it had on the participant's screen")
+    correct = serializers.BooleanField()
+    ms = serializers.IntegerField(help_text="item shown to pick, server clock")
+    shown_at = serializers.CharField()
+    answered_at = serializers.CharField()
+    question = serializers.CharField()
+    option_seed = serializers.CharField(help_text="orders the options; blank: not shuffled")
+    seconds = serializers.FloatField()
+    seconds_total = serializers.FloatField(allow_null=True)
+
+
 class ExitAnswerRowSerializer(serializers.Serializer):
     """One exit question as a participant saw it (that version's wording) and their answer."""
 
@@ -161,6 +184,9 @@ def _form_field_for_schema(name: str, field: forms.Field) -> serializers.Field:
     if isinstance(field, forms.ModelMultipleChoiceField):
         kw["help_text"] = f"{text} (work ids)"
         return serializers.ListField(child=serializers.IntegerField(), **kw)
+    if isinstance(field, forms.MultipleChoiceField) and not field.choices:
+        # Values known only once the form is bound (a mapped benchmark's category values).
+        return serializers.ListField(child=serializers.CharField(), **kw)
     if isinstance(field, forms.MultipleChoiceField):
         return serializers.ListField(child=serializers.ChoiceField(choices=field.choices), **kw)
     if isinstance(field, forms.ChoiceField):

@@ -83,6 +83,7 @@ class StudyResponsesApi(_ExportApi):
             serializers=[
                 serializers.SceneResponseRowSerializer,
                 serializers.ChoiceResponseRowSerializer,
+                serializers.GenericChoiceResponseRowSerializer,
             ],
             resource_type_field_name=None,
             many=True,

@@ -40,6 +40,7 @@ from ..models import (
     WorkSession,
 )
 from ..selectors import ROLE_COLUMNS, participant_fields, role_fields, seconds
+from . import generic
 from . import services as cs
 
 COLUMNS = [
@@ -72,6 +73,37 @@ COLUMNS = [
     "seconds_active",
 ]
 REQUIRED = ("participant", "item", "round", "option")
+# A mapped benchmark's picks (``generic_rows_export``): the item's id, the option picked
+# as its index and letter in the item's own order, the position (and key) it was shown
+# at, then one ``category_<field>`` column per category field of the benchmark. The
+# first columns are those the import reads back (``item`` is the item's id).
+GENERIC_COLUMNS = [
+    "participant",
+    "item",
+    "item_id",
+    "work",
+    "language",
+    "round",
+    "option",
+    "option_letter",
+    "shown",
+    "shown_letter",
+    "correct",
+    "ms",
+    "shown_at",
+    "answered_at",
+    "question",
+]
+GENERIC_TAIL = [
+    "participant_id",
+    "withdrawn",
+    "excluded",
+    "exclusion_reason",
+    *ROLE_COLUMNS,
+    "option_seed",
+    "seconds",
+    "seconds_total",
+]
 # The largest file read, as for the benchmark importers (benchmarks/importers/base.py);
 # override with TOMLAB_IMPORT_MAX_BYTES="study-choices=...". An export of a large study
 # is a few MB: 600 picks with their question texts are about 0.3 MB.
@@ -201,6 +233,64 @@ def rows_export(study: Study, *, include_excluded: bool = False) -> Iterator[dic
         }
 
 
+def generic_category_fields(study: Study) -> list[str]:
+    """The category fields of a generic study's benchmark, in the mapping's order (then
+    any other field its items carry)."""
+    works = [sw.work for sw in study.study_works.select_related("work").order_by("position")]
+    facts = generic.generic_facts(works)
+    return list(dict.fromkeys(name for f in facts for name in f.categories))
+
+
+def generic_columns(study: Study) -> list[str]:
+    """The columns of a generic study's export: fixed, then one per category field."""
+    categories = [f"category_{name}" for name in generic_category_fields(study)]
+    return [*GENERIC_COLUMNS, *categories, *GENERIC_TAIL]
+
+
+def generic_rows_export(
+    study: Study, *, include_excluded: bool = False
+) -> Iterator[dict[str, Any]]:
+    """Every pick of a generic study, one row each, in participant and item order
+    (streamable); excluded participants' picks only when asked for."""
+    fields_ = generic_category_fields(study)
+    language = (study.sampling or {}).get("language", "")
+    picks = ChoiceAnswer.objects.filter(assignment__participant__study=study, mc_item__isnull=False)
+    if not include_excluded:
+        picks = picks.filter(assignment__participant__excluded_at__isnull=True)
+    picks = picks.select_related(
+        "assignment__participant__user",
+        "assignment__study_item",
+        "assignment__session__study_work__work",
+        "mc_item",
+    ).order_by("assignment__participant_id", "assignment__position", "round")
+    for c in picks.iterator(chunk_size=2000):
+        a, item = c.assignment, c.mc_item
+        shown_in = generic.study_language({"language": language}, item)
+        yield {
+            "participant": str(a.participant),
+            "item": item.item_id,
+            "item_id": item.item_id,
+            "work": a.session.study_work.work.key,
+            "language": shown_in,
+            "round": c.round,
+            "option": c.option,
+            "option_letter": generic.option_letter(c.option),
+            "shown": c.shown,
+            "shown_letter": generic.option_letter(c.shown),
+            "correct": "" if c.correct is None else c.correct,
+            "ms": c.ms,
+            "shown_at": c.shown_at.isoformat(),
+            "answered_at": c.answered_at.isoformat(),
+            "question": item.text(shown_in).get("question", ""),
+            **{f"category_{name}": str((item.categories or {}).get(name, "")) for name in fields_},
+            **participant_fields(a.participant),
+            **role_fields(a.study_item),
+            "option_seed": "" if a.option_seed is None else a.option_seed,
+            "seconds": seconds(c.ms),
+            "seconds_total": seconds(a.total_ms),
+        }
+
+
 def rows_parse(data: bytes, *, filename: str) -> list[dict[str, Any]]:
     """Rows from an uploaded CSV or JSON file (a list of objects, or JSON lines).
 
@@ -317,9 +407,11 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
         raise StudyError("responses can be imported into multiple-choice studies only")
     items: dict[str, tuple[StudyItem, Any]] = {}
     for item in StudyItem.objects.filter(study=study).select_related(
-        "qa_item", "stage__work", "study_work__work"
+        "qa_item", "stage__work", "study_work__work", "mc_item"
     ):
-        if item.qa_item_id:
+        if item.mc_item_id:
+            items[item.mc_item.item_id] = (item, None)
+        elif item.qa_item_id:
             items[item.qa_item.natural_key] = (item, None)
         else:
             for q in cs.dyntom_questions(item):
@@ -336,11 +428,15 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
             raise ExchangeError(f"{shown(key)} is not an item of this study", row=n, field="item")
         item, question = items[key]
         round_ = _int(raw["round"], row=n, field="round")
-        if round_ not in (1, 2) or (round_ == 2 and question is not None):
+        if round_ not in (1, 2) or (round_ == 2 and not item.qa_item_id):
             raise ExchangeError("must be 1, or 2 for a CharToM-QA revision", row=n, field="round")
-        n_options = (
-            len(cs.chartom_options(item.qa_item)) if question is None else len(question.options)
-        )
+        if item.mc_item_id:
+            language = generic.study_language(study.sampling, item.mc_item)
+            n_options = len(generic.generic_options(item.mc_item, language))
+        elif question is None:
+            n_options = len(cs.chartom_options(item.qa_item))
+        else:
+            n_options = len(question.options)
         option = _int(raw["option"], row=n, field="option")
         if option >= n_options:
             raise ExchangeError(
@@ -396,8 +492,13 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
                 "version": {"imported": True},
             },
         )
-        lookup = {"assignment": assignment, "round": round_}
-        lookup |= {"qa_item_id": item.qa_item_id} if question is None else {"question": question}
+        lookup: dict[str, Any] = {"assignment": assignment, "round": round_}
+        if item.mc_item_id:
+            lookup["mc_item_id"] = item.mc_item_id
+        elif question is None:
+            lookup["qa_item_id"] = item.qa_item_id
+        else:
+            lookup["question"] = question
         existing = ChoiceAnswer.objects.filter(**lookup).first()
         if existing is not None:
             if existing.option != option:
@@ -416,7 +517,10 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
         ms = _int(raw.get("ms"), row=n, field="ms", required=False, maximum=MAX_MS) or 0
         shown_at = _when(raw.get("shown_at"), row=n, field="shown_at") or answered
         first = ChoiceAnswer.objects.filter(assignment=assignment, round=1).first()
-        gold = 0 if question is None else cs.dyntom_gold_index(question)
+        if item.mc_item_id:
+            golds = set(item.mc_item.answers or [])
+        else:
+            golds = {0 if question is None else cs.dyntom_gold_index(question)}
         ChoiceAnswer.objects.create(
             **lookup,
             option=option,
@@ -428,7 +532,7 @@ def rows_import(*, study: Study, rows: Iterable[dict[str, Any]]) -> ImportResult
             shown_at=shown_at,
             answered_at=answered,
             ms=ms,
-            correct=option == gold,
+            correct=option in golds,
         )
         created += 1
     return ImportResult(created, unchanged, new_people)

@@ -29,6 +29,7 @@ from ..participation import recruitment
 from ..participation.forms import CsvInviteForm, RunningForm
 from ..participation.ledger import STATUSES, ledger_counts, study_ledger
 from . import exchange as choice_exchange
+from . import generic
 from . import services as cs
 from .forms import ChoiceStudyForm
 
@@ -102,6 +103,15 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
     statuses = {row.participant.pk: row.status for row in ledger}
     picks = ChoiceAnswer.objects.filter(assignment__participant__study=study)
     items = StudyItem.objects.filter(study=study)
+    final = Assignment.objects.filter(study_item__study=study, status=Assignment.Status.SUBMITTED)
+    per_item = 2 if study.benchmark == cs.CHARTOM else study.overlap
+    if study.benchmark == cs.GENERIC:
+        # Practice and attention items go to everyone, outside the quota: progress is of
+        # the test items' answers.
+        final = final.filter(study_item__role=StudyItem.Role.TEST)
+        items_needed = items.filter(role=StudyItem.Role.TEST, held_back=False).count()
+    else:
+        items_needed = items.count()
     context = {
         "study": study,
         "raters": [(p, statuses[p.pk]) for p in participants],
@@ -116,10 +126,12 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
         "n_items": items.count(),
         "n_labelled": items.filter(qa_item__directness__isnull=False).count(),
         "n_picks": picks.count(),
-        "n_final": Assignment.objects.filter(
-            study_item__study=study, status=Assignment.Status.SUBMITTED
-        ).count(),
-        "n_needed": items.count() * (2 if study.benchmark == cs.CHARTOM else study.overlap),
+        "n_final": final.count(),
+        "n_needed": items_needed * per_item,
+        "roles": {
+            role: items.filter(role=role).count()
+            for role in (StudyItem.Role.PRACTICE, StudyItem.Role.ATTENTION)
+        },
         "n_no_work": sum(selectors.participant_has_no_work(p) for p in participants),
         "texts_form": StudyTextsForm(
             initial={"instructions": study.instructions, "consent": study.consent}
@@ -214,7 +226,9 @@ def responses(
         assignments = assignments.filter(participant__excluded_at__isnull=True)
     assignments = (
         assignments.distinct()
-        .select_related("participant", "study_item__qa_item", "study_item__stage__work")
+        .select_related(
+            "participant", "study_item__qa_item", "study_item__stage__work", "study_item__mc_item"
+        )
         .prefetch_related("choices__question")
         .order_by("participant_id", "position")
     )
@@ -224,7 +238,23 @@ def responses(
         picks = sorted(
             a.choices.all(), key=lambda c: (c.question.position if c.question else 0, c.round)
         )
-        if a.study_item.qa_item_id:
+        if a.study_item.mc_item_id:
+            item = a.study_item.mc_item
+            language = generic.study_language(study.sampling, item)
+            options = generic.generic_options(item, language)
+            for c in picks:
+                rows.append(
+                    {
+                        "assignment": a,
+                        "question": item.text(language).get("question", ""),
+                        "item_id": item.item_id,
+                        "first": c,
+                        "first_text": f"{generic.option_letter(c.option)}. {options[c.option]}",
+                        "second": None,
+                        "second_text": "",
+                    }
+                )
+        elif a.study_item.qa_item_id:
             options = cs.chartom_options(a.study_item.qa_item)
             first = next((c for c in picks if c.round == 1), None)
             second = next((c for c in picks if c.round == 2), None)

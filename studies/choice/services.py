@@ -13,6 +13,11 @@ withdraw. What differs is the item and the answer:
 - DynToM (paper 4.1): the item is a whole stage (``StudyItem.stage``), handed out with
   the study's overlap quota; its questions (or the researcher's subset) are answered
   one at a time with the story in view.
+- A mapped benchmark (``benchmark="generic"``, ``studies.choice.generic``): the item is
+  one multiple-choice item (``StudyItem.mc_item``), drawn by category; a participant
+  takes a batch of the items with room under the overlap quota, practice items first
+  and attention checks among them, and answers each once, the options in an order
+  fixed by the assignment's stored seed.
 
 Gold is read only here, when an assignment becomes final.
 """
@@ -30,7 +35,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from benchmarks.models import DynToMQuestion, DynToMStage, QAItem, Work
+from benchmarks.models import DynToMQuestion, DynToMStage, MCItem, QAItem, Work
 
 from ..assignment import items_assign_with_room
 from ..errors import StudyError
@@ -45,14 +50,15 @@ from ..models import (
     WorkSession,
 )
 from ..participation.ledger import exclusions_refresh
-from ..participation.recruitment import participant_no_work_record
+from ..participation.recruitment import participant_no_work_record, session_prepare
 from ..participation.services import check_active
 from ..services import study_items_set
 from .design import Design, Slot, design_compute
+from .generic import GENERIC, GenericSpec, generic_options, generic_sample, shuffles
 
 CHARTOM = "chartom-qa"
 DYNTOM = "dyntom"
-CHOICE_BENCHMARKS = (CHARTOM, DYNTOM)
+CHOICE_BENCHMARKS = (CHARTOM, DYNTOM, GENERIC)
 # The paper's human study (6.3): 150 questions from 5 books.
 DEFAULT_QUESTIONS = 150
 # DynToM's human baseline (4.1) answered a random 30% of the stages.
@@ -86,6 +92,14 @@ def dyntom_gold_index(question: DynToMQuestion) -> int:
     return ord(question.gold_letter.strip().lower()[:1] or "?") - ord("a")
 
 
+def generic_order(study: Study, assignment: Assignment, n: int) -> list[int]:
+    """The order a participant sees a mapped item's ``n`` options in: the item's own
+    order, or (when the study shuffles) the order the assignment's stored seed gives."""
+    if shuffles(study.sampling) and assignment.option_seed is not None:
+        return option_order(assignment.option_seed, n)
+    return list(range(n))
+
+
 @dataclass(frozen=True)
 class ChoiceStudyCreated:
     study: Study
@@ -109,6 +123,7 @@ def choice_items_sample(
     questions: int | None = None,
     stage_fraction: float | None = None,
     question_types: list[str] | None = None,
+    generic: GenericSpec | None = None,
     seed: int = 0,
 ) -> ChoiceSample:
     """The items of a multiple-choice study over ``works``, drawn with ``seed``.
@@ -117,7 +132,9 @@ def choice_items_sample(
     allow; only items with three misleading choices and both plot windows (c = 0 and
     c = 2k) can be asked in the paper's two rounds. DynToM: a seeded ``stage_fraction``
     of the stages (default 30%), each with all its questions or those of
-    ``question_types``. The same arguments always draw the same items.
+    ``question_types``. A mapped benchmark (one work): the items ``generic`` asks for,
+    drawn by category (``generic.generic_sample``). The same arguments always draw the
+    same items.
     """
     if benchmark not in CHOICE_BENCHMARKS:
         raise StudyError(f"not a multiple-choice benchmark: {benchmark}")
@@ -125,6 +142,11 @@ def choice_items_sample(
         raise StudyError("choose at least one work")
     if wrong := [w.key for w in works if w.benchmark != benchmark]:
         raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
+    if benchmark == GENERIC:
+        if len(works) != 1:
+            raise StudyError("works: choose one mapped benchmark (a study covers one)")
+        items, sampling = generic_sample(work=works[0], spec=generic or GenericSpec(), seed=seed)
+        return ChoiceSample(items=items, sampling=sampling, defaults={"overlap": 1})
     rng = random.Random(seed)
     skipped: dict[str, int] = defaultdict(int)
     if benchmark == CHARTOM:
@@ -162,13 +184,14 @@ def choice_study_create(
     questions: int | None = None,
     stage_fraction: float | None = None,
     question_types: list[str] | None = None,
+    generic: GenericSpec | None = None,
     seed: int = 0,
     created_by=None,
     **settings_: Any,
 ) -> ChoiceStudyCreated:
-    """A draft multiple-choice study over ``works`` (books, or DynToM stages), its items
-    drawn by :func:`choice_items_sample`. ``settings_`` are Study fields (overlap,
-    reveal, texts…).
+    """A draft multiple-choice study over ``works`` (books, DynToM stages, or one mapped
+    benchmark), its items drawn by :func:`choice_items_sample`. ``settings_`` are Study
+    fields (overlap, reveal, texts…).
     """
     sample = choice_items_sample(
         benchmark=benchmark,
@@ -176,6 +199,7 @@ def choice_study_create(
         questions=questions,
         stage_fraction=stage_fraction,
         question_types=question_types,
+        generic=generic,
         seed=seed,
     )
     if Study.objects.filter(name=name).exists():
@@ -190,7 +214,7 @@ def choice_study_create(
     )
     study_items_set(study=study, works=works, items=sample.items)
     return ChoiceStudyCreated(
-        study=study, items=len(sample.items), skipped=sample.sampling["skipped"]
+        study=study, items=len(sample.items), skipped=sample.sampling.get("skipped") or {}
     )
 
 
@@ -561,6 +585,103 @@ def dyntom_questions(item: StudyItem) -> list[DynToMQuestion]:
     return list(qs)
 
 
+# -- mapped benchmarks: taking a batch ---------------------------------------------------
+
+
+def _generic_open(study: Study):
+    """The study's test items a participant can be given (practice and checks go to
+    everyone, outside the quota)."""
+    return StudyItem.objects.filter(study=study, role=StudyItem.Role.TEST, held_back=False)
+
+
+def generic_has_room(participant: Participant) -> bool:
+    """Whether any test item still has room under the overlap quota (a cheap pre-check
+    before the offer page; the take itself counts again under row locks)."""
+    study = participant.study
+    live = Count(
+        "assignments",
+        filter=Q(assignments__participant__withdrawn_at__isnull=True),
+        distinct=True,
+    )
+    return _generic_open(study).annotate(live=live).filter(live__lt=study.overlap).exists()
+
+
+def generic_batch_take(*, participant: Participant) -> list[Assignment]:
+    """Give the participant their batch: up to ``items_per_participant`` test items with
+    room (all of them when 0), practice items first and attention checks among them.
+
+    The items with the fewest live participants go first (ties in an order drawn from
+    the session's stored seed), so the overlap fills evenly; the test items are shown
+    in a seeded order too, and each assignment gets its own stored option seed when
+    the study shuffles options. Quotas are counted under row locks
+    (``studies.assignment``); a second call (a double click, a second tab) gives
+    nothing new. Returns the participant's assignments, none when no item had room.
+    """
+    check_active(participant)
+    study = participant.study
+    study_work = StudyWork.objects.filter(study=study).order_by("position").first()
+    if study.benchmark != GENERIC or study_work is None:
+        raise StudyError("this study has no items to take")
+    batch = (study.sampling or {}).get("items_per_participant") or 0
+    shuffle = shuffles(study.sampling)
+    with transaction.atomic():
+        # One take at a time per participant (two tabs, a double click).
+        Participant.objects.select_for_update().get(pk=participant.pk)
+        if WorkSession.objects.filter(participant=participant).exists():
+            return list(participant.assignments.order_by("position"))
+        seed = secrets.randbelow(2**31)
+        rng = random.Random(seed)
+        session = WorkSession.objects.create(
+            participant=participant,
+            study_work=study_work,
+            seen=False,
+            seed=seed,
+            history_confirmed_at=timezone.now(),
+        )
+        live: dict[int, int] = {}
+
+        def has_room(item: StudyItem, counts) -> bool:
+            live[item.pk] = sum(counts.values())
+            return live[item.pk] < study.overlap
+
+        def build(items: list[StudyItem]) -> list[Assignment]:
+            ties = {item.pk: rng.random() for item in items}  # items come in pk order
+            ranked = sorted(items, key=lambda i: (live[i.pk], ties[i.pk]))
+            chosen = ranked[:batch] if batch else ranked
+            chosen.sort(key=lambda i: i.pk)
+            rng.shuffle(chosen)  # the participant's order
+            return [
+                Assignment(
+                    participant=participant,
+                    session=session,
+                    study_item=item,
+                    position=position,
+                    seen=False,
+                    option_seed=rng.randrange(2**31) if shuffle else None,
+                )
+                for position, item in enumerate(chosen)
+            ]
+
+        given = items_assign_with_room(
+            items=_generic_open(study),
+            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
+            item_field="study_item",
+            has_room=has_room,
+            build=build,
+        )
+        if not given:
+            session.delete()
+            return []
+        # Practice items first, attention checks spread among the test items.
+        session_prepare(participant=participant, session=session, given=given)
+        if shuffle:
+            extras = list(session.assignments.filter(option_seed__isnull=True).order_by("position"))
+            for assignment in extras:
+                assignment.option_seed = rng.randrange(2**31)
+            Assignment.objects.bulk_update(extras, ["option_seed"])
+    return list(participant.assignments.order_by("position"))
+
+
 # -- answers ----------------------------------------------------------------------------------
 
 
@@ -591,7 +712,8 @@ def choice_record(
 
     CharToM-QA: ``action`` "submit" is the first pick (c = 0); then "keep" or "change"
     (with a different ``shown``) after the long window. DynToM: "submit" with the
-    ``question_id``. ``shown`` is the position on the participant's screen. Replays
+    ``question_id``. A mapped item: "submit", once. ``shown`` is the position on the
+    participant's screen. Replays
     raise :class:`ChoiceReplay`; anything else that cannot be stored, ``StudyError``.
     Nothing is written unless the whole pick is valid.
     """
@@ -604,6 +726,8 @@ def choice_record(
             answer = _chartom_record(participant, assignment, action, shown)
         elif assignment.study_item.stage_id:
             answer = _dyntom_record(participant, assignment, action, shown, question_id)
+        elif assignment.study_item.mc_item_id:
+            answer = _generic_record(participant, assignment, action, shown)
         else:
             raise StudyError("this is not a multiple-choice question")
     return answer
@@ -691,6 +815,38 @@ def _dyntom_record(participant, assignment, action, shown, question_id) -> Choic
             c.correct = c.option == dyntom_gold_index(questions[c.question_id])
         ChoiceAnswer.objects.bulk_update([*answered.values(), answer], ["correct"])
         _finalise(participant, assignment, now)
+    return answer
+
+
+def _generic_record(participant, assignment, action, shown) -> ChoiceAnswer:
+    if action != "submit":
+        raise StudyError("each item is answered once: use Submit answer")
+    if assignment.status == Assignment.Status.SUBMITTED or assignment.choices.exists():
+        raise ChoiceReplay("you have already answered this item; your answer stands")
+    item = MCItem.objects.get(pk=assignment.study_item.mc_item_id)
+    order = generic_order(
+        participant.study,
+        assignment,
+        len(generic_options(item, participant.study.sampling.get("language", ""))),
+    )
+    if shown is None or not 0 <= shown < len(order):
+        raise StudyError(f"choose one of the {len(order)} options")
+    now = timezone.now()
+    shown_at = assignment.first_shown_at or now
+    option = order[shown]
+    # One pick makes the item final: it is scored at once, gold read only here.
+    answer = ChoiceAnswer.objects.create(
+        assignment=assignment,
+        mc_item=item,
+        round=ChoiceAnswer.Round.FIRST,
+        option=option,
+        shown=shown,
+        shown_at=shown_at,
+        answered_at=now,
+        ms=_ms(shown_at, now),
+        correct=option in (item.answers or []),
+    )
+    _finalise(participant, assignment, now)
     return answer
 
 

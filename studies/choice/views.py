@@ -1,11 +1,13 @@
-"""Participant pages of the multiple-choice studies (CharToM-QA, DynToM), under /s/<token>/.
+"""Participant pages of the multiple-choice studies (CharToM-QA, DynToM, mapped
+benchmarks), under /s/<token>/.
 
 ``rater_views.start`` hands a multiple-choice study's participant to :func:`step`
 after the checks every study shares (unknown token, withdrawn, draft, paused). Every
 other view here is a POST that calls one service and redirects back to ``start``, so a
 reload resumes where the participant is. Refused input answers 422 with the reason,
 a replay 409, and stores nothing. Gold is only shown from submitted assignments, and
-only when the study's reveal setting allows it.
+only when the study's reveal setting allows it (a practice item's, always: practice
+gives feedback).
 """
 
 from __future__ import annotations
@@ -17,21 +19,23 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from benchmarks.models import DynToMScenario, QAItem
+from benchmarks.models import DynToMScenario, MCItem, QAItem
 from common.request_params import BadNumber, optional_number
 from studies.scene import services as scene_services
 
 from ..errors import StudyError
-from ..models import Assignment, ChoiceAnswer, Participant, Study, StudyWork
+from ..models import Assignment, ChoiceAnswer, Participant, Study, StudyItem, StudyWork
 from ..participation import recruitment
 from ..participation import services as participation_services
 from ..participation import views as participant_views
 from ..participation.services import check_active
 from ..scene.services import NextStep
+from . import generic
 from . import services as cs
 
 QUESTION_PAGE = "studies/choice_question.html"
 STAGE_PAGE = "studies/choice_stage.html"
+ITEM_PAGE = "studies/choice_item.html"
 SAVE_STATUS = "studies/rater_scene.html#save-status"
 
 
@@ -55,7 +59,12 @@ def _message(request, title: str, text: str, *, status: int = 200, participant=N
 def _next_open(participant: Participant) -> Assignment | None:
     return (
         Assignment.objects.filter(participant=participant, status=Assignment.Status.ASSIGNED)
-        .select_related("study_item__qa_item", "study_item__stage__work", "session")
+        .select_related(
+            "study_item__qa_item",
+            "study_item__stage__work",
+            "study_item__mc_item",
+            "session__study_work__work",
+        )
         .order_by("position", "pk")
         .first()
     )
@@ -69,6 +78,8 @@ def finished(participant: Participant) -> bool:
             and participant.work_sessions.exists()
             and _next_open(participant) is None
         )
+    if participant.study.benchmark == cs.GENERIC:
+        return participant.work_sessions.exists() and _next_open(participant) is None
     return _next_open(participant) is None and cs.dyntom_stage_open(participant) is None
 
 
@@ -102,10 +113,20 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
                 "read. Open this same link again later to start.",
                 participant=participant,
             )
+    if (
+        study.benchmark == cs.GENERIC
+        and assignment is None
+        and study.status == Study.Status.LIVE
+        and not participant.work_sessions.exists()
+        and cs.generic_has_room(participant)
+    ):
+        return _batch_offer(request, participant)
     if assignment is not None:
         scene_services.scene_shown(participant=participant, assignment=assignment)
         if assignment.study_item.qa_item_id:
             return _question(request, participant, assignment)
+        if assignment.study_item.mc_item_id:
+            return _item(request, participant, assignment)
         return _stage(request, participant, assignment)
     if study.benchmark == cs.DYNTOM and study.status == Study.Status.LIVE:
         study_work = cs.dyntom_stage_open(participant)
@@ -118,6 +139,23 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
                 context | {"study_work": study_work, "questions": n, "done": done},
             )
     return _done(request, participant)
+
+
+def _batch_offer(request: HttpRequest, participant: Participant) -> HttpResponse:
+    """What a mapped benchmark's participant will answer, and the button that takes it."""
+    study = participant.study
+    open_items = StudyItem.objects.filter(study=study, held_back=False)
+    batch = (study.sampling or {}).get("items_per_participant") or 0
+    tests = open_items.filter(role=StudyItem.Role.TEST).count()
+    context = {
+        "participant": participant,
+        "study": study,
+        "items": min(batch, tests) if batch else tests,
+        "practice": open_items.filter(role=StudyItem.Role.PRACTICE).count(),
+        "attention": open_items.filter(role=StudyItem.Role.ATTENTION).count(),
+        "estimate": recruitment.study_estimate(study=study),
+    }
+    return render(request, "studies/choice_batch_offer.html", context)
 
 
 def _progress(participant: Participant) -> tuple[int, int]:
@@ -152,6 +190,48 @@ def _question(request, participant: Participant, assignment: Assignment, **extra
         **extra,
     }
     return render(request, QUESTION_PAGE, context, status=extra.get("status", 200))
+
+
+def _item(request, participant: Participant, assignment: Assignment, **extra) -> HttpResponse:
+    """A mapped benchmark's item: its story and question in the study's language, the
+    options in the assignment's order with keys A, B, C… (no gold: it is read only
+    when the answer is final, in ``cs.choice_record``)."""
+    study = participant.study
+    item: MCItem = assignment.study_item.mc_item
+    language = generic.study_language(study.sampling, item)
+    text = item.text(language)
+    options = generic.generic_options(item, language)
+    order = cs.generic_order(study, assignment, len(options))
+    role = assignment.study_item.role
+    counted = participant.assignments.exclude(study_item__role=StudyItem.Role.PRACTICE)
+    practice = participant.assignments.filter(study_item__role=StudyItem.Role.PRACTICE)
+    context = {
+        "participant": participant,
+        "study": study,
+        "assignment": assignment,
+        "language": language,
+        "benchmark": assignment.session.study_work.work,
+        "passage": paragraphs(text.get("context")),
+        "question": text.get("question", ""),
+        "instruction": (
+            generic.attention_instruction(study.sampling, item, language)
+            if role == StudyItem.Role.ATTENTION
+            else ""
+        ),
+        "options": [
+            (shown, generic.option_letter(shown), options[index])
+            for shown, index in enumerate(order)
+        ],
+        "last_letter": generic.option_letter(len(order) - 1),
+        "practice": role == StudyItem.Role.PRACTICE,
+        # Practice items come first and are not counted: "Item 3 of 10" is of the rest.
+        "practice_number": practice.filter(status=Assignment.Status.SUBMITTED).count() + 1,
+        "practice_total": practice.count(),
+        "number": counted.filter(status=Assignment.Status.SUBMITTED).count() + 1,
+        "total": counted.count(),
+        **extra,
+    }
+    return render(request, ITEM_PAGE, context, status=extra.get("status", 200))
 
 
 def _stage(request, participant: Participant, assignment: Assignment, **extra) -> HttpResponse:
@@ -203,7 +283,8 @@ def _done(request: HttpRequest, participant: Participant) -> HttpResponse:
     revealed = _reveal(participant)
     rows = []
     if revealed:
-        rows = _results(participant)
+        # Practice is a warm-up and checks test attention: neither is part of the score.
+        rows = [r for r in _results(participant) if r["role"] == StudyItem.Role.TEST]
     context = {
         "participant": participant,
         "study": participant.study,
@@ -225,10 +306,21 @@ def _results(
     if assignment is not None:
         picks = picks.filter(assignment=assignment)
     out = []
-    for c in picks.select_related("qa_item", "question").order_by(
-        "assignment__position", "question__position", "round"
-    ):
-        if c.qa_item_id:
+    picks = picks.select_related("qa_item", "question", "mc_item", "assignment__study_item")
+    for c in picks.order_by("assignment__position", "question__position", "round"):
+        if c.mc_item_id:
+            language = generic.study_language(participant.study.sampling, c.mc_item)
+            options = generic.generic_options(c.mc_item, language)
+            text = c.mc_item.text(language).get("question", "")
+            picked = f"{generic.option_letter(c.shown)}. {options[c.option]}"
+            # The correct option under the letter it had on this participant's screen.
+            order = cs.generic_order(participant.study, c.assignment, len(options))
+            gold = " / ".join(
+                f"{generic.option_letter(order.index(a))}. {options[a]}"
+                for a in c.mc_item.answers or []
+                if 0 <= a < len(options)
+            )
+        elif c.qa_item_id:
             if c.round != ChoiceAnswer.Round.REVISION:
                 continue
             options = cs.chartom_options(c.qa_item)
@@ -237,7 +329,15 @@ def _results(
             text = c.question.text
             picked = c.question.options[c.option]
             gold = c.question.options[cs.dyntom_gold_index(c.question)]
-        out.append({"question": text, "picked": picked, "gold": gold, "correct": c.correct})
+        out.append(
+            {
+                "question": text,
+                "picked": picked,
+                "gold": gold,
+                "correct": c.correct,
+                "role": c.assignment.study_item.role,
+            }
+        )
     return out
 
 
@@ -262,6 +362,15 @@ def books(request: HttpRequest, token: str) -> HttpResponse:
     return _after(
         request, participant, lambda: cs.books_declare(participant=participant, read_work_ids=read)
     )
+
+
+@require_POST
+def batch_take(request: HttpRequest, token: str) -> HttpResponse:
+    """A mapped benchmark's participant takes their batch of items (once)."""
+    participant = _participant(token)
+    if participant.study.benchmark != cs.GENERIC or participant.consented_at is None:
+        return redirect("rater:start", token=participant.token)
+    return _after(request, participant, lambda: cs.generic_batch_take(participant=participant))
 
 
 @require_POST
@@ -305,9 +414,9 @@ def answer(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse
         return _refused(request, participant, exc)
     request.session.pop(_pick_key(assignment_id), None)  # answered: the draft pick is done
     assignment = saved.assignment
-    if (
-        assignment.status == Assignment.Status.SUBMITTED
-        and participant.study.reveal == Study.Reveal.AFTER_SCENE
+    if assignment.status == Assignment.Status.SUBMITTED and (
+        participant.study.reveal == Study.Reveal.AFTER_SCENE
+        or assignment.study_item.role == StudyItem.Role.PRACTICE
     ):
         return redirect("rater:choice-result", token=participant.token, assignment_id=assignment.pk)
     return redirect("rater:start", token=participant.token)
@@ -362,10 +471,13 @@ def _pick_check(
 def result(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     """The gold of one submitted assignment, when the study reveals after each item."""
     participant = _participant(token)
-    assignment = participant.assignments.filter(
-        pk=assignment_id, status=Assignment.Status.SUBMITTED
-    ).first()
-    if assignment is None or not _reveal(participant):
+    assignment = (
+        participant.assignments.filter(pk=assignment_id, status=Assignment.Status.SUBMITTED)
+        .select_related("study_item")
+        .first()
+    )
+    practice = assignment is not None and assignment.study_item.role == StudyItem.Role.PRACTICE
+    if assignment is None or not (practice or _reveal(participant)):
         return _message(
             request,
             "Not available",
@@ -378,5 +490,10 @@ def result(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse
     return render(
         request,
         "studies/choice_result.html",
-        {"participant": participant, "study": participant.study, "rows": rows},
+        {
+            "participant": participant,
+            "study": participant.study,
+            "rows": rows,
+            "practice": practice,
+        },
     )

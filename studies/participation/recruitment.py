@@ -322,7 +322,14 @@ READING_WPM = 238
 # asks for every masked speaker (up to 5 candidates each), the "needed earlier scenes"
 # flag and the ToM tags; a CharToM-QA question is answered twice (c = 0, then keep or
 # change at c = 2k); a DynToM question is one pick among four options, the story in view.
-ANSWER_SECONDS = {"tom-in-amc": 45, "tvshowguess": 45, "chartom-qa": 30, "dyntom": 15}
+# A mapped benchmark's item is one pick among its options, like a DynToM question.
+ANSWER_SECONDS = {
+    "tom-in-amc": 45,
+    "tvshowguess": 45,
+    "chartom-qa": 30,
+    "dyntom": 15,
+    "generic": 15,
+}
 DEFAULT_ANSWER_SECONDS = 45
 # Finished, kept participants needed before their times replace the word-based figure.
 PILOT_MIN = 5
@@ -429,6 +436,29 @@ def _dyntom_words(items) -> tuple[int, int, int]:
     return 0, *longest
 
 
+def _generic_words(study: Study, items) -> tuple[int, int, int]:
+    """One participant's part of a mapped benchmark's study: the context, question and
+    options of a batch of test items (the mean item's words times the batch) and of
+    every practice and attention item, in the study's language."""
+    from ..choice.generic import item_words
+
+    language = (study.sampling or {}).get("language", "")
+    batch = (study.sampling or {}).get("items_per_participant") or 0
+    tests: list[int] = []
+    extras = 0
+    n_extras = 0
+    for item in items.select_related("mc_item"):
+        words = item_words(item.mc_item, language, text_words)
+        if item.role == StudyItem.Role.TEST:
+            tests.append(words)
+        else:
+            extras += words
+            n_extras += 1
+    n_tests = min(batch, len(tests)) if batch else len(tests)
+    mean = sum(tests) / len(tests) if tests else 0
+    return 0, round(mean * n_tests) + extras, n_tests + n_extras
+
+
 def _minutes_of(words: int, items: int, seconds: int) -> float:
     return words / READING_WPM + items * seconds / 60
 
@@ -483,6 +513,8 @@ def _reading(study: Study) -> tuple[int, int, int]:
             counted = _chartom_words(items)
         elif study.benchmark == "dyntom":
             counted = _dyntom_words(items)
+        elif study.benchmark == "generic":
+            counted = _generic_words(study, items)
         else:
             counted = _scene_study_words(study, items)
         cache.set(key, counted, 600)
@@ -496,7 +528,9 @@ def study_estimate(*, study: Study) -> Estimate:
     Before a pilot: the words a participant reads (ToM-in-AMC and TVShowGuess: each
     work's history scenes once, plus every scene; CharToM-QA: both plot windows, the
     question and its options; DynToM: the longest stage's story and questions, one
-    stage at a time) at ``READING_WPM``, plus ``ANSWER_SECONDS`` per scene or question.
+    stage at a time; a mapped benchmark: the context, question and options of one
+    participant's batch and of the practice and attention items, in the study's language)
+    at ``READING_WPM``, plus ``ANSWER_SECONDS`` per scene or question.
 
     From ``PILOT_MIN`` finished, kept participants on: the median over them of their
     mean time per item times the items, plus the history at the reading rate (history
@@ -512,6 +546,8 @@ def study_estimate(*, study: Study) -> Estimate:
     words = history + item_words
     per_stage = study.benchmark == "dyntom"
     noun = "scene" if study.benchmark in ("tom-in-amc", "tvshowguess") else "question"
+    if study.benchmark == "generic":
+        noun = "item"
     floor = words / READING_WPM
     computed = math.ceil(floor + n * seconds / 60)
     basis = f"{words:,} words to read at {READING_WPM} wpm + {n} × {seconds} s"  # noqa: RUF001

@@ -489,7 +489,7 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
             "This study is paused at the moment. Your answers so far are saved; "
             "open this same link again later to continue where you left off.",
         )
-    if study.benchmark in ("chartom-qa", "dyntom"):
+    if study.benchmark in ("chartom-qa", "dyntom", "generic"):
         from ..choice import views as choice_views
 
         return choice_views.step(request, participant)

@@ -1,7 +1,12 @@
-"""Create a guessing study over works in the item bank, or one from published annotations.
+"""Create a guessing study over works in the item bank, a study of a mapped benchmark's
+multiple-choice items, or one from published annotations.
 
     manage.py create_study --benchmark tvshowguess --work friends --name "Friends" \\
         [--overlap 2] [--min-seen N] [--min-unseen N] [--live] [--invite 5]
+    manage.py create_study --benchmark generic --work tombench@1.0 --name "ToMBench EN" \\
+        --language en --category-field ability --category-value "False belief" \\
+        --category-value "Emotion" --per-category 20 --items-per-participant 10 \\
+        [--overlap 2] [--practice 1] [--attention 1] [--fixed-options] [--seed 7] [--live]
     manage.py create_study --from-annotations friends.tsv --work friends
 """
 
@@ -11,6 +16,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.models import Benchmark, Work
+from studies.choice.generic import DEFAULT_ATTENTION_INSTRUCTION, GENERIC, GenericSpec
+from studies.choice.services import choice_study_create
 from studies.errors import StudyError
 from studies.models import Assignment, Guess, Study
 from studies.participation.services import participants_invite
@@ -22,7 +29,10 @@ INVITE_PATH = "/s/{token}/"
 
 
 class Command(BaseCommand):
-    help = "Create a scene-guessing study (and invite links), or import published annotations."
+    help = (
+        "Create a scene-guessing study or a mapped benchmark's multiple-choice study (and "
+        "invite links), or import published annotations."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -46,6 +56,38 @@ class Command(BaseCommand):
             "--base-url", default="", help="prefix for the printed links, e.g. https://host"
         )
         parser.add_argument("--created-by", metavar="USERNAME", help="the researcher")
+        generic = parser.add_argument_group("a mapped benchmark (--benchmark generic)")
+        generic.add_argument("--language", default="", help="items' language (the first)")
+        generic.add_argument("--category-field", default="", help="draw by this category field")
+        generic.add_argument(
+            "--category-value",
+            action="append",
+            default=[],
+            metavar="VALUE",
+            help="a value of the field to include; repeatable (none: every value)",
+        )
+        generic.add_argument("--per-category", type=int, help="items per value")
+        generic.add_argument("--items", type=int, help="or items in all, shared among values")
+        generic.add_argument(
+            "--items-per-participant", type=int, default=0, help="batch size (0: every item)"
+        )
+        generic.add_argument(
+            "--fixed-options", action="store_true", help="do not shuffle the options"
+        )
+        generic.add_argument("--practice", type=int, default=0, help="practice items to draw")
+        generic.add_argument("--attention", type=int, default=0, help="attention checks to draw")
+        generic.add_argument(
+            "--practice-id", action="append", default=[], metavar="ID", help="repeatable"
+        )
+        generic.add_argument(
+            "--attention-id", action="append", default=[], metavar="ID", help="repeatable"
+        )
+        generic.add_argument(
+            "--attention-instruction",
+            default=DEFAULT_ATTENTION_INSTRUCTION,
+            help="what a check says; {option} is the option to choose",
+        )
+        generic.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
         parser.add_argument(
             "--from-annotations",
             metavar="SOURCE",
@@ -58,6 +100,8 @@ class Command(BaseCommand):
         try:
             if options["from_annotations"]:
                 self._from_annotations(works, options["from_annotations"])
+            elif options["benchmark"] == GENERIC:
+                self._create_generic(works, options)
             else:
                 self._create(works, options)
         except StudyError as exc:
@@ -80,12 +124,7 @@ class Command(BaseCommand):
             or options["min_seen"] + options["min_unseen"] > options["overlap"]
         ):
             raise CommandError("need overlap >= 1 and min-seen + min-unseen <= overlap")
-        created_by = None
-        if username := options["created_by"]:
-            try:
-                created_by = get_user_model().objects.get(username=username)
-            except get_user_model().DoesNotExist:
-                raise CommandError(f"no user {username}") from None
+        created_by = self._created_by(options)
         study = study_create(
             name=options["name"],
             benchmark=options["benchmark"],
@@ -108,6 +147,65 @@ class Command(BaseCommand):
         if launched is not None:
             # The same leak check (and held-back scenes) as going live in the browser.
             self.stdout.write(launched.summary())
+        self._invites(study, options)
+
+    def _created_by(self, options: dict):
+        if username := options["created_by"]:
+            try:
+                return get_user_model().objects.get(username=username)
+            except get_user_model().DoesNotExist:
+                raise CommandError(f"no user {username}") from None
+        return None
+
+    def _create_generic(self, works: list[Work], options: dict) -> None:
+        """A draft (or live) study of a mapped benchmark's items, as the page makes it."""
+        if not options["name"]:
+            raise CommandError("--name is required")
+        if options["overlap"] < 1:
+            raise CommandError("need overlap >= 1")
+        spec = GenericSpec(
+            language=options["language"],
+            category_field=options["category_field"],
+            category_values=tuple(options["category_value"]),
+            per_category=options["per_category"],
+            items=options["items"],
+            items_per_participant=options["items_per_participant"] or None,
+            shuffle_options=not options["fixed_options"],
+            practice=options["practice"],
+            attention=options["attention"],
+            practice_ids=tuple(options["practice_id"]),
+            attention_ids=tuple(options["attention_id"]),
+            attention_instruction=options["attention_instruction"],
+        )
+        created = choice_study_create(
+            name=options["name"],
+            benchmark=GENERIC,
+            works=works,
+            generic=spec,
+            seed=options["seed"],
+            created_by=self._created_by(options),
+            overlap=options["overlap"],
+            open_join=options["open_join"],
+        )
+        study = created.study
+        if options["live"]:
+            study = study_launch(study=study).study
+        sampling = study.sampling
+        strata = ", ".join(f"{v} {n}" for v, n in (sampling.get("strata") or {}).items())
+        self.stdout.write(
+            f"created study {study.pk} {study.name!r} ({study.status}): {created.items} items "
+            f"from {works[0].key} in {sampling['language']}"
+            + (f", by {sampling['category_field']}: {strata}" if strata else "")
+            + f"; overlap {study.overlap}, "
+            + (
+                f"{sampling['items_per_participant']} items per participant"
+                if sampling.get("items_per_participant")
+                else "every item per participant"
+            )
+        )
+        self._invites(study, options)
+
+    def _invites(self, study: Study, options: dict) -> None:
         if options["invite"] > 0:
             labels = [f"invite {i + 1}" for i in range(options["invite"])]
             self.stdout.write("invite links:")
