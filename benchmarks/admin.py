@@ -8,6 +8,7 @@ related rows in the same query, so its query count does not grow with the page.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
@@ -22,11 +23,15 @@ from common.scoping import current_workspace_id
 
 from .forms import BenchmarkImportForm
 from .importers import ImportDataError
+from .importers.generic import MappingError, mapping_parse
+from .importers.generic_presets import builtin_preset
 from .models import (
     Character,
     DynToMQuestion,
     DynToMScenario,
     DynToMStage,
+    MappingPreset,
+    MCItem,
     QAItem,
     Scene,
     SpeakerAnnotation,
@@ -303,3 +308,58 @@ class DynToMQuestionAdmin(admin.ModelAdmin):
     search_fields = ("key", "text", "stage__work__key", "stage__main_character")
     raw_id_fields = ("stage",)
     readonly_fields = TIMESTAMPS
+
+
+@admin.register(MCItem)
+class MCItemAdmin(admin.ModelAdmin):
+    list_display = ("item_id", "work", "position", "short_question", "categories")
+    list_filter = (("work", admin.RelatedOnlyFieldListFilter),)
+    list_select_related = ("work",)
+    search_fields = ("item_id", "work__title", "work__key")
+    autocomplete_fields = ("work",)
+    readonly_fields = ("content_hash", *TIMESTAMPS)
+
+    @admin.display(description="question")
+    def short_question(self, obj: MCItem) -> str:
+        return Truncator(obj.text().get("question", "")).chars(80)
+
+
+class MappingPresetForm(forms.ModelForm):
+    """A saved field mapping, checked as the importer reads it (the error names the key)."""
+
+    class Meta:
+        model = MappingPreset
+        fields = ("name", "description", "mapping")
+
+    def clean_name(self) -> str:
+        name = " ".join(self.cleaned_data["name"].split())
+        if builtin_preset(name):
+            raise forms.ValidationError(f"{name!r} is a built-in preset's name.")
+        # The unique constraint includes the workspace, which the form does not show.
+        if MappingPreset.objects.filter(name=name).exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError("This workspace has a preset of that name.")
+        return name
+
+    def clean_mapping(self) -> dict:
+        mapping = self.cleaned_data["mapping"]
+        try:
+            mapping_parse(mapping)
+        except MappingError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return mapping
+
+
+@admin.register(MappingPreset)
+class MappingPresetAdmin(admin.ModelAdmin):
+    """Field mappings researchers saved from the upload page; edit or remove them here."""
+
+    form = MappingPresetForm
+    list_display = ("name", "description", "created_by", "updated_at")
+    list_select_related = ("created_by",)
+    search_fields = ("name", "description")
+    readonly_fields = ("created_by", *TIMESTAMPS)
+
+    def save_model(self, request: HttpRequest, obj: MappingPreset, form, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)

@@ -12,12 +12,25 @@ from .models import Benchmark, Split
 
 PATH_MAX = 4096  # PATH_MAX on Linux: a longer path is no path
 PATH_INPUT = forms.TextInput(attrs={"size": 80})
+MAPPING_MAX = 200_000  # characters of a field mapping written in the form
+MAPPING_PLACEHOLDER = """{
+  "id": "id",
+  "context": "story",
+  "question": "question",
+  "options": "choices",
+  "answer": "answer",
+  "categories": {"ability": "ability"}
+}"""
 
 
 class BenchmarkImportForm(forms.Form):
     """A file or folder on the server, its format and split, and a books folder."""
 
-    format = forms.ChoiceField(choices=[(name, name) for name in importer_formats()])
+    # A mapped import needs its mapping, name and version: the upload page and the
+    # command take them, this form does not.
+    format = forms.ChoiceField(
+        choices=[(name, name) for name in importer_formats() if name != Benchmark.GENERIC]
+    )
     path = forms.CharField(
         max_length=PATH_MAX,
         widget=PATH_INPUT,
@@ -101,16 +114,58 @@ class ImportUploadForm(forms.Form):
     )
     model = forms.CharField(max_length=255, required=False)
     strict = forms.ChoiceField(choices=[("", "no"), ("yes", "yes")], required=False)
+    version = forms.CharField(max_length=50, required=False)
+    preset = forms.ChoiceField(choices=[], required=False)
+    mapping = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=MAPPING_MAX,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 22,
+                "cols": 90,
+                "spellcheck": "false",
+                "autocapitalize": "off",
+                "class": "code",
+                "placeholder": MAPPING_PLACEHOLDER,
+            }
+        ),
+    )
+    save_as = forms.CharField(max_length=100, required=False)
 
-    OPTION_FIELDS = ("title", "stage", "split", "name", "benchmark", "model", "strict")
+    OPTION_FIELDS = (
+        "title",
+        "stage",
+        "name",
+        "version",
+        "split",
+        "benchmark",
+        "model",
+        "strict",
+        "preset",
+        "mapping",
+        "save_as",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from .selectors import mapping_presets
         from .uploads import OPTION_LABELS
 
         super().__init__(*args, **kwargs)
-        for name, (label, help_text) in OPTION_LABELS.items():
+        source = self.chosen_source()
+        for name in OPTION_LABELS:
+            label, help_text = source.option_label(name) if source else OPTION_LABELS[name]
             self.fields[name].label = label
             self.fields[name].help_text = help_text
+        # Built in the request: the saved presets are the request's workspace's.
+        self.presets = mapping_presets() if source and "preset" in source.options else []
+        self.fields["preset"].choices = [
+            ("", "None: write the mapping below"),
+            *[
+                (p["name"], f"{p['name']} (built in)" if p["builtin"] else p["name"])
+                for p in self.presets
+            ],
+        ]
 
     def chosen_source(self):
         """The format chosen (bound or initial), or None."""
@@ -136,3 +191,8 @@ class ImportUploadForm(forms.Form):
             "books": data["books"],
             "options": {name: data.get(name) or "" for name in self.OPTION_FIELDS},
         }
+
+    def mapping_field(self) -> forms.BoundField | None:
+        """The mapping's textarea when the chosen format takes one (shown on its own)."""
+        source = self.chosen_source()
+        return self["mapping"] if source and "mapping" in source.options else None

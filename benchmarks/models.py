@@ -372,9 +372,10 @@ class DynToMQuestion(TimestampedModel):
 class MCItem(TimestampedModel):
     """A multiple-choice item of a benchmark imported through a field mapping.
 
-    ``texts`` holds one entry per language, in the mapping's order (the first is the
-    item's default language): ``{"en": {"context": str, "question": str, "options":
-    [str, ...], "gold": str}}``; ``gold`` is the optional open-ended reference answer.
+    ``texts`` holds one entry per language: ``{"en": {"context": str, "question": str,
+    "options": [str, ...], "gold": str}}``; ``gold`` is the optional open-ended reference
+    answer. PostgreSQL's jsonb does not keep key order, so the benchmark's languages in
+    the mapping's order (the first is the default) are ``work.extra["languages"]``.
     Every language has the same number of options in the same order, so ``answers``
     (0-based option indices; more than one when the source lists several) holds for
     all of them. ``categories`` are the mapped category fields (ability, task, order…)
@@ -407,13 +408,18 @@ class MCItem(TimestampedModel):
 
     @property
     def languages(self) -> list[str]:
-        return list(self.texts)
+        """The item's languages in its benchmark's order (any others after, sorted)."""
+        order = list(self.work.extra.get("languages") or [])
+        return [lang for lang in order if lang in self.texts] + sorted(
+            lang for lang in self.texts if lang not in order
+        )
 
     def text(self, language: str | None = None) -> dict:
-        """The item's texts in ``language``, or in its first language."""
+        """The item's texts in ``language``, or in its benchmark's first language it has."""
         if language and language in self.texts:
             return self.texts[language]
-        return next(iter(self.texts.values()), {})
+        languages = self.languages
+        return self.texts[languages[0]] if languages else {}
 
 
 class MappingPreset(WorkspaceOwned, TimestampedModel):

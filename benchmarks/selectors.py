@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, QuerySet
 
-from .models import DynToMQuestion, QAItem, Scene, SpeakerInstance, Work
+from .importers.generic_presets import BUILTIN_PRESETS, builtin_preset
+from .models import DynToMQuestion, MappingPreset, QAItem, Scene, SpeakerInstance, Work
 
 
 def item_bank_counts() -> list[dict]:
@@ -49,3 +52,33 @@ def item_bank_counts() -> list[dict]:
 
 def works_for_benchmark(benchmark: str) -> QuerySet[Work]:
     return Work.objects.filter(benchmark=benchmark).order_by("key")
+
+
+def mapping_presets() -> list[dict[str, Any]]:
+    """The field mappings to choose from: the built-in ones, then this workspace's saved
+    ones by name. Each: name, description, builtin, mapping."""
+    presets = [
+        {"name": p.name, "description": p.description, "builtin": True, "mapping": p.mapping}
+        for p in BUILTIN_PRESETS
+    ]
+    presets.extend(
+        {"name": p.name, "description": p.description, "builtin": False, "mapping": p.mapping}
+        for p in MappingPreset.objects.order_by("name")
+    )
+    return presets
+
+
+def mapping_preset_get(name: str) -> dict[str, Any]:
+    """The mapping of the preset ``name``: a built-in one (case does not matter), else
+    one saved in this workspace. Raises ``LookupError`` with a message saying which
+    exist (a command, unscoped, sees every workspace's: a name saved in two is refused)."""
+    builtin = builtin_preset(name)
+    if builtin is not None:
+        return builtin.mapping
+    saved = list(MappingPreset.objects.filter(name=name.strip())[:2])
+    if len(saved) == 1:
+        return saved[0].mapping
+    known = ", ".join(p["name"] for p in mapping_presets()) or "none"
+    if saved:
+        raise LookupError(f"several workspaces have a preset named {name!r}; give a mapping file")
+    raise LookupError(f"no mapping preset named {name!r} (presets: {known})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,17 +18,22 @@ from common.queueing import job_tasks_register
 from common.scoping import scoped_to, workspace_of_new_rows
 from common.tasks import task_send_on_commit
 
-from . import uploads
+from . import selectors, uploads
 from .exporters import get_exporter
 from .importers import ImportDataError, ImportReport, get_importer
 from .importers.base import ProgressCallback
 from .importers.chartom_qa import record_parse
+from .importers.generic import SUFFIXES as GENERIC_SUFFIXES
+from .importers.generic import VERSION_RE as GENERIC_VERSION_RE
+from .importers.generic import MappingError, benchmark_key, mapping_parse
+from .importers.generic_presets import builtin_preset
 from .importers.screenplay import SUFFIXES as SCREENPLAY_SUFFIXES
 from .importers.screenplay import screenplay_import
-from .models import Benchmark, Character, ImportJob, QAItem, Work
+from .models import Benchmark, Character, ImportJob, MappingPreset, QAItem, Work
 from .uploads import UploadOutcome, UploadRefused, UploadSource
 
 IMPORT_TASK_NAME = "benchmarks.run_import_job"
+DEFAULT_VERSION = "1"  # a generic benchmark's version when none is given
 job_tasks_register("benchmarks.importjob", IMPORT_TASK_NAME, page="benchmarks:import-job")
 
 
@@ -38,16 +44,22 @@ def benchmark_import(
     split: str = "",
     progress: ProgressCallback | None = None,
     books: Path | None = None,
+    mapping: dict[str, Any] | None = None,
+    name: str | None = None,
+    version: str | None = None,
 ) -> ImportReport:
     """Import one source (file or directory) atomically and idempotently.
 
     ``books`` (CharToM-QA only) is a folder of Project Gutenberg texts: items without
     ``context_1000``/``context_2000`` get them cut from their book, found there by
     title and author or among the books already imported (the report's summary lines
-    say how many did, and why the others did not). Raises
-    :class:`~benchmarks.importers.ImportDataError` naming the file, record and field of
-    the first problem found (or the books folder, when it is not there); nothing is
-    written then. ``ValueError`` for an unknown format, or books for another format.
+    say how many did, and why the others did not). ``mapping``, ``name`` and
+    ``version`` (format ``generic`` only) say how to read the source and what to call
+    the benchmark. Raises :class:`~benchmarks.importers.ImportDataError` naming the
+    file, record and field of the first problem found (a generic import names every
+    failing record: :class:`~benchmarks.importers.generic.RecordErrors`), or the books
+    folder when it is not there; nothing is written then. ``ValueError`` for an unknown
+    format, options another format takes, or a bad mapping, name or version.
     """
     importer_class = get_importer(format_name)
     options: dict[str, Any] = {}
@@ -55,6 +67,12 @@ def benchmark_import(
         if not importer_class.reads_books:
             raise ValueError(f"a books folder applies to chartom-qa imports, not {format_name}")
         options["books"] = Path(books)
+    if getattr(importer_class, "takes_mapping", False):
+        if mapping is None or not name:
+            raise ValueError(f"a {format_name} import needs a mapping and the benchmark's name")
+        options.update(mapping=mapping, name=name, version=version or DEFAULT_VERSION)
+    elif mapping is not None or name is not None or version is not None:
+        raise ValueError(f"a mapping, name and version apply to generic imports, not {format_name}")
     importer = importer_class(split=split, progress=progress, **options)
     with _writing_own_works(), transaction.atomic():
         try:
@@ -85,10 +103,21 @@ def benchmark_export(
     return get_exporter(format_name)(works, Path(out))
 
 
-def import_job_create(*, format_name: str, path: Path | str, split: str = "") -> ImportJob:
-    """Queue an import for a Celery worker; the task is sent once the row is committed."""
+def import_job_create(
+    *,
+    format_name: str,
+    path: Path | str,
+    split: str = "",
+    options: dict[str, Any] | None = None,
+) -> ImportJob:
+    """Queue an import for a Celery worker; the task is sent once the row is committed.
+
+    ``options`` are a generic import's mapping, name and version.
+    """
     get_importer(format_name)  # unknown formats fail here, not in the worker
-    job = ImportJob.objects.create(format_name=format_name, path=str(path), split=split)
+    job = ImportJob.objects.create(
+        format_name=format_name, path=str(path), split=split, options=options or {}
+    )
 
     task_send_on_commit(IMPORT_TASK_NAME, (job.pk,))
     return job
@@ -137,9 +166,14 @@ def _import_job_claimed(job: ImportJob) -> str:
         nonlocal done
         done += n
 
+    generic = {k: job.options[k] for k in ("mapping", "name", "version") if k in job.options}
     try:
         report = benchmark_import(
-            format_name=job.format_name, path=job.path, split=job.split, progress=progress
+            format_name=job.format_name,
+            path=job.path,
+            split=job.split,
+            progress=progress,
+            **generic,
         )
     except (ImportDataError, ValueError, IntegrityError) as exc:
         ImportJob.objects.filter(pk=job_id).update(
@@ -287,6 +321,15 @@ def import_upload_start(
     except BaseException:
         uploads.upload_delete(upload.id)
         raise
+    if options.get("save_as"):
+        # Saved once the mapping has read the whole upload without a failing record.
+        preset, created = mapping_preset_save(
+            name=options["save_as"], mapping=options["mapping"], user=user
+        )
+        report.setdefault("notes", []).append(
+            f"The mapping was saved as the preset {preset.name!r}"
+            + ("." if created else " (replacing the one of that name).")
+        )
     return job_create(
         status=ImportJob.Status.READY, dry_run=report, preview=preview, progress_total=records
     )
@@ -411,6 +454,52 @@ def _benchmark_run(format_name: str):
     return run
 
 
+def _generic_run(path: Path, options: dict[str, Any], progress: ProgressCallback) -> UploadOutcome:
+    report = benchmark_import(
+        format_name=Benchmark.GENERIC,
+        path=path,
+        split=options.get("split", ""),
+        progress=progress,
+        mapping=options["mapping"],
+        name=options["name"],
+        version=options.get("version") or DEFAULT_VERSION,
+    )
+    return UploadOutcome(report=report, refs={"work": getattr(report, "work_id", None)})
+
+
+def _generic_options_clean(options: dict[str, Any]) -> dict[str, Any]:
+    """A generic upload's options: the mapping written (JSON) or the preset's, checked
+    key by key; the name, version and preset name to save as. Raises UploadRefused
+    naming the form field."""
+    out = dict(options)
+    mapping = out.get("mapping")
+    if mapping is None:
+        if not out.get("preset"):
+            raise UploadRefused("write a field mapping, or choose a preset", field="mapping")
+        try:
+            mapping = selectors.mapping_preset_get(out["preset"])
+        except LookupError as exc:
+            raise UploadRefused(str(exc.args[0]), field="preset") from None
+    try:
+        mapping_parse(mapping)
+    except MappingError as exc:
+        raise UploadRefused(str(exc), field="mapping") from None
+    out["mapping"] = json.loads(mapping) if isinstance(mapping, str) else mapping
+    version = out.get("version") or DEFAULT_VERSION
+    if not GENERIC_VERSION_RE.match(version):
+        raise UploadRefused(
+            "letters, digits, '.', '_' or '-' (at most 50), e.g. 1.0", field="version"
+        )
+    out["version"] = version
+    if benchmark_key(out["name"], version).startswith("@"):
+        raise UploadRefused("a name with at least one letter or digit", field="name")
+    if out.get("save_as") and builtin_preset(out["save_as"]):
+        raise UploadRefused(
+            f"{out['save_as']!r} is a built-in preset's name; choose another", field="save_as"
+        )
+    return out
+
+
 def _screenplay_run(
     path: Path, options: dict[str, Any], progress: ProgressCallback
 ) -> UploadOutcome:
@@ -464,6 +553,28 @@ for _source in (
         layout=uploads.layout_chartom,
         run=_benchmark_run(Benchmark.CHARTOM_QA),
         preview=uploads.preview_chartom,
+    ),
+    UploadSource(
+        name=Benchmark.GENERIC,
+        label="Other benchmark (field mapping)",
+        help="Any multiple-choice benchmark, read through a field mapping that says which "
+        "field holds the question, the options, the answer and the categories "
+        "(docs/formats.md). JSON Lines, JSON, CSV/TSV or XLSX files, or a .zip of them; "
+        "several files are read as one benchmark.",
+        extensions=GENERIC_SUFFIXES,
+        options=("name", "version", "preset", "mapping", "save_as", "split"),
+        required=("name",),
+        layout=uploads.layout_generic,
+        run=_generic_run,
+        preview=uploads.preview_generic,
+        option_labels={
+            "name": (
+                "Benchmark name",
+                "What the benchmark is called here (e.g. ToMBench); with the version, it "
+                "names the item set.",
+            )
+        },
+        clean=_generic_options_clean,
     ),
     UploadSource(
         name=Benchmark.TOM_IN_AMC,
@@ -603,3 +714,37 @@ def benchmark_publish(*, works: QuerySet[Work], shared: bool = True) -> int:
         .exclude(shared=shared)
         .update(shared=shared)
     )
+
+
+# -- field mappings saved as presets (the generic importer) -------------------------------
+
+
+@transaction.atomic
+def mapping_preset_save(
+    *, name: str, mapping: dict[str, Any] | str, description: str = "", user: Any = None
+) -> tuple[MappingPreset, bool]:
+    """Save a field mapping as this workspace's preset ``name`` (replacing one of that
+    name); returns it and whether it is new. The mapping is checked first
+    (:class:`~benchmarks.importers.generic.MappingError` names the key); a built-in
+    preset's name is refused (``ValueError``)."""
+    name = " ".join(name.split())
+    if not name or len(name) > MappingPreset._meta.get_field("name").max_length:
+        raise ValueError("a preset's name: 1 to 100 characters")
+    if builtin_preset(name):
+        raise ValueError(f"{name!r} is a built-in preset's name")
+    if isinstance(mapping, str):
+        mapping = json.loads(mapping)
+    mapping_parse(mapping)
+    preset = MappingPreset.objects.filter(name=name).first()
+    if preset is None:
+        preset = MappingPreset.objects.create(
+            name=name, mapping=mapping, description=description, created_by=user
+        )
+        return preset, True
+    preset.mapping = mapping
+    fields = ["mapping", "updated_at"]
+    if description:
+        preset.description = description
+        fields.append("description")
+    preset.save(update_fields=fields)
+    return preset, False

@@ -36,9 +36,11 @@ from django.conf import settings
 from .importers import ImportDataError
 from .importers.base import ProgressCallback
 from .importers.dyntom import QUESTIONS_FILE, STORY_FILE
+from .importers.generic_preview import PREVIEW_ITEMS, item_preview
 from .models import (
     Benchmark,
     DynToMStage,
+    MCItem,
     QAItem,
     Scene,
     SpeakerInstance,
@@ -69,11 +71,19 @@ class UploadRefused(Exception):
         field: str | None = None,
         file: str | None = None,
         record: str | int | None = None,
+        errors: Sequence[UploadRefused] = (),
+        error_count: int = 0,
+        details: dict[str, Any] | None = None,
     ) -> None:
         self.message = message
         self.field = field
         self.file = file
         self.record = record
+        # A mapped import refuses every failing record at once (the first ERRORS_LISTED
+        # of ``error_count``), and says what the others parsed to (``details``).
+        self.errors = list(errors)
+        self.error_count = error_count or len(self.errors) or 1
+        self.details = details or {}
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -89,6 +99,10 @@ class UploadRefused(Exception):
             "field": self.field,
             "message": self.message,
         }
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """Every located error: this one alone, or each failing record listed."""
+        return [error.as_dict() for error in self.errors] or [self.as_dict()]
 
 
 class FileLike(Protocol):
@@ -134,9 +148,39 @@ OPTION_LABELS: dict[str, tuple[str, str]] = {
         "Strict",
         "yes: refuse the package if a rebuilt report differs from the packaged one.",
     ),
+    "version": (
+        "Version",
+        "The benchmark's version (default 1): a new version is a new item set, as 1.0 and "
+        "1.1 of a built-in benchmark are.",
+    ),
+    "preset": (
+        "Mapping preset",
+        "A saved field mapping: it fills the mapping below, which you can then change.",
+    ),
+    "mapping": (
+        "Field mapping (JSON)",
+        "Which source field holds the question, the options, the answer… (docs/formats.md, "
+        '"Other benchmarks"). Empty: the preset\'s mapping as saved.',
+    ),
+    "save_as": (
+        "Save this mapping as",
+        "A preset name: the mapping is saved for this workspace when the dry run succeeds "
+        "(an existing preset of that name is replaced).",
+    ),
 }
 YES = ("yes", "true", "on", "1")
-OPTION_MAX = {"title": 255, "stage": 100, "name": 200, "model": 255}
+OPTION_MAX = {
+    "title": 255,
+    "stage": 100,
+    "name": 200,
+    "model": 255,
+    "version": 50,
+    "preset": 100,
+    "save_as": 100,
+    "mapping": 200_000,
+}
+# Options taken as written: a mapping's JSON keeps its spaces and line breaks.
+RAW_OPTIONS = ("mapping",)
 
 
 @dataclass(frozen=True)
@@ -157,6 +201,15 @@ class UploadSource:
     # replication package: one all-or-nothing transaction whose checks alone can take
     # minutes). ``run`` then also gets ``user=`` (the job's creator).
     dry_run: bool = True
+    # Labels and help of options that mean something else for this source (a generic
+    # import's "name" is the benchmark's, not a run's).
+    option_labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Checks the cleaned options as a whole and fills in what follows from them (a
+    # preset's mapping); raises UploadRefused naming the field.
+    clean: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def option_label(self, name: str) -> tuple[str, str]:
+        return self.option_labels.get(name) or OPTION_LABELS[name]
 
     @property
     def accept(self) -> str:
@@ -186,8 +239,20 @@ def upload_source_get(name: Any) -> UploadSource:
 def options_clean(source: UploadSource, raw: dict[str, Any]) -> dict[str, Any]:
     """The options ``source`` takes, stripped and checked; others must be empty."""
     out: dict[str, Any] = {}
+    for name in RAW_OPTIONS:
+        value = raw.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()) or value == {}:
+            continue
+        if name not in source.options:
+            raise UploadRefused(f"a {source.label} import takes no {name}", field=name)
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise UploadRefused("contains a NUL character", field=name)
+            if len(value) > OPTION_MAX[name]:
+                raise UploadRefused(f"at most {OPTION_MAX[name]:,} characters", field=name)
+        out[name] = value
     for name in OPTION_LABELS:
-        if name == "books":
+        if name == "books" or name in RAW_OPTIONS:
             continue
         value = raw.get(name)
         value = "" if value is None else str(value)
@@ -216,7 +281,11 @@ def options_clean(source: UploadSource, raw: dict[str, Any]) -> dict[str, Any]:
         out[name] = value
     for name in source.required:
         if not out.get(name):
-            raise UploadRefused(f"a {source.label} import needs a {name}", field=name)
+            label = source.option_label(name)[0].lower()
+            article = "an" if source.label[:1].lower() in "aeiou" else "a"
+            raise UploadRefused(f"{article} {source.label} import needs a {label}", field=name)
+    if source.clean is not None:
+        out = source.clean(out)
     return out
 
 
@@ -404,11 +473,28 @@ def scrub(text: str, folder: Path) -> str:
 
 
 def located(exc: ImportDataError, folder: Path) -> UploadRefused:
+    """The importer's error as the upload's, paths taken out; with every failing record
+    when the importer collected them (a mapped import)."""
+    errors = [
+        UploadRefused(
+            scrub(error.message, folder),
+            file=scrub(error.path, folder),
+            record=error.record,
+            field=error.field,
+        )
+        for error in getattr(exc, "errors", ())
+    ]
+    details = getattr(exc, "details", None)
+    if details:
+        details = json.loads(scrub(json.dumps(details), folder))
     return UploadRefused(
         scrub(exc.message, folder),
         file=scrub(exc.path, folder),
         record=exc.record,
         field=exc.field,
+        errors=errors,
+        error_count=getattr(exc, "total", 0),
+        details=details,
     )
 
 
@@ -429,6 +515,12 @@ def report_from(outcome: UploadOutcome, folder: Path) -> dict[str, Any]:
         "warnings": [scrub(w, folder) for w in data["warnings"]],
         "notes": [scrub(n, folder) for n in [*data.get("notes", []), *outcome.notes]],
         "links": [{"label": label, "url": url} for label, url in outcome.links],
+        # A mapped import's picture of its sources: fields found, counts by category.
+        **{
+            key: json.loads(scrub(json.dumps(data[key]), folder))
+            for key in ("fields", "categories")
+            if data.get(key)
+        },
     }
 
 
@@ -643,6 +735,13 @@ def _member_parts(info: zipfile.ZipInfo, *, archive: str) -> tuple[str, ...] | N
     return safe or None
 
 
+def layout_generic(folder: Path, files: list[Path], options: dict[str, Any]) -> Path:
+    """One file (a .zip included) is imported as it is; several as a folder, each file a
+    source (its name can become a category: ``$file``)."""
+    moved = _move(files, folder)
+    return moved[0] if len(moved) == 1 else folder / DATA
+
+
 def layout_chartom(folder: Path, files: list[Path], options: dict[str, Any]) -> Path:
     path = _move([_one(files, "CharToM-QA", (".jsonl",))], folder)[0]
     if (folder / BOOKS).is_dir() and any((folder / BOOKS).iterdir()):
@@ -801,5 +900,33 @@ def preview_chartom(
             "bonus_points": [str(b) for b in item.bonus_points],
             "context": (item.context_1000 or item.context_0 or "")[:400],
         }
+        for item in items
+    ]
+
+
+def preview_generic(
+    path: Path, options: dict[str, Any], outcome: UploadOutcome
+) -> list[dict[str, Any]]:
+    """The first items of a mapped import as stored: texts per language, keyed options."""
+    items = list(
+        MCItem.objects.filter(work_id=outcome.refs.get("work"))
+        .select_related("work")
+        .order_by("position")[:PREVIEW_ITEMS]
+    )
+    return [
+        item_preview(
+            {
+                "item_id": item.item_id,
+                # The work's language order: a database may reorder a JSON object's keys.
+                "texts": {
+                    language: item.texts[language]
+                    for language in [*item.work.extra.get("languages", []), *item.texts]
+                    if language in item.texts
+                },
+                "answers": item.answers,
+                "categories": item.categories,
+                "metadata": item.metadata,
+            }
+        )
         for item in items
     ]

@@ -10,6 +10,7 @@ the researcher who made it (others get 404).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -23,12 +24,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from . import services
+from . import selectors, services
 from .forms import ImportUploadForm
 from .models import ImportJob
 from .uploads import OPTION_LABELS, UploadRefused
 
 FIELDS_PARTIAL = "benchmarks/import_new.html#format-fields"
+MAPPING_PARTIAL = "benchmarks/import_new.html#mapping-field"
+# What a GET (the htmx swaps, or the no-script "fill from preset" button) carries over.
+GET_FIELDS = ("format", "name", "version", "split", "preset", "save_as")
 PROGRESS_PARTIAL = "benchmarks/import_job.html#job-progress"
 JOBS_PER_PAGE = 30
 MESSAGE = "Importing data is for researchers only."
@@ -77,7 +81,7 @@ def import_new(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("benchmarks:import-job", job_id=job.pk)
     else:
-        form = ImportUploadForm(initial={"format": request.GET.get("format", "")})
+        form = ImportUploadForm(initial=_initial(request))
     context: dict[str, Any] = {
         "form": form,
         "source": form.chosen_source(),
@@ -85,9 +89,24 @@ def import_new(request: HttpRequest) -> HttpResponse:
         "options": OPTION_LABELS,
     }
     if request.htmx and request.method == "GET":
-        return render(request, FIELDS_PARTIAL, context)
+        partial = MAPPING_PARTIAL if request.GET.get("part") == "mapping" else FIELDS_PARTIAL
+        return render(request, partial, context)
     status = 400 if request.method == "POST" else 200
     return render(request, "benchmarks/import_new.html", context, status=status)
+
+
+def _initial(request: HttpRequest) -> dict[str, Any]:
+    """The form as a GET left it; a chosen preset fills the mapping, pretty-printed so a
+    researcher can edit it."""
+    initial = {name: request.GET.get(name, "") for name in GET_FIELDS}
+    if initial["preset"]:
+        try:
+            mapping = selectors.mapping_preset_get(initial["preset"])
+        except LookupError:
+            initial["preset"] = ""
+        else:
+            initial["mapping"] = json.dumps(mapping, indent=2, ensure_ascii=False)
+    return initial
 
 
 @require_GET
@@ -111,6 +130,11 @@ def _job_context(job: ImportJob) -> dict[str, Any]:
         "percent": percent,
         "background": services.import_upload_background(job) if job.upload else True,
         "polling": job.status in (ImportJob.Status.QUEUED, ImportJob.Status.RUNNING),
+        "mapping_json": (
+            json.dumps(job.options["mapping"], indent=2, ensure_ascii=False)
+            if isinstance(job.options, dict) and job.options.get("mapping")
+            else ""
+        ),
     }
 
 

@@ -75,7 +75,35 @@ class ImportUploadSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         max_length=OPTION_MAX["name"],
-        help_text="predictions (required): " + OPTION_LABELS["name"][1],
+        help_text="predictions (required): "
+        + OPTION_LABELS["name"][1]
+        + " generic (required): the benchmark's name, e.g. ToMBench.",
+    )
+    version = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=OPTION_MAX["version"],
+        help_text="generic: " + OPTION_LABELS["version"][1],
+    )
+    preset = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=OPTION_MAX["preset"],
+        help_text="generic: a mapping preset's name (ToMBench, or one saved in the "
+        "workspace), used when no mapping is given",
+    )
+    mapping = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=OPTION_MAX["mapping"],
+        help_text="generic: the field mapping as JSON text (docs/formats.md)",
+    )
+    save_as = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=OPTION_MAX["save_as"],
+        help_text="generic: " + OPTION_LABELS["save_as"][1],
     )
     benchmark = serializers.CharField(
         required=False,
@@ -111,6 +139,14 @@ class ImportErrorSerializer(serializers.Serializer):
 
 class ImportErrorsSerializer(serializers.Serializer):
     errors = ImportErrorSerializer(many=True)
+    error_count = serializers.IntegerField(
+        required=False, help_text="failing records in all (errors lists the first 200)"
+    )
+    details = serializers.DictField(
+        required=False,
+        help_text="generic: the source fields found, the records that parsed (preview) "
+        "and the items per category value",
+    )
 
 
 class ImportCountSerializer(serializers.Serializer):
@@ -180,6 +216,17 @@ def _job_payload(request: Request, job: ImportJob) -> dict[str, Any]:
 
 def _errors(*errors: dict[str, Any]) -> Response:
     return Response({"errors": list(errors)}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _refused(exc: UploadRefused) -> Response:
+    """Every located error of a refused upload; a mapped import's failing records all
+    listed (up to 200), with their count and what the others parsed to."""
+    body: dict[str, Any] = {"errors": exc.as_dicts()}
+    if exc.errors:
+        body["error_count"] = exc.error_count
+    if exc.details:
+        body["details"] = exc.details
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
 def _serializer_errors(detail: dict[str, Any]) -> Response:
@@ -255,7 +302,7 @@ class ImportCreateApi(APIView):
                 options={name: values.get(name, "") for name in OPTION_LABELS if name != "books"},
             )
         except UploadRefused as exc:
-            return _errors(exc.as_dict())
+            return _refused(exc)
         if job.status == ImportJob.Status.QUEUED:  # a format without a dry run
             return Response(_job_payload(request, job), status=status.HTTP_202_ACCEPTED)
         if request.query_params.get("confirm", "").lower() in TRUE:

@@ -8,6 +8,7 @@ _REGISTRY: dict[str, str] = {
     "chartom-qa": "benchmarks.importers.chartom_qa.CharToMQAImporter",
     "dyntom": "benchmarks.importers.dyntom.DynToMImporter",
     "screenplay": "benchmarks.importers.screenplay.ScreenplayImporter",
+    "generic": "benchmarks.importers.generic.GenericImporter",
 }
 
 

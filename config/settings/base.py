@@ -310,6 +310,7 @@ TOMLAB_IMPORT_MAX_BYTES = {
     "dyntom-story": 2 * _MB,  # the release's largest story.json is ~20 KB
     "dyntom-questions": 10 * _MB,  # ... and question_new.json ~0.3 MB
     "predictions": 200 * _MB,  # predictions JSONL uploaded in the browser or the API
+    "generic": 200 * _MB,  # each file of a benchmark imported through a field mapping
 }
 for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
     _name, _, _value = _entry.partition("=")

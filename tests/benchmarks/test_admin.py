@@ -26,6 +26,35 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
+
+class _Batch:
+    """A factory-like maker (call, ``create_batch``) for the mapped items' models."""
+
+    def __init__(self, make: Callable[[int], Model]) -> None:
+        self.make = make
+        self.made = 0
+
+    def __call__(self) -> Model:
+        self.made += 1
+        return self.make(self.made)
+
+    def create_batch(self, size: int) -> list[Model]:
+        return [self() for _ in range(size)]
+
+
+def _mc_item(n: int) -> Model:
+    work = WorkFactory(benchmark="generic", kind="item_set")
+    texts = {"en": {"context": "", "question": f"Q{n}?", "options": ["a", "b"]}}
+    return models.MCItem.objects.create(
+        work=work, item_id=f"q{n}", texts=texts, answers=[0], content_hash="0" * 64
+    )
+
+
+def _mapping_preset(n: int) -> Model:
+    mapping = {"question": "q", "options": "choices", "answer": "answer"}
+    return models.MappingPreset.objects.create(name=f"preset {n}", mapping=mapping)
+
+
 # Each factory makes its own related rows, so a changelist column that follows a
 # foreign key without list_select_related costs one query per row.
 FACTORIES: dict[type[Model], Callable[..., Model]] = {
@@ -38,6 +67,8 @@ FACTORIES: dict[type[Model], Callable[..., Model]] = {
     models.DynToMStage: DynToMStageFactory,
     models.DynToMScenario: DynToMScenarioFactory,
     models.DynToMQuestion: DynToMQuestionFactory,
+    models.MCItem: _Batch(_mc_item),
+    models.MappingPreset: _Batch(_mapping_preset),
 }
 
 
