@@ -57,7 +57,12 @@ def _runs(url: Callable[[str], str]) -> list[str]:
 
 def _studies(url: Callable[[str], str]) -> list[str]:
     lines = []
-    names = (studies.SCENE_STUDY, studies.CHARTOM_STUDY, studies.DYNTOM_STUDY)
+    names = (
+        studies.SCENE_STUDY,
+        studies.CHARTOM_STUDY,
+        studies.DYNTOM_STUDY,
+        studies.GENERIC_STUDY,
+    )
     found = {s.name: s for s in Study.objects.filter(name__in=names)}
     for name in names:
         study = found.get(name)

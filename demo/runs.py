@@ -21,6 +21,7 @@ FILES = (
     (Benchmark.TOM_IN_AMC, "tom_in_amc.jsonl"),
     (Benchmark.CHARTOM_QA, "chartom_qa.jsonl"),
     (Benchmark.DYNTOM, "dyntom.jsonl"),
+    (Benchmark.GENERIC, "generic.jsonl"),
 )
 
 

@@ -1,12 +1,13 @@
-"""The demo's three live human studies, each with answers already in and invite links.
+"""The demo's four live human studies, each with answers already in and invite links.
 
 One per benchmark the demo covers: the "who is speaking?" scene study over the demo
-film (ToM-in-AMC), the CharToM-QA read/not-read study over the two demo books and the
-DynToM human baseline over the demo stage. Each is created, launched and answered
-through the services the researcher's and the participants' pages call: two demo
-participants (labelled "... (answers loaded)") answer from ``fixtures/demo/
-human_answers.json``, so every report has a human row at once, and three more get
-invite links for whoever tries the demo.
+film (ToM-in-AMC), the CharToM-QA read/not-read study over the two demo books, the
+DynToM human baseline over the demo stage and a multiple-choice study over "Mini ToM",
+the twelve items of a benchmark imported through a field mapping. Each is created,
+launched and answered through the services the researcher's and the participants'
+pages call: two demo participants (three for Mini ToM), labelled "... (answers
+loaded)", answer from ``fixtures/demo/human_answers.json``, so every report has a human
+row at once, and three more get invite links for whoever tries the demo.
 
 Each ``*_ensure`` returns ``(study, created)`` and leaves an existing study of its name
 as it is.
@@ -18,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.models import QAItem, Work
+from benchmarks.models import Benchmark, MCItem, QAItem, Work
+from studies.choice.generic import GenericSpec, generic_options
 from studies.choice.services import (
     books_declare,
     chartom_options,
@@ -27,6 +29,8 @@ from studies.choice.services import (
     design_apply,
     dyntom_questions,
     dyntom_stage_take,
+    generic_batch_take,
+    generic_order,
     option_order,
 )
 from studies.models import Assignment, Participant, Study, StudyWork
@@ -44,6 +48,8 @@ from studies.services import study_create, study_launch
 SCENE_STUDY = "Demo: who is speaking?"
 CHARTOM_STUDY = "Demo: CharToM-QA, read the book or not"
 DYNTOM_STUDY = "Demo: DynToM human baseline"
+GENERIC_STUDY = "Demo: Mini ToM, a mapped benchmark"
+GENERIC_WORK = "mini-tom@1"
 INVITES = 3  # links printed for whoever tries the demo
 INVITE_LABEL = "demo invite"
 
@@ -257,6 +263,57 @@ def dyntom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]
                 action="submit",
                 shown=ord(letter) - ord("a"),
                 question_id=question.pk,
+            )
+    _invite(study)
+    return study, True
+
+
+# --- a benchmark imported through a field mapping ---------------------------------------
+
+
+def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
+    """The live multiple-choice study over Mini ToM: every item, options shuffled per
+    participant, three participants' answers in (given as letters in each item's own
+    order, picked on screen where the participant's shuffled order put them)."""
+    study = Study.objects.filter(name=GENERIC_STUDY).first()
+    if study is not None:
+        return study, False
+    work = Work.objects.filter(benchmark=Benchmark.GENERIC, key=GENERIC_WORK).first()
+    if work is None:
+        return None, False
+    participants = answers["generic"]
+    answerers = [label for label in participants if not label.startswith("_")]
+    study = choice_study_create(
+        name=GENERIC_STUDY,
+        benchmark=Benchmark.GENERIC,
+        works=[work],
+        generic=GenericSpec(language="en", category_field="ability", shuffle_options=True),
+        overlap=len(answerers) + INVITES,
+        reveal=Study.Reveal.AT_END,
+        instructions=(
+            "Each item is a short story and a question about what a character thinks, "
+            "feels or wants. Read the story, then choose the best answer."
+        ),
+        consent=CONSENT,
+    ).study
+    study = study_launch(study=study).study
+    items = {item.pk: item for item in MCItem.objects.filter(work=work)}
+    for participant, letters in _answerers(study, participants):
+        assignments = generic_batch_take(participant=participant)
+        if not assignments:
+            raise DemoStudyError(f"{participant.label}: the demo study had no room")
+        for assignment in assignments:
+            item = items[assignment.study_item.mc_item_id]
+            letter = letters.get(item.item_id)
+            if letter is None:
+                raise DemoStudyError(f"{participant.label}: no answer to {item.item_id}")
+            order = generic_order(study, assignment, len(generic_options(item, "en")))
+            scene_shown(participant=participant, assignment=assignment)
+            choice_record(
+                participant=participant,
+                assignment_id=assignment.pk,
+                action="submit",
+                shown=order.index(ord(letter) - ord("A")),
             )
     _invite(study)
     return study, True

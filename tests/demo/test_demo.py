@@ -116,7 +116,20 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
     families = {re.sub(r"_\d+$", "", key) for key in stage.questions.values_list("key", flat=True)}
     assert families == {"type_a_what", "type_d_whether", "type_d_why", "type_c_how", "type_d_how"}
 
-    assert "demo data: 73 created, 0 unchanged, 0 updated" in out
+    # A benchmark of ours brought in through a field mapping, saved as a preset.
+    from benchmarks.models import MappingPreset
+
+    mini = Work.objects.get(benchmark=Benchmark.GENERIC)
+    assert (mini.key, mini.kind, mini.title) == ("mini-tom@1", "item_set", "Mini ToM")
+    assert Counter(mini.mc_items.values_list("categories__ability", flat=True)) == {
+        "False belief": 3,
+        "Hidden emotions": 3,
+        "Discrepant desires": 3,
+        "Knowledge and perception": 3,
+    }
+    assert MappingPreset.objects.filter(name="Mini ToM (demo)").exists()
+
+    assert "demo data: 86 created, 0 unchanged, 0 updated" in out
     # CharToM-QA construction: the novel from the shared data and three notes of ours.
     from annotation.models import Construction, NoteBatch
 
@@ -130,7 +143,7 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
 
     demo_study = Study.objects.get(benchmark="tom-in-amc")
     assert demo_study.overlap == 6 and demo_study.participants.count() == 5
-    assert out.count("  invite link: /s/") == 9
+    assert out.count("  invite link: /s/") == 12
     for username, password in LOGINS.items():
         user = get_user_model().objects.get(username=username)
         assert has_role(user, username)
@@ -146,7 +159,7 @@ def test_second_run_creates_and_changes_nothing():
     out = run_demo()
 
     assert snapshot() == before
-    assert "demo data: 0 created, 73 unchanged, 0 updated" in out
+    assert "demo data: 0 created, 86 unchanged, 0 updated" in out
     assert "created" not in out.replace("0 created", "")
 
 
@@ -375,3 +388,27 @@ def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
     run_demo()
     assert Study.objects.filter(name=study.name).count() == 1
     assert Participant.objects.filter(study=study).count() == 5
+
+
+def test_demo_mapped_benchmark_has_a_study_answers_and_a_recorded_run(client):
+    """Mini ToM: three participants' answers loaded (30 of 36 right, as the fixture
+    says), the recorded run (8 of 12 right, one reply unparseable) and invite links
+    that open the participant's items."""
+    from modeling.models import Prediction
+    from studies.models import ChoiceAnswer, Participant, Study
+
+    out = run_demo()
+    study = Study.objects.get(name="Demo: Mini ToM, a mapped benchmark")
+    assert (study.status, study.benchmark, study.study_items.count()) == ("live", "generic", 12)
+    answers = ChoiceAnswer.objects.filter(assignment__participant__study=study)
+    assert (answers.count(), answers.filter(correct=True).count()) == (36, 30)
+    predictions = Prediction.objects.filter(run__benchmark=Benchmark.GENERIC)
+    assert predictions.count() == 12
+    assert predictions.filter(correct=True).count() == 8
+    assert predictions.filter(parse_status="unparseable").count() == 1
+    participant = Participant.objects.filter(study=study, label__startswith="demo invite").order_by(
+        "pk"
+    )[0]
+    assert f"/s/{participant.token}/" in out
+    client.post(f"/s/{participant.token}/consent/")
+    assert client.get(f"/s/{participant.token}/").status_code == 200

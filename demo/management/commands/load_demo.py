@@ -51,6 +51,22 @@ DEMO_SOURCES = (
     DemoSource("dyntom", DEMO_DIR / "dyntom", Split.TEST),
 )
 
+# A benchmark of our own brought in the way any other is: a field mapping, saved as a
+# preset of the Default workspace so the upload page offers it.
+DEMO_GENERIC = DEMO_DIR / "generic" / "mini_tom.jsonl"
+DEMO_GENERIC_NAME, DEMO_GENERIC_VERSION = "Mini ToM", "1"
+DEMO_GENERIC_PRESET = "Mini ToM (demo)"
+DEMO_GENERIC_MAPPING = {
+    "_about": "The demo's twelve items: one JSON object a line, options as a list.",
+    "id": "id",
+    "language": "en",
+    "context": "story",
+    "question": "question",
+    "options": "choices",
+    "answer": {"field": "answer", "as": "letter"},
+    "categories": {"ability": "ability", "order": "order"},
+}
+
 DEMO_VALIDATION_BATCH = "Demo: validate the DynToM stage"
 
 DEMO_SECOND_WORKSPACE = "Second lab"
@@ -84,6 +100,7 @@ class Command(BaseCommand):
         # One transaction: a fixture or an answer refused leaves no half-loaded demo.
         with transaction.atomic():
             reports = [self._import(source) for source in DEMO_SOURCES]
+            reports.append(self._import_generic())
             user_lines = self._ensure_users(reset=options["reset_passwords"])
             parts = self._ensure_parts()
             extra_lines = [
@@ -128,6 +145,7 @@ class Command(BaseCommand):
                 studies.scene_study_ensure,
                 studies.chartom_study_ensure,
                 studies.dyntom_study_ensure,
+                studies.generic_study_ensure,
             ):
                 study, created = ensure(answers=answers)
                 if study is not None:
@@ -208,6 +226,31 @@ class Command(BaseCommand):
         for warning in report.warnings:
             self.stderr.write(self.style.WARNING(f"warning: {warning}"))
         self.stdout.write(f"{source.format_name}: {source.path.relative_to(settings.BASE_DIR)}")
+        for line in report.summary_lines():
+            self.stdout.write(f"  {line}")
+        return report
+
+    def _import_generic(self) -> ImportReport:
+        from benchmarks.models import MappingPreset
+
+        try:
+            report = benchmark_import(
+                format_name="generic",
+                path=DEMO_GENERIC,
+                mapping=DEMO_GENERIC_MAPPING,
+                name=DEMO_GENERIC_NAME,
+                version=DEMO_GENERIC_VERSION,
+            )
+        except (ImportDataError, ValueError) as exc:
+            raise CommandError(f"demo data rejected, nothing was loaded: {exc}") from None
+        MappingPreset.objects.get_or_create(
+            name=DEMO_GENERIC_PRESET,
+            defaults={
+                "mapping": DEMO_GENERIC_MAPPING,
+                "description": "How the demo's Mini ToM items are read (fixtures/demo/generic).",
+            },
+        )
+        self.stdout.write(f"generic: {DEMO_GENERIC.relative_to(settings.BASE_DIR)}")
         for line in report.summary_lines():
             self.stdout.write(f"  {line}")
         return report
