@@ -211,6 +211,35 @@ def _draw_multiplicities(k: int, n_resamples: int, seed: int) -> np.ndarray:
     return times
 
 
+def mean_ci(
+    values: Sequence[float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, float | None, float | None]:
+    """``(mean, ci_low, ci_high)`` of per-unit values with a seeded percentile
+    bootstrap over the units: each item's accuracy over its raters or samples (item-level
+    accuracy), or each item's paired difference between two systems.
+
+    The draws are :func:`cluster_accuracy_ci`'s over as many clusters as there are
+    values, so 0/1 values give the interval ``accuracy_ci(values, clusters=range(n))``
+    gives. ``(None, None, None)`` for no values.
+    """
+    check_bootstrap_args(n_resamples, level)
+    scores = np.asarray(values, dtype=np.float64)
+    k = len(scores)
+    if k == 0:
+        return None, None, None
+    if n_resamples * k <= _MULTIPLICITY_CELLS:
+        stats = (_draw_multiplicities(k, n_resamples, seed) @ scores) / k
+    else:
+        stats = np.concatenate(
+            [scores[draws].mean(axis=1) for draws in _cluster_draws(k, n_resamples, seed)]
+        )
+    return float(scores.mean()), *percentile_interval(stats, level)
+
+
 def scene_accuracy_ci(
     outcomes: Sequence[bool | None],
     scenes: Sequence[Hashable],

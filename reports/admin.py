@@ -26,6 +26,7 @@ class ReportJobAdmin(admin.ModelAdmin):
     exclude = ("result",)
     readonly_fields = (
         "benchmark",
+        "work",
         "run_ids",
         "seed",
         "status",

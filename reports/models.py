@@ -30,6 +30,15 @@ class ReportJob(WorkspaceOwned):
     # participants count, as the page's "What this report compares" asked.
     study_ids = models.JSONField(null=True, blank=True)
     include_excluded = models.BooleanField(default=False)
+    # The generic benchmark's report covers one named benchmark, this work; null for
+    # the built-in benchmarks (whose report covers every work).
+    work = models.ForeignKey(
+        "benchmarks.Work",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     seed = models.PositiveIntegerField(default=0, help_text="bootstrap seed")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)

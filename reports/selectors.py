@@ -24,11 +24,12 @@ from itertools import islice
 from typing import Any
 
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, TextField
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from benchmarks.models import (
     Benchmark,
     DynToMQuestion,
+    MCItem,
     QAItem,
     Scene,
     SpeakerAnnotation,
@@ -38,7 +39,15 @@ from benchmarks.models import (
 from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
-from studies.models import Assignment, ChoiceAnswer, Guess, Participant, Study, StudyItem
+from studies.models import (
+    Assignment,
+    ChoiceAnswer,
+    Guess,
+    Participant,
+    Study,
+    StudyItem,
+    StudyWork,
+)
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
@@ -55,8 +64,12 @@ def report_runs(
     *,
     run_ids: Sequence[int] | None = None,
     counts: bool | Mapping[int, dict[str, int]] = False,
+    work_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """The runs a report covers, oldest first: every run of the benchmark by default.
+
+    ``work_id`` (a generic benchmark's work) keeps the runs with a prediction on one of
+    its items (:func:`generic_work_runs`).
 
     With ``counts`` each run also carries ``predictions``, ``unparseable`` and
     ``last_prediction`` (:func:`run_prediction_counts`, read here for ``True``, or the
@@ -65,6 +78,8 @@ def report_runs(
     in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
     """
     runs = Run.objects.filter(benchmark=_benchmark(benchmark))
+    if work_id is not None:
+        runs = runs.filter(pk__in=generic_work_runs(work_id))
     if run_ids is not None:
         runs = runs.filter(pk__in=list(run_ids))
     rows = list(
@@ -83,7 +98,8 @@ def report_runs(
     if run_ids is not None:
         missing = sorted(set(run_ids) - {r["id"] for r in rows})
         if missing:
-            raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}")
+            where = f" on work {work_id}" if work_id is not None else ""
+            raise ValueError(f"no {benchmark} run with id {', '.join(map(str, missing))}{where}")
     if counts:
         per_run = (
             run_prediction_counts(run_ids=[r["id"] for r in rows]) if counts is True else counts
@@ -343,28 +359,34 @@ def report_studies(
     *,
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
+    work_id: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The human studies a report covers, oldest first, each with its participant counts
-    (``participant_count`` invited or joined, ``withdrawn_count`` of them, left out of
-    every number, and ``excluded_count``, not withdrawn but excluded) and
-    ``counted_answers`` (the answers a report reads from it with ``include_excluded``).
+    """The human studies a report covers (of one generic work with ``work_id``), oldest
+    first, each with its participant counts (``participant_count`` invited or joined,
+    ``withdrawn_count`` of them, left out of every number, and ``excluded_count``, not
+    withdrawn but excluded) and ``counted_answers`` (the answers a report reads from it
+    with ``include_excluded``).
 
     By default (``study_ids`` None) the studies ``study_choices`` ticks: neither drafts
     nor closed studies without a counted answer. Raises ``ValueError`` naming the ids
     that are not studies of this benchmark, as ``report_runs`` does for runs.
     """
-    rows = study_choices(benchmark, include_excluded=include_excluded)
+    rows = study_choices(benchmark, include_excluded=include_excluded, work_id=work_id)
     if study_ids is None:
         return [s for s in rows if s["default"]]
     wanted = set(study_ids)
     missing = sorted(wanted - {s["id"] for s in rows})
     if missing:
-        raise ValueError(f"no {benchmark} study with id {', '.join(map(str, missing))}")
+        where = f" on work {work_id}" if work_id is not None else ""
+        raise ValueError(f"no {benchmark} study with id {', '.join(map(str, missing))}{where}")
     return [s for s in rows if s["id"] in wanted]
 
 
-def study_choices(benchmark: str, *, include_excluded: bool = False) -> list[dict[str, Any]]:
-    """Every study of the benchmark, oldest first, as ``report_studies`` rows plus
+def study_choices(
+    benchmark: str, *, include_excluded: bool = False, work_id: int | None = None
+) -> list[dict[str, Any]]:
+    """Every study of the benchmark (of one generic work with ``work_id``:
+    :func:`generic_work_studies`), oldest first, as ``report_studies`` rows plus
     ``default``: whether a report covers it when no studies are picked.
 
     A draft has no answers and may never run, and a closed study without a counted
@@ -372,6 +394,8 @@ def study_choices(benchmark: str, *, include_excluded: bool = False) -> list[dic
     study beside a run would only add an empty row).
     """
     studies = Study.objects.filter(benchmark=_benchmark(benchmark))
+    if work_id is not None:
+        studies = studies.filter(pk__in=generic_work_studies(work_id))
     rows = list(
         studies.order_by("pk")
         .annotate(
@@ -404,7 +428,7 @@ def study_choices(benchmark: str, *, include_excluded: bool = False) -> list[dic
         )
     )
     answers = counted_answer_counts(
-        benchmark, [s["id"] for s in rows], include_excluded=include_excluded
+        benchmark, [s["id"] for s in rows], include_excluded=include_excluded, work_id=work_id
     )
     for row in rows:
         row["counted_answers"] = answers.get(row["id"], 0)
@@ -421,15 +445,22 @@ def excluded_count(studies: Iterable[Mapping[str, Any]]) -> int:
 
 
 def counted_answer_counts(
-    benchmark: str, study_ids: Iterable[int], *, include_excluded: bool = False
+    benchmark: str,
+    study_ids: Iterable[int],
+    *,
+    include_excluded: bool = False,
+    work_id: int | None = None,
 ) -> dict[int, int]:
     """Per study: the answers a report counts (masked-speaker guesses, or final
-    multiple-choice picks), one aggregate query; studies without any are absent."""
+    multiple-choice picks; a generic benchmark's first picks on ``work_id``'s items),
+    one aggregate query; studies without any are absent."""
     ids = list(study_ids)
     if not ids:
         return {}
     if benchmark in SPEAKER_BENCHMARKS:
         answers = _human_guesses(ids, include_excluded=include_excluded)
+    elif benchmark == Benchmark.GENERIC:
+        answers = _generic_choice_answers(ids, work_id, include_excluded=include_excluded)
     else:
         answers = _choice_answers(ids, include_excluded=include_excluded)
     study = "assignment__participant__study_id"
@@ -591,20 +622,29 @@ def human_response_rows(
 
 
 def human_response_size(
-    benchmark: str, *, study_ids: Sequence[int] | None = None
+    benchmark: str, *, study_ids: Sequence[int] | None = None, work_id: int | None = None
 ) -> dict[str, Any]:
     """How many human answers a report would read, and when they last changed.
 
     For cache fingerprints: a new answer, a submitted scene, a withdrawal, an exclusion
-    or its reversal changes it (every answer is counted, excluded or not).
+    or its reversal changes it (every answer is counted, excluded or not). A generic
+    benchmark's are its work's counted first picks (count and highest id: a pick is
+    final once its assignment is submitted, which adds it to the count).
     """
     studies = Study.objects.filter(benchmark=_benchmark(benchmark))
+    if work_id is not None:
+        studies = studies.filter(pk__in=generic_work_studies(work_id))
     if study_ids is not None:
         studies = studies.filter(pk__in=list(study_ids))
     ids = list(studies.values_list("pk", flat=True))
-    size = _human_guesses(ids, include_excluded=True).aggregate(
-        human_answers=Count("pk"), last_human_answer=Max("updated_at")
-    )
+    if benchmark == Benchmark.GENERIC:
+        size = _generic_choice_answers(ids, work_id, include_excluded=True).aggregate(
+            human_answers=Count("pk"), last_human_answer=Max("pk")
+        )
+    else:
+        size = _human_guesses(ids, include_excluded=True).aggregate(
+            human_answers=Count("pk"), last_human_answer=Max("updated_at")
+        )
     excluded = Q(excluded_at__isnull=False)
     # Count, id sum and latest time of the excluded: excluding one participant and
     # keeping another in changes the sum, even where the count stays.
@@ -620,9 +660,15 @@ def human_response_size(
     return size
 
 
-def item_counts(benchmark: str) -> dict[str, int]:
-    """How many items the benchmark holds, by kind (one aggregate query per kind)."""
+def item_counts(benchmark: str, *, work_id: int | None = None) -> dict[str, int]:
+    """How many items the benchmark holds, by kind (one aggregate query per kind); a
+    generic benchmark's report counts its one work's items (``work_id``)."""
     _benchmark(benchmark)
+    if benchmark == Benchmark.GENERIC:
+        items = MCItem.objects.filter(work__benchmark=benchmark)
+        if work_id is not None:
+            return {"items": items.filter(work_id=work_id).count()}
+        return {"works": Work.objects.filter(benchmark=benchmark).count(), "items": items.count()}
     works = Work.objects.filter(benchmark=benchmark).count()
     if benchmark == Benchmark.DYNTOM:
         items = DynToMQuestion.objects.filter(stage__work__benchmark=benchmark).count()
@@ -673,6 +719,149 @@ def run_prediction_counts(
 
 def scene_counts(benchmark: str) -> int:
     return Scene.objects.filter(work__benchmark=_benchmark(benchmark)).count()
+
+
+# -- generic multiple-choice benchmarks --------------------------------------------
+# Each researcher-named benchmark is one Work (benchmark "generic", kind item set) with
+# its MCItems; its report covers that one work: the runs with a prediction on its
+# items and the studies with a study item (or a study work) on it.
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def option_letter(index: int | None) -> str:
+    """The key people and models see for a 0-based option index (A, B, …)."""
+    if index is None or index < 0:
+        return ""
+    return LETTERS[index] if index < len(LETTERS) else str(index + 1)
+
+
+def generic_works() -> list[dict[str, Any]]:
+    """Every named generic benchmark this workspace reads, by name then key: ``id``,
+    ``key``, ``title``, ``version``, ``extra``, ``items`` and ``runs`` (runs with a
+    prediction on one of its items). One query (the index shows it beside the others)."""
+    runs = (
+        Prediction.objects.filter(mc_item__work_id=OuterRef("pk"))
+        .order_by()
+        .values("mc_item__work_id")
+        .annotate(n=Count("run_id", distinct=True))
+        .values("n")[:1]
+    )
+    items = (
+        MCItem.objects.filter(work_id=OuterRef("pk"))
+        .order_by()
+        .values("work_id")
+        .annotate(n=Count("pk"))
+        .values("n")[:1]
+    )
+    rows = list(
+        Work.objects.filter(benchmark=Benchmark.GENERIC)
+        .annotate(items=Coalesce(Subquery(items), 0), runs=Coalesce(Subquery(runs), 0))
+        .order_by("title", "key", "pk")
+        .values("id", "key", "title", "extra", "items", "runs")
+    )
+    for row in rows:
+        row["version"] = str((row["extra"] or {}).get("version", ""))
+    return rows
+
+
+def generic_work(work_id: int) -> dict[str, Any] | None:
+    """One named generic benchmark as ``generic_works`` rows have it (without the
+    counts), or ``None`` when this workspace reads no such work."""
+    row = (
+        Work.objects.filter(benchmark=Benchmark.GENERIC, pk=work_id)
+        .values("id", "key", "title", "extra")
+        .first()
+    )
+    if row is not None:
+        row["extra"] = row["extra"] or {}
+        row["version"] = str(row["extra"].get("version", ""))
+    return row
+
+
+def generic_work_label(work: Mapping[str, Any]) -> str:
+    """How pages and titles name a generic benchmark: its name and version."""
+    version = work.get("version") or ""
+    return f"{work['title']} v{version}" if version else str(work["title"])
+
+
+def generic_work_runs(work_id: int) -> QuerySet:
+    """Ids of the runs with a prediction on one of the work's items (a subquery)."""
+    return Prediction.objects.filter(mc_item__work_id=work_id).order_by().values("run_id")
+
+
+def generic_work_studies(work_id: int) -> QuerySet:
+    """Ids of the studies with a study item on one of the work's items, or the work
+    among their works (a draft before its items are sampled), as a subquery."""
+    items = StudyItem.objects.filter(mc_item__work_id=work_id).order_by().values("study_id")
+    works = StudyWork.objects.filter(work_id=work_id).order_by().values("study_id")
+    return Study.objects.filter(Q(pk__in=items) | Q(pk__in=works)).order_by().values("pk")
+
+
+def generic_category_fields(work: Mapping[str, Any], categories: Iterable[Mapping]) -> list[str]:
+    """The work's category fields: those its mapping names (``extra["category_fields"]``)
+    in that order, then any other key its items' ``categories`` carry, sorted."""
+    named = [str(f) for f in (work.get("extra") or {}).get("category_fields") or []]
+    found: set[str] = set()
+    for item in categories:
+        found.update(str(k) for k in (item or {}))
+    return list(dict.fromkeys(named)) + sorted(found - set(named))
+
+
+def generic_item_rows(work_id: int) -> list[dict[str, Any]]:
+    """The work's items in their order: ``id``, ``item_id``, ``position``, ``texts``,
+    ``answers`` (0-based correct options) and ``categories``."""
+    return list(
+        MCItem.objects.filter(work_id=work_id)
+        .order_by("position", "pk")
+        .values("id", "item_id", "position", "texts", "answers", "categories")
+    )
+
+
+def generic_prediction_rows(run_ids: Iterable[int], work_id: int) -> Iterator[dict[str, Any]]:
+    """The runs' predictions on the work's items, by run then id: ``PREDICTION_FIELDS``,
+    the prompt's version and model, and ``item_id`` (the MCItem's id)."""
+    return _prediction_values(
+        _predictions(run_ids).filter(mc_item__work_id=work_id), item_id=F("mc_item_id")
+    )
+
+
+def _generic_choice_answers(
+    study_ids: Iterable[int], work_id: int | None, *, include_excluded: bool = False
+) -> QuerySet:
+    """First picks on a generic work's items (every generic work's without ``work_id``)
+    of the studies' counted participants' submitted assignments (``_choice_answers``)."""
+    answers = _choice_answers(study_ids, include_excluded=include_excluded).filter(
+        mc_item__isnull=False, round=ChoiceAnswer.Round.FIRST
+    )
+    if work_id is not None:
+        answers = answers.filter(mc_item__work_id=work_id)
+    return answers
+
+
+def generic_choice_rows(
+    study_ids: Iterable[int], work_id: int, *, include_excluded: bool = False
+) -> list[dict[str, Any]]:
+    """Final first picks of the studies on the work's items, one row per pick in id
+    order: ``study_id``, ``participant_id``, ``participant`` (the label), ``item_id``
+    (the MCItem's id), ``option`` (0-based, in the item's own order), ``correct`` (as
+    stored) and ``ms``. Withdrawn participants, practice and attention items and
+    unsubmitted assignments are left out, excluded participants too unless
+    ``include_excluded``."""
+    return list(
+        _generic_choice_answers(study_ids, work_id, include_excluded=include_excluded)
+        .order_by("pk")
+        .values(
+            "id",
+            "option",
+            "correct",
+            "ms",
+            item_id=F("mc_item_id"),
+            participant_id=F("assignment__participant_id"),
+            participant=F("assignment__participant__label"),
+            study_id=F("assignment__participant__study_id"),
+        )
+    )
 
 
 # -- long format -------------------------------------------------------------------
@@ -753,11 +942,53 @@ LONG_FORMAT_COLUMNS: dict[str, list[str]] = {
         for benchmark in SPEAKER_BENCHMARKS
     },
 }
+# A generic benchmark's rows: its work's category fields go between ``position`` and
+# ``options`` (``long_format_columns`` reads them); ``answer`` is an option letter for
+# people and the parsed answer for models.
+GENERIC_ITEM_COLUMNS = [*COMMON_COLUMNS, "item", "position"]
+GENERIC_ANSWER_COLUMNS = [
+    "options",
+    "gold",
+    "answer",
+    "correct",
+    "parse_status",
+    "study_id",
+    "study",
+    "participant",
+    "response_s",
+]
 
 
-def long_format_columns(benchmark: str) -> list[str]:
-    """The keys every ``long_format_rows`` dict of the benchmark has, in CSV order."""
-    return list(LONG_FORMAT_COLUMNS[_benchmark(benchmark)])
+def long_format_columns(benchmark: str, *, work_id: int | None = None) -> list[str]:
+    """The keys every ``long_format_rows`` dict of the benchmark has, in CSV order
+    (a generic benchmark's depend on its work's category fields)."""
+    if _benchmark(benchmark) == Benchmark.GENERIC:
+        return [
+            *GENERIC_ITEM_COLUMNS,
+            *_generic_category_columns(work_id).values(),
+            *GENERIC_ANSWER_COLUMNS,
+        ]
+    return list(LONG_FORMAT_COLUMNS[benchmark])
+
+
+def _generic_category_columns(work_id: int | None) -> dict[str, str]:
+    """Category field -> its long-format column: the field's own name, or
+    ``category_<name>`` where that is already a column."""
+    work = generic_work(work_id) if work_id is not None else None
+    if work is None:
+        return {}
+    categories = MCItem.objects.filter(work_id=work_id).values_list("categories", flat=True)
+    fixed = {*GENERIC_ITEM_COLUMNS, *GENERIC_ANSWER_COLUMNS}
+    return {
+        field: f"category_{field}" if field in fixed else field
+        for field in generic_category_fields(work, categories)
+    }
+
+
+def generic_pick_correct(option: int | None, answers: Sequence[int] | None) -> bool:
+    """Whether a person's pick is one of the item's correct options: the gold the report
+    shows (its letters, the majority pick beside it) is the one it scores against."""
+    return option is not None and option in (answers or [])
 
 
 def _annotation_labels(row: dict[str, Any]) -> dict[str, str | None]:
@@ -775,8 +1006,12 @@ def long_format_rows(
     run_ids: Sequence[int] | None = None,
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
+    work_id: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One flat dict per prediction (``source`` "model") or human answer ("human").
+
+    A generic benchmark's rows are its one work's (``work_id``):
+    :func:`generic_long_format_rows`.
 
     Keys are ``long_format_columns(benchmark)``. Predictions of the selected runs stream
     in run order; then, for the speaker benchmarks, every answer in the selected human
@@ -785,6 +1020,13 @@ def long_format_rows(
     the imported TVShowGuess annotations, scored against the gold speaker when the
     annotator wrote a name.
     """
+    if benchmark == Benchmark.GENERIC:
+        if work_id is None:
+            raise ValueError("a generic benchmark's rows are one work's: give its id")
+        yield from generic_long_format_rows(
+            work_id, run_ids=run_ids, study_ids=study_ids, include_excluded=include_excluded
+        )
+        return
     columns = long_format_columns(benchmark)
     runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids)}
     studies = (
@@ -976,3 +1218,82 @@ def human_choice_rows(
         )
         .iterator(chunk_size=CHUNK)
     )
+
+
+def generic_long_format_rows(
+    work_id: int,
+    *,
+    run_ids: Sequence[int] | None = None,
+    study_ids: Sequence[int] | None = None,
+    include_excluded: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """A generic benchmark's long format: every prediction of the selected runs on the
+    work's items, then every counted first pick of the selected studies (default:
+    ``report_studies``'), each with the item's id, position, categories, option count
+    and gold letters."""
+    benchmark = Benchmark.GENERIC.value
+    work = generic_work(work_id)
+    if work is None:
+        raise ValueError(f"no generic benchmark with work id {work_id}")
+    columns = long_format_columns(benchmark, work_id=work_id)
+    category_columns = _generic_category_columns(work_id)
+    runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids, work_id=work_id)}
+    studies = {
+        s["id"]: s
+        for s in report_studies(
+            benchmark, study_ids=study_ids, include_excluded=include_excluded, work_id=work_id
+        )
+    }
+    items = {}
+    for item in generic_item_rows(work_id):
+        texts = next(iter((item["texts"] or {}).values()), {})
+        categories = item["categories"] or {}
+        items[item["id"]] = {
+            "work": work["key"],
+            "item": item["item_id"],
+            "position": item["position"],
+            **{column: categories.get(field) for field, column in category_columns.items()},
+            "options": len(texts.get("options") or []),
+            "gold": ", ".join(option_letter(a) for a in item["answers"] or []),
+            "answers": item["answers"] or [],
+        }
+
+    def flat(values: dict[str, Any]) -> dict[str, Any]:
+        return {c: values.get(c) for c in columns}
+
+    for p in generic_prediction_rows(runs, work_id):
+        run = runs[p["run_id"]]
+        yield flat(
+            {
+                **items[p["item_id"]],
+                "source": "model",
+                "run_id": run["id"],
+                "run_name": run["name"],
+                "model": p["model"] or run["model"],
+                "method": run["method"],
+                "template_version": p["template_version"],
+                "sample_index": p["sample_index"],
+                "answer": p["parsed_answer"],
+                "correct": p["correct"],
+                "parse_status": p["parse_status"],
+            }
+        )
+    picks = (
+        generic_choice_rows(studies, work_id, include_excluded=include_excluded) if studies else []
+    )
+    for pick in picks:
+        item = items[pick["item_id"]]
+        study = studies[pick["study_id"]]
+        yield flat(
+            {
+                **item,
+                "source": "human",
+                "method": "imported study" if study["imported"] else "study",
+                "answer": option_letter(pick["option"]),
+                "correct": generic_pick_correct(pick["option"], item["answers"]),
+                "study_id": study["id"],
+                "study": study["name"],
+                "participant": pick["participant_id"],
+                "response_s": _seconds(pick["ms"]),
+            }
+        )

@@ -18,11 +18,11 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from annotation.dyntom.validation import selectors as validation_selectors
-from benchmarks.models import Benchmark
+from benchmarks.models import Benchmark, MCItem
 from common.queueing import job_tasks_register
 from common.scoping import current_workspace_id, scoped_to
 from common.tasks import task_send_on_commit
@@ -81,6 +81,7 @@ def _build(
     *,
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
+    work_id: int | None = None,
 ) -> Report:
     # Imported here: the table builders pull in every metric; pages that never build
     # (index, job progress) do not pay for that import.
@@ -93,6 +94,7 @@ def _build(
         seed=seed,
         counts=counts,
         include_excluded=include_excluded,
+        work_id=work_id,
     )
 
 
@@ -108,9 +110,12 @@ def report_data_size(
     benchmark: str,
     run_ids: Sequence[int] | None = None,
     counts: dict[int, dict[str, int]] | None = None,
+    work_id: int | None = None,
 ) -> dict[str, Any]:
     """Predictions (count, highest id) of the selected runs and the benchmark's runs
-    (count, highest id, running): the report's size and its cache fingerprint.
+    (count, highest id, running): the report's size and its cache fingerprint. A
+    generic benchmark's are its work's (``work_id``), with its items' count and last
+    change (an edited gold rescores the people's picks).
 
     CharToM-QA's construction tables change with human checks and text-similarity
     scores, which add no prediction: their counts join the fingerprint, as do the
@@ -119,13 +124,16 @@ def report_data_size(
     ``counts`` is ``selectors.run_prediction_counts`` of the benchmark's runs when the
     caller already has it (one pass over the predictions serves the page).
     """
-    runs = list(
-        Run.objects.filter(benchmark=benchmark).values_list("pk", "status", pack_generation())
-    )
+    benchmark_runs = Run.objects.filter(benchmark=benchmark)
+    if work_id is not None:
+        benchmark_runs = benchmark_runs.filter(pk__in=selectors.generic_work_runs(work_id))
+    runs = list(benchmark_runs.values_list("pk", "status", pack_generation()))
     ids = [pk for pk, _, _ in runs]
     if counts is None:
         counts = selectors.run_prediction_counts(run_ids=ids)
-    chosen = counts.values() if run_ids is None else [counts[i] for i in run_ids if i in counts]
+    # The benchmark's runs (the work's, for a generic one) by default: ``counts`` may
+    # hold more than these.
+    chosen = [counts[i] for i in (ids if run_ids is None else run_ids) if i in counts]
     size: dict[str, Any] = {
         "predictions": sum(c["predictions"] for c in chosen),
         "last_prediction": max((c["last_prediction"] for c in chosen), default=0),
@@ -141,6 +149,12 @@ def report_data_size(
         from .tables.chartom_construction import data_fingerprint
 
         size.update(data_fingerprint(ids))
+    if work_id is not None:
+        size.update(
+            MCItem.objects.filter(work_id=work_id).aggregate(
+                items=Count("pk"), items_changed=Max("updated_at")
+            )
+        )
     return size
 
 
@@ -153,24 +167,30 @@ def report_build_cached(
     seed: int = 0,
     size: dict[str, int] | None = None,
     counts: dict[int, dict[str, int]] | None = None,
+    work_id: int | None = None,
 ) -> Report:
     """``build_report`` for a request, reused while the data it reads is unchanged.
 
     ``size`` is ``report_data_size``'s answer and ``counts``
     ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
+    ``work_id``: the generic benchmark's work the report covers.
     """
     if size is None:
         # One pass over the predictions for the fingerprint and, on a miss, the build.
         if counts is None:
             counts = selectors.run_prediction_counts(benchmark=benchmark)
-        size = report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
+        size = report_data_size(
+            benchmark=benchmark, run_ids=run_ids, counts=counts, work_id=work_id
+        )
     # Human answers change the tables too: a new answer, a withdrawal or an exclusion
     # must not wait out the cache.
-    human = selectors.human_response_size(benchmark)
+    human = selectors.human_response_size(benchmark, work_id=work_id)
     fingerprint = hashlib.sha1(
         repr((sorted(size.items()), sorted(human.items()))).encode()
     ).hexdigest()[:16]
     selection = f"{_ids_key(run_ids)}:{_ids_key(study_ids)}:{int(include_excluded)}"
+    if work_id is not None:
+        selection = f"work{work_id}:{selection}"
     # Each workspace reads its own studies and runs: its reports are cached apart.
     key = f"reports:report:v3:{current_workspace_id()}:{benchmark}:{seed}:{selection}:{fingerprint}"
     report = cache.get(key)
@@ -182,6 +202,7 @@ def report_build_cached(
             counts,
             study_ids=study_ids,
             include_excluded=include_excluded,
+            work_id=work_id,
         )
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
@@ -217,18 +238,24 @@ def report_job_create(
     seed: int = 0,
     created_by=None,
     enqueue: bool = True,
+    work_id: int | None = None,
 ) -> ReportJob:
     """Record a background report build and, once committed, queue it for a worker.
 
     Raises ``ValueError`` for an unknown benchmark or ids that are not its runs or
-    studies, so a job never fails later for a typo. The job keeps the study selection
-    and "include excluded", so it builds the report that was asked for.
+    studies (a generic report: a missing or unknown work, runs or studies not on it),
+    so a job never fails later for a typo. The job keeps the study selection, "include
+    excluded" and the work, so it builds the report that was asked for.
     """
-    selectors.report_runs(benchmark, run_ids=run_ids)
+    from .tables import report_work
+
+    report_work(benchmark, work_id)
+    selectors.report_runs(benchmark, run_ids=run_ids, work_id=work_id)
     if study_ids is not None:
-        selectors.report_studies(benchmark, study_ids=study_ids)
+        selectors.report_studies(benchmark, study_ids=study_ids, work_id=work_id)
     job = ReportJob.objects.create(
         benchmark=benchmark,
+        work_id=work_id,
         run_ids=sorted(set(run_ids)) if run_ids is not None else None,
         study_ids=sorted(set(study_ids)) if study_ids is not None else None,
         include_excluded=include_excluded,
@@ -287,6 +314,7 @@ def report_job_execute(*, job_id: int) -> str:
                 job.seed,
                 study_ids=job.study_ids,
                 include_excluded=job.include_excluded,
+                work_id=job.work_id,
             )
         result = report.as_json()
     except Exception as exc:

@@ -6,6 +6,9 @@ Every view checks the researcher role itself; raters and annotators get 403 on p
 images and downloads alike. ``?runs=1,2`` (or ``runs=1&runs=2`` from the selector's
 checkboxes), ``?studies=…`` and ``?include_excluded=1`` pick what a report compares
 (``reports.selection``); every download link carries the same selection.
+
+The generic benchmark is many named benchmarks (one Work each): ``/reports/generic/``
+lists them, and ``?work=<id>`` picks the one a report, its downloads and its jobs cover.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.roles import is_researcher
 from benchmarks.models import Benchmark
 from benchmarks.selectors import item_bank_counts
-from common.request_params import BadNumber, number_list
+from common.request_params import BadNumber, number_list, optional_number
 from modeling.models import Run
 from modeling.pipelines import pipeline_benchmarks
 
@@ -48,6 +51,7 @@ from .selection import (
     ReportSelection,
     selection_and_studies,
     selection_from_query,
+    work_from_query,
 )
 from .tables.training import training_report
 
@@ -91,6 +95,8 @@ def _benchmark(benchmark: str) -> str:
 
 def _file_stem(benchmark: str, selection: ReportSelection, job: ReportJob | None = None) -> str:
     stem = f"{benchmark}-report"
+    if selection.work_id is not None:
+        stem = f"{benchmark}-work{selection.work_id}-report"
     if job is not None:
         stem += f"-job{job.pk}"
     for name, ids in (("runs", selection.run_ids), ("studies", selection.study_ids)):
@@ -263,6 +269,20 @@ def _job_urls(job: ReportJob) -> Callable[..., str]:
 # --- pages --------------------------------------------------------------------------------
 
 
+def _generic_rows() -> list[dict[str, Any]]:
+    """The named generic benchmarks as rows of the index and of /reports/generic/."""
+    base = reverse("reports:report", args=[Benchmark.GENERIC.value])
+    return [
+        {
+            **work,
+            "label": selectors.generic_work_label(work),
+            "items_text": f"{work['items']:,}",
+            "url": f"{base}?work={work['id']}",
+        }
+        for work in selectors.generic_works()
+    ]
+
+
 @require_GET
 @researcher_required
 def report_index(request: HttpRequest) -> HttpResponse:
@@ -273,6 +293,8 @@ def report_index(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk"))
         .values_list("benchmark", "n")
     )
+    # The built-in benchmarks, one report each; the generic one is a report per named
+    # benchmark (work), listed apart.
     rows = [
         {
             "value": b.value,
@@ -283,29 +305,63 @@ def report_index(request: HttpRequest) -> HttpResponse:
             "runs": runs.get(b.value, 0),
         }
         for b, c in zip(Benchmark, counts, strict=True)
+        if b in ITEM_COUNT_KEY
     ]
+    # The named benchmarks' query only where the bank counted a generic work.
+    generic_works = next(
+        c["works"] for b, c in zip(Benchmark, counts, strict=True) if b == Benchmark.GENERIC
+    )
+    generic = _generic_rows() if generic_works else []
     jobs = ReportJob.objects.select_related("created_by").defer("result")[:RECENT_JOBS]
-    return render(request, "reports/report_index.html", {"benchmarks": rows, "jobs": jobs})
+    return render(
+        request,
+        "reports/report_index.html",
+        {"benchmarks": rows, "generic": generic, "jobs": jobs},
+    )
+
+
+def _generic_index(request: HttpRequest) -> HttpResponse:
+    """``/reports/generic/`` without a work: the named benchmarks, each with its report."""
+    return render(
+        request,
+        "reports/generic_index.html",
+        {"benchmarks": _generic_rows(), "label": Benchmark.GENERIC.label},
+    )
 
 
 @require_GET
 @researcher_required
 def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     benchmark = _benchmark(benchmark)
+    if benchmark == Benchmark.GENERIC and "work" not in request.GET:
+        return _generic_index(request)
+    try:
+        work_id = work_from_query(request.GET, benchmark=benchmark)
+    except BadSelection as exc:
+        return _bad_selection(exc)
+    work = selectors.generic_work(work_id) if work_id is not None else None
+    benchmark_runs = Run.objects.filter(benchmark=benchmark)
+    jobs_of = ReportJob.objects.filter(benchmark=benchmark)
+    if work_id is not None:
+        benchmark_runs = benchmark_runs.filter(pk__in=selectors.generic_work_runs(work_id))
+        jobs_of = jobs_of.filter(work_id=work_id)
     runs = list(
-        Run.objects.filter(benchmark=benchmark)
-        .order_by("pk")
-        .only("pk", "name", "model", "method", "status", "imported")
+        benchmark_runs.order_by("pk").only("pk", "name", "model", "method", "status", "imported")
     )
     # One pass over the predictions: run list, report size and what is still to pack.
     counts = selectors.run_prediction_counts(run_ids=[run.pk for run in runs])
     for run in runs:
         run.prediction_count = counts.get(run.pk, {}).get("predictions", 0)
         run.prediction_text = f"{run.prediction_count:,}"
-    jobs = list(ReportJob.objects.filter(benchmark=benchmark).defer("result")[:RECENT_JOBS])
+    jobs = list(jobs_of.defer("result")[:RECENT_JOBS])
+    # The page's own URL with nothing picked: the work is part of it, not a selection.
+    default = ReportSelection(work_id=work_id)
     context: dict[str, Any] = {
         "benchmark": benchmark,
-        "label": Benchmark(benchmark).label,
+        "label": selectors.generic_work_label(work) if work else Benchmark(benchmark).label,
+        "work": work,
+        "benchmark_label": Benchmark(benchmark).label,
+        "default_url": reverse("reports:report", args=[benchmark]) + default.query(),
         "runs": runs,
         "jobs": jobs,
         # "Start one" only where the run form has a pipeline for this benchmark.
@@ -316,9 +372,10 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     except BadSelection as exc:
         context.update(
             error=str(exc),
-            selection=ReportSelection(),
+            selection=default,
+            selection_params=default.params().items(),
             selected=set(),
-            studies=selectors.study_choices(benchmark),
+            studies=selectors.study_choices(benchmark, work_id=work_id),
             selected_studies=set(),
         )
         return render(request, "reports/report_detail.html", context, status=400)
@@ -332,7 +389,9 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         if selection.study_ids is not None
         else {s["id"] for s in studies if s["default"]}
     )
-    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
+    size = services.report_data_size(
+        benchmark=benchmark, run_ids=run_ids, counts=counts, work_id=work_id
+    )
     big = services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts)
     context.update(
         selection=selection,
@@ -346,6 +405,8 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         size=size,
         big=big,
         query=query,
+        # Something picked beyond the page's own URL (a generic report's work is not).
+        custom_selection=query != default.query(),
     )
     if not big:
         report = services.report_build_cached(
@@ -362,7 +423,9 @@ def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, ReportSe
     selection = selection_from_query(request.GET, benchmark=_benchmark(benchmark))
     run_ids = selection.run_ids
     counts = selectors.run_prediction_counts(benchmark=benchmark)
-    size = services.report_data_size(benchmark=benchmark, run_ids=run_ids, counts=counts)
+    size = services.report_data_size(
+        benchmark=benchmark, run_ids=run_ids, counts=counts, work_id=selection.work_id
+    )
     if services.report_too_big(benchmark=benchmark, run_ids=run_ids, size=size, counts=counts):
         raise Http404("This report is built in the background: start a report job.")
     report = services.report_build_cached(
@@ -372,6 +435,9 @@ def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, ReportSe
 
 
 def _bad_selection(exc: BadSelection) -> HttpResponse:
+    """400 naming the parameter; 404 for a work this workspace does not read."""
+    if exc.status == 404:
+        raise Http404(str(exc))
     return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
 
 
@@ -484,8 +550,9 @@ def report_tidy_csv(request: HttpRequest, benchmark: str) -> HttpResponse:
     except BadSelection as exc:
         return _bad_selection(exc)
     rows = selectors.long_format_rows(benchmark, **selection.build_kwargs())
+    columns = selectors.long_format_columns(benchmark, work_id=selection.work_id)
     return _stream(
-        exports.tidy_csv(rows, selectors.long_format_columns(benchmark)),
+        exports.tidy_csv(rows, columns),
         "text/csv; charset=utf-8",
         f"{_file_stem(benchmark, selection)}-tidy.csv",
     )
@@ -545,11 +612,39 @@ def report_job_create(request: HttpRequest, benchmark: str) -> HttpResponse:
         job = services.report_job_create(
             benchmark=benchmark, **selection.build_kwargs(), created_by=request.user
         )
+    except BadSelection as exc:
+        if exc.status == 404:  # another workspace's work: not found, as any of its objects
+            raise Http404(str(exc)) from None
+        messages.error(request, str(exc))
+        return redirect(_page_of(benchmark, request.POST.get("work")))
     except ValueError as exc:
         messages.error(request, str(exc))
-        return redirect("reports:report", benchmark=benchmark)
+        return redirect(_page_of(benchmark, request.POST.get("work")))
     messages.success(request, f"Report job {job.pk} queued.")
     return redirect("reports:job", job_id=job.pk)
+
+
+def _page_of(benchmark: str, work: str | None) -> str:
+    """The report page to go back to (a generic one with its work, when it is a number)."""
+    url = reverse("reports:report", args=[benchmark])
+    try:
+        work_id = optional_number((work or "").strip(), name="work")
+    except BadNumber:
+        return url
+    return f"{url}?work={work_id}" if work_id is not None else url
+
+
+def _job_selection(job: ReportJob) -> ReportSelection:
+    """What a job's file names and long-format links carry: its runs and its work."""
+    return ReportSelection(run_ids=job.run_ids, work_id=job.work_id)
+
+
+def _job_label(job: ReportJob) -> str:
+    if job.work_id is not None:
+        work = selectors.generic_work(job.work_id)
+        if work is not None:
+            return selectors.generic_work_label(work)
+    return Benchmark(job.benchmark).label
 
 
 def _run_ids_from(text: str) -> list[int] | None:
@@ -561,7 +656,12 @@ def _run_ids_from(text: str) -> list[int] | None:
 
 
 def _job_context(job: ReportJob) -> dict[str, Any]:
-    context: dict[str, Any] = {"job": job, "label": Benchmark(job.benchmark).label}
+    context: dict[str, Any] = {
+        "job": job,
+        "label": _job_label(job),
+        "report_url": reverse("reports:report", args=[job.benchmark])
+        + ReportSelection(work_id=job.work_id).query(),
+    }
     report = job.report()
     if report is not None:
         context.update(
@@ -569,7 +669,7 @@ def _job_context(job: ReportJob) -> dict[str, Any]:
                 report,
                 url=_job_urls(job),
                 query="",
-                long_query=ReportSelection(run_ids=job.run_ids).query(),
+                long_query=_job_selection(job).query(),
             )
         )
     return context
@@ -603,7 +703,7 @@ def _finished_report(job_id: int) -> tuple[ReportJob, Report]:
 @researcher_required
 def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    stem = _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
+    stem = _file_stem(job.benchmark, _job_selection(job), job)
     return _chart_response(report, key, fmt, stem, layout=chart_layout(request))
 
 
@@ -611,15 +711,11 @@ def report_job_chart(request: HttpRequest, job_id: int, key: str, fmt: str) -> H
 @researcher_required
 def report_job_export(request: HttpRequest, job_id: int, fmt: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    return _tables_response(
-        report, fmt, _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
-    )
+    return _tables_response(report, fmt, _file_stem(job.benchmark, _job_selection(job), job))
 
 
 @require_GET
 @researcher_required
 def report_job_table_csv(request: HttpRequest, job_id: int, key: str) -> HttpResponse:
     job, report = _finished_report(job_id)
-    return _table_response(
-        report, key, _file_stem(job.benchmark, ReportSelection(run_ids=job.run_ids), job)
-    )
+    return _table_response(report, key, _file_stem(job.benchmark, _job_selection(job), job))

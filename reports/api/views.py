@@ -2,7 +2,9 @@
 
 ``?runs=`` picks model runs, ``?studies=`` human studies (``none`` for none of either),
 ``?include_excluded=1`` counts excluded participants, ``?seed=`` the bootstrap seed: the
-report page's selection (``reports.selection``), read by the same function.
+report page's selection (``reports.selection``), read by the same function. The generic
+benchmark's report is one named benchmark's: ``?work=<id>`` (required there; 404 for a
+work this workspace does not read).
 
 Both build the report with ``reports.tables.build_report``, the function behind the
 report page, the exports and the ``report`` command, so every surface agrees; through
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -28,6 +30,14 @@ from reports.tables import BUILDERS, report_json
 from . import serializers
 
 QUERY_PARAMETERS = [
+    OpenApiParameter(
+        "work",
+        int,
+        description=(
+            "generic benchmark only (required there): the id of the named benchmark's "
+            "work the report covers"
+        ),
+    ),
     OpenApiParameter("runs", str, description="comma-separated run ids, or 'none' (default: all)"),
     OpenApiParameter(
         "studies",
@@ -54,6 +64,8 @@ def _report(request: Request, benchmark: str) -> Report:
     try:
         selection = selection_from_query(request.query_params, benchmark=benchmark)
     except BadSelection as exc:
+        if exc.status == 404:
+            raise NotFound(str(exc)) from None
         raise ValidationError({exc.field: [exc.message]}) from None
     try:
         # The page's cached build: the API answers from it while the data is unchanged.

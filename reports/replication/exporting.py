@@ -26,12 +26,14 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from benchmarks.models import Benchmark
 from benchmarks.services import benchmark_export
 from common.secrets import CredentialUnreadable, decrypt_secret
 from modeling.backends import BackendError
 from modeling.backends.secrets import secret_parts
 from modeling.credentials import option_secret_values
 from modeling.models import Backend, Prediction, PromptTemplate, Run, RunCall
+from reports.selectors import generic_work_runs
 from studies.exports import response_export
 from studies.models import (
     Assignment,
@@ -49,7 +51,7 @@ from studies.participation.ledger import study_ledger
 
 from . import readme
 from .items import ItemRegistry
-from .reports import package_view, report_normalise, reports_build
+from .reports import package_view, report_normalise, reports_build, study_work_id
 from .tables import TABLES, csv_bytes, schema, table_bytes
 
 FORMAT = "tomlab-replication/1"
@@ -97,6 +99,14 @@ PLATFORM_WARNING = (
 )
 
 
+GENERIC_ITEMS_WARNING = (
+    "The items of a benchmark imported through a field mapping are not bundled: import "
+    "the same file with the same mapping, name and version on the other install first "
+    "(items.csv holds each item's id and the sha256 of its texts, answers and "
+    "categories, so the import checks they are the very items answered)."
+)
+
+
 class ExportRefused(ValueError):
     """The package cannot be written (a run of another benchmark, a secret found…)."""
 
@@ -123,8 +133,17 @@ def app_version() -> str:
 
 def package_runs(study: Study, runs: str | Sequence[int]) -> list[Run]:
     """``"all"``: every finished run of the study's benchmark; else these ids, each of
-    which must be a run of that benchmark (``ExportRefused`` names the others)."""
+    which must be a run of that benchmark (``ExportRefused`` names the others). A
+    generic study's benchmark is its work: runs with predictions on its items."""
     qs = Run.objects.filter(benchmark=study.benchmark).select_related("backend", "template")
+    where = f"a {study.benchmark} study"
+    if study.benchmark == Benchmark.GENERIC:
+        try:
+            work_id = study_work_id(study.pk)
+        except ValueError as exc:
+            raise ExportRefused(str(exc)) from None
+        qs = qs.filter(pk__in=generic_work_runs(work_id))
+        where = f"a study of the generic benchmark with work id {work_id}"
     if runs == "all":
         return list(qs.exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).order_by("pk"))
     ids = sorted(set(runs))
@@ -133,7 +152,7 @@ def package_runs(study: Study, runs: str | Sequence[int]) -> list[Run]:
     if missing:
         raise ExportRefused(
             f"no {study.benchmark} run with id {', '.join(map(str, missing))} "
-            f"(the study is a {study.benchmark} study)"
+            f"(the study is {where})"
         )
     return found
 
@@ -231,6 +250,8 @@ def package_export(
             if item.scene_id
             else ("qa", item.qa_item_id)
             if item.qa_item_id
+            else ("mc", item.mc_item_id)
+            if item.mc_item_id
             else ("stage", item.stage_id)
         )
         registry.add(kind, pk)
@@ -329,6 +350,7 @@ def package_export(
     for c in choices:
         registry.add("qa", c["qa_item_id"])
         registry.add("question", c["question_id"])
+        registry.add("mc", c["mc_item_id"])
 
     # -- model runs ----------------------------------------------------------------
     templates: dict[int, PromptTemplate] = {
@@ -352,6 +374,7 @@ def package_export(
         registry.add("question", p["dyntom_question_id"])
         registry.add("qa", p["qa_item_id"])
         registry.add("speaker", p["speaker_instance_id"])
+        registry.add("mc", p["mc_item_id"])
 
     registry.freeze()
     ref = registry.ref
@@ -387,7 +410,9 @@ def package_export(
     tables["choices"] = [
         {
             "assignment": assignment_refs[c["assignment_id"]],
-            "item": ref("qa", c["qa_item_id"]) or ref("question", c["question_id"]),
+            "item": ref("qa", c["qa_item_id"])
+            or ref("question", c["question_id"])
+            or ref("mc", c["mc_item_id"]),
             **{name: c[name] for name, _ in TABLES["choices"][2:]},
         }
         for c in choices
@@ -427,7 +452,8 @@ def package_export(
             "sample_index": p["sample_index"],
             "item": ref("question", p["dyntom_question_id"])
             or ref("qa", p["qa_item_id"])
-            or ref("speaker", p["speaker_instance_id"]),
+            or ref("speaker", p["speaker_instance_id"])
+            or ref("mc", p["mc_item_id"]),
             **{name: p[name] for name, _ in TABLES["predictions"][4:]},
         }
         for p in predictions
@@ -468,6 +494,8 @@ def package_export(
     works = registry.works()
     if with_items:
         files.update(_bundled_items(works))
+        if any(benchmark == Benchmark.GENERIC for benchmark, _ in works):
+            warnings.append(GENERIC_ITEMS_WARNING)
     manifest = {
         "format": FORMAT,
         "package_id": package_id,
@@ -512,6 +540,8 @@ def _bundled_items(works: Iterable[tuple[str, str]]) -> dict[str, bytes]:
     """The works' items in their benchmark's own format, by path in the package."""
     by_benchmark: dict[str, list[str]] = {}
     for benchmark, work in works:
+        if benchmark == Benchmark.GENERIC:
+            continue  # no exporter writes a mapped benchmark back (GENERIC_ITEMS_WARNING)
         by_benchmark.setdefault(benchmark, []).append(work)
     files: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="tomlab-package-") as tmp:

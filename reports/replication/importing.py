@@ -545,12 +545,14 @@ def _scores_check_guesses(guesses: list[Guess]) -> None:
 
 def _scores_check_choices(choices: list[ChoiceAnswer]) -> None:
     """As the choice studies score them: option 0 of a CharToM-QA item, the gold letter's
-    option of a DynToM question."""
+    option of a DynToM question, one of a mapped item's correct options."""
     for index, choice in enumerate(choices):
         if choice.correct is None:
             continue
         if choice.question is not None:
             expected = choice.option == dyntom_gold_index(choice.question)
+        elif choice.mc_item is not None:
+            expected = choice.option in (choice.mc_item.answers or [])
         else:
             expected = choice.option == 0
         if choice.correct != expected:
@@ -675,7 +677,9 @@ def _write(
     study_items: dict[str, StudyItem] = {}
     for row in tables.read("study_items"):
         target = item(row["item"], "study_items")
-        kind = {"scene": "scene", "qa": "qa_item", "stage": "stage"}.get(row["kind"])
+        kind = {"scene": "scene", "qa": "qa_item", "stage": "stage", "mc": "mc_item"}.get(
+            row["kind"]
+        )
         if kind is None:
             raise PackageError(f"study_items.csv {row['study_item']}: unknown kind {row['kind']!r}")
         study_items[row["study_item"]] = StudyItem.objects.create(
@@ -783,12 +787,17 @@ def _write(
     choices = []
     for row in tables.read("choices"):
         target = item(row["item"], "choices")
-        qa = target if target._meta.model_name == "qaitem" else None
+        field = {"qaitem": "qa_item", "mcitem": "mc_item", "dyntomquestion": "question"}.get(
+            target._meta.model_name
+        )
+        if field is None:
+            raise PackageError(
+                f"choices.csv: item {row['item']!r} is not a multiple-choice question"
+            )
         choices.append(
             ChoiceAnswer(
                 assignment=assignment(row["assignment"], "choices"),
-                qa_item=qa,
-                question=None if qa else target,
+                **{field: target},
                 **{name: row[name] for name, _ in TABLES["choices"][2:]},
             )
         )
@@ -879,6 +888,7 @@ def _write(
             "dyntomquestion": "dyntom_question",
             "qaitem": "qa_item",
             "speakerinstance": "speaker_instance",
+            "mcitem": "mc_item",
         }.get(model_name)
         if ref is None:
             raise PackageError(

@@ -17,7 +17,11 @@ qa          benchmark, work key, QA natural key     question, answer, misleading
                                                     bonus_points, context_0/1000/2000
 stage       benchmark, work key (the trial)         scenarios (number, background, dialogue)
 question    benchmark, work key, question key       text, options, gold_letter
+mc          benchmark, work key, item id            texts (every language), answers, categories
 ==========  ======================================  ==========================================
+
+``mc`` is a multiple-choice item of a benchmark imported through a field mapping
+(``benchmarks.MCItem``; the work key holds its name and version, e.g. ``tombench@1.0``).
 
 A field's text is the string itself, or for lists and objects their JSON with sorted
 keys and no spaces (``canonical``), so the hash does not depend on the database's
@@ -35,10 +39,17 @@ from typing import Any
 
 from django.db.models import Model, Prefetch
 
-from benchmarks.models import DynToMQuestion, DynToMScenario, DynToMStage, QAItem, Scene
+from benchmarks.models import (
+    DynToMQuestion,
+    DynToMScenario,
+    DynToMStage,
+    MCItem,
+    QAItem,
+    Scene,
+)
 from benchmarks.models import SpeakerInstance as Speaker
 
-KINDS = ("scene", "speaker", "qa", "stage", "question")
+KINDS = ("scene", "speaker", "qa", "stage", "question", "mc")
 FIELDS: dict[str, tuple[str, ...]] = {
     "scene": ("heading", "lines"),
     "speaker": ("gold", "candidates"),
@@ -53,6 +64,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "stage": ("scenarios",),
     "question": ("text", "options", "gold_letter"),
+    "mc": ("texts", "answers", "categories"),
 }
 
 
@@ -87,6 +99,7 @@ class ItemKey:
             "qa": "CharToM-QA item",
             "stage": "DynToM stage",
             "question": "DynToM question",
+            "mc": "multiple-choice item",
         }
         where = f"{self.benchmark} work {self.work!r}"
         if self.kind == "stage":
@@ -106,6 +119,8 @@ def field_values(kind: str, obj: Model) -> dict[str, Any]:
     if kind == "stage":
         scenarios = [[s.number, s.background, s.dialogue] for s in obj.scenarios.all()]
         return {"scenarios": scenarios}
+    if kind == "mc":
+        return {name: getattr(obj, name) for name in FIELDS["mc"]}
     return {"text": obj.text, "options": obj.options, "gold_letter": obj.gold_letter}
 
 
@@ -131,6 +146,8 @@ def _load(kind: str, ids: Iterable[int]) -> list[Model]:
                 Prefetch("scenarios", queryset=DynToMScenario.objects.order_by("number"))
             )
         )
+    if kind == "mc":
+        return list(MCItem.objects.filter(pk__in=ids).select_related("work"))
     return list(DynToMQuestion.objects.filter(pk__in=ids).select_related("stage__work"))
 
 
@@ -144,6 +161,8 @@ def item_key(kind: str, obj: Model) -> ItemKey:
         return ItemKey(kind, obj.work.benchmark, obj.work.key, obj.natural_key)
     if kind == "stage":
         return ItemKey(kind, obj.work.benchmark, obj.work.key, obj.work.key)
+    if kind == "mc":
+        return ItemKey(kind, obj.work.benchmark, obj.work.key, obj.item_id)
     work = obj.stage.work
     return ItemKey(kind, work.benchmark, work.key, obj.key)
 
@@ -254,6 +273,8 @@ def _bank_lookup(kind: str, keys: Iterable[ItemKey]) -> dict[ItemKey, Model]:
             qs = QAItem.objects.filter(work__benchmark=benchmark, work__key=work)
         elif kind == "stage":
             qs = DynToMStage.objects.filter(work__benchmark=benchmark, work__key=work)
+        elif kind == "mc":
+            qs = MCItem.objects.filter(work__benchmark=benchmark, work__key=work)
         else:
             qs = DynToMQuestion.objects.filter(
                 stage__work__benchmark=benchmark, stage__work__key=work

@@ -88,6 +88,13 @@ resamples, so importing the package (`manage.py import_study`) builds the same J
   and transformation (T) questions, by question type, by time span, and the
   compositional analysis of transformation answers; people as the mean and sample sd
   across participants.
+- **A benchmark imported through a field mapping** (`generic`, one named benchmark):
+  item-level accuracy (each item's share of correct answers over its participants or a
+  run's samples, averaged over items) overall and per category value, with 95% CIs by
+  bootstrap over items; chance is the mean of 1 / number of options; each run beside
+  the people on the items both answered; agreement among people (majority share,
+  pairwise agreement, Krippendorff's alpha, Fleiss' kappa where every item has as many
+  answers) and the items where most people disagree with the gold.
 
 Participants who withdrew are listed in participants.csv with their status, but their
 answers are not in the package (reports leave them out too). Excluded participants'
@@ -100,14 +107,16 @@ imported; database ids are written as package ids (`#R1 <run name>`, study `S`).
 
 An item's natural key is its benchmark, its work's key and: a scene's source id; a
 masked speaker's scene source id and code; a CharToM-QA item's natural key (sha1 of
-book, character and question); a DynToM question's key (a DynToM stage is its work).
+book, character and question); a DynToM question's key (a DynToM stage is its work); a
+mapped benchmark's item id (its work's key holds the benchmark's name and version).
 `sha256` is taken over each field's text in UTF-8, lists and objects as JSON with
 sorted keys and no spaces: scene `heading`, `lines`; masked speaker `gold` (the gold
 character's name), `candidates`; CharToM-QA `question`, `answer`, `misleading_choices`,
 `bonus_points`, `context_0`, `context_1000`, `context_2000`; DynToM stage `scenarios`
 (number, background, dialogue of each); DynToM question `text`, `options`,
-`gold_letter`. An import refuses a package whose item differs from its bank's by one
-character, naming the item and the field.
+`gold_letter`; mapped item `texts` (every language's context, question and options),
+`answers` (0-based correct options), `categories`. An import refuses a package whose
+item differs from its bank's by one character, naming the item and the field.
 """
 
 

@@ -14,7 +14,11 @@ or its runs, and would name annotators.
 
 Database ids differ between installs, so comparison (``report_normalise``) writes the
 package's ids instead: run ``#12 name`` becomes ``#R1 name`` and the study's id
-``S``. Every other cell, note, fact and chart must be equal.
+``S``; a generic benchmark's report drops its work's id (its key, in ``facts.work``,
+names it). Every other cell, note, fact and chart must be equal.
+
+A generic study's report is that of its benchmark (the study's work): the report of
+one named benchmark, as on the report page.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import Any
 
 from django.db import transaction
 
+from benchmarks.models import Benchmark
 from modeling.models import Run
 from reports.tables import build_report, report_json
-from studies.models import Participant, Study
+from studies.models import Participant, Study, StudyWork
 
 SEED = 0
 # file name -> include_excluded
@@ -51,12 +56,26 @@ def report_build(
             study_ids=[study_id],
             seed=SEED,
             include_excluded=include_excluded,
+            work_id=study_work_id(study_id) if benchmark == Benchmark.GENERIC else None,
         )
     )
     dropped = DROPPED_TABLES.get(benchmark, frozenset())
     data["tables"] = [t for t in data["tables"] if t["key"] not in dropped]
     data["charts"] = [c for c in data["charts"] if c["table"] not in dropped]
     return data
+
+
+def study_work_id(study_id: int) -> int:
+    """A generic study's benchmark: its (first) work. ``ValueError`` for none."""
+    work_id = (
+        StudyWork.objects.filter(study_id=study_id)
+        .order_by("position", "pk")
+        .values_list("work_id", flat=True)
+        .first()
+    )
+    if work_id is None:
+        raise ValueError(f"study {study_id} names no benchmark of its own (no study work)")
+    return work_id
 
 
 def reports_build(benchmark: str, *, run_ids: Sequence[int], study_id: int) -> dict[str, Any]:
@@ -122,6 +141,8 @@ def report_normalise(data: Any, *, runs: dict[int, tuple[str, str]], study: tupl
         return value
 
     result = walk(data)
+    if isinstance(result, dict) and isinstance(result.get("facts"), dict):
+        result["facts"].pop("work_id", None)
     for table in result.get("tables", []) if isinstance(result, dict) else []:
         for row in table.get("rows", []):
             if table["key"] == "runs" and row.get("Run") in run_refs:

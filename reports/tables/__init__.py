@@ -13,6 +13,9 @@ Conventions every builder follows:
 - ``seed`` feeds every bootstrap, so a report rebuilt from the same rows is identical;
 - excluded participants are left out of every human number unless ``include_excluded``,
   and the facts say how many (``excluded_participants_left_out`` or ``_included``).
+
+The generic benchmark is many researcher-named benchmarks, one Work each: its report
+covers one of them (``work_id``), its runs and studies those on that work's items.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ BUILDERS = {
     Benchmark.CHARTOM_QA.value: "reports.tables.chartom_qa",
     Benchmark.TOM_IN_AMC.value: "reports.tables.tom_in_amc",
     Benchmark.TVSHOWGUESS.value: "reports.tables.tvshowguess",
+    Benchmark.GENERIC.value: "reports.tables.generic",
 }
 N_RESAMPLES = 1000
 
@@ -47,27 +51,35 @@ def build_report(
     seed: int = 0,
     counts: dict[int, dict[str, int]] | None = None,
     include_excluded: bool = False,
+    work_id: int | None = None,
 ) -> Report:
     """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
     human studies ``study_ids`` (default: ``selectors.report_studies``', i.e. every
     study but drafts and closed studies without a counted answer; ``[]`` for none).
 
+    The generic benchmark's report is one named benchmark's: ``work_id`` is required
+    there (and refused elsewhere), and runs and studies are those on its items.
+
     Excluded participants (``Participant.excluded_at``) count only with
     ``include_excluded``. ``counts`` is ``selectors.run_prediction_counts`` of (at
     least) these runs when the caller has it. Raises ``ValueError`` for an unknown
-    benchmark or a run or study id that is not one of its own (callers turn it into a
-    usage error / HTTP 400).
+    benchmark, a run or study id that is not one of its own, or a missing or unknown
+    work (callers turn it into a usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
-    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True)
+    work = report_work(benchmark, work_id)
+    runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True, work_id=work_id)
     studies = selectors.report_studies(
-        benchmark, study_ids=study_ids, include_excluded=include_excluded
+        benchmark, study_ids=study_ids, include_excluded=include_excluded, work_id=work_id
     )
     module = import_module(BUILDERS[benchmark])
-    report = Report(benchmark=benchmark, title=f"{Benchmark(benchmark).label} report")
-    report.facts = facts(benchmark, runs)
-    if benchmark in selectors.SPEAKER_BENCHMARKS:
+    label = selectors.generic_work_label(work) if work else Benchmark(benchmark).label
+    report = Report(benchmark=benchmark, title=f"{label} report")
+    report.facts = facts(benchmark, runs, work_id=work_id)
+    if work is not None:
+        module.build(report, work, runs, studies, seed=seed, include_excluded=include_excluded)
+    elif benchmark in selectors.SPEAKER_BENCHMARKS:
         module.build(report, runs, studies=studies, seed=seed, include_excluded=include_excluded)
     else:
         module.build(report, runs, seed=seed)
@@ -78,6 +90,22 @@ def build_report(
     if studies:
         report.facts.update(excluded_facts(studies, include_excluded=include_excluded))
     return report
+
+
+def report_work(benchmark: str, work_id: int | None) -> dict[str, Any] | None:
+    """The generic benchmark's work a report covers (``selectors.generic_work``), or
+    ``None`` for a built-in benchmark; ``ValueError`` for a generic report without a
+    work or with one this workspace does not read, or a built-in one with a work."""
+    if benchmark != Benchmark.GENERIC:
+        if work_id is not None:
+            raise ValueError(f"a {benchmark} report covers the whole benchmark: no work id")
+        return None
+    if work_id is None:
+        raise ValueError("a generic report covers one named benchmark: give its work id")
+    work = selectors.generic_work(work_id)
+    if work is None:
+        raise ValueError(f"no generic benchmark with work id {work_id}")
+    return work
 
 
 def excluded_facts(studies: Sequence[dict[str, Any]], *, include_excluded: bool) -> dict[str, int]:
@@ -113,13 +141,15 @@ def report_json(report: Report) -> dict[str, Any]:
     return data
 
 
-def facts(benchmark: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def facts(
+    benchmark: str, runs: Sequence[dict[str, Any]], *, work_id: int | None = None
+) -> dict[str, Any]:
     """Counts shown above the tables: items by kind, runs, predictions, unparseable.
 
     ``runs`` come from ``report_runs(..., counts=True)``.
     """
     return {
-        **selectors.item_counts(benchmark),
+        **selectors.item_counts(benchmark, work_id=work_id),
         "runs": len(runs),
         "predictions": sum(r["predictions"] for r in runs),
         "unparseable": sum(r["unparseable"] for r in runs),

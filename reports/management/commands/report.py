@@ -26,6 +26,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("benchmark", choices=list(BUILDERS))
         parser.add_argument(
+            "--work",
+            type=int,
+            metavar="ID",
+            help="generic only (required there): the named benchmark's work id",
+        )
+        parser.add_argument(
             "--runs", nargs="+", type=int, metavar="ID", help="run ids (default: every run)"
         )
         parser.add_argument(
@@ -63,6 +69,7 @@ class Command(BaseCommand):
                 study_ids=options["studies"],
                 seed=options["seed"],
                 include_excluded=options["include_excluded"],
+                work_id=options["work"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
