@@ -53,6 +53,7 @@ fmt: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_dyntom_import.py
+	$(PY) tests/benchmarks/bench_tombench_import.py
 
 bench-llm: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_llm_throughput.py
