@@ -122,7 +122,7 @@ class ImportUploadForm(forms.Form):
         max_length=MAPPING_MAX,
         widget=forms.Textarea(
             attrs={
-                "rows": 22,
+                "rows": 16,
                 "cols": 90,
                 "spellcheck": "false",
                 "autocapitalize": "off",

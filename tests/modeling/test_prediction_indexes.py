@@ -26,9 +26,20 @@ def test_item_references_are_indexed_only_where_set_and_run_once():
     # dropped (run) and (run, parse_status) for it.
     assert indexes["prediction_run_status"] == ["run_id", "parse_status", "id"]
     single = sorted(columns[0] for columns in indexes.values() if len(columns) == 1)
-    assert single == ["call_id", "dyntom_question_id", "qa_item_id", "speaker_instance_id"]
+    assert single == [
+        "call_id",
+        "dyntom_question_id",
+        "mc_item_id",
+        "qa_item_id",
+        "speaker_instance_id",
+    ]
     assert [c for c in indexes.values() if c[:1] == ["run_id"] and len(c) < 3] == []
     # The single-column item indexes are the partial ones the migration made.
-    for name in ("prediction_dyntom_set", "prediction_qa_item_set", "prediction_instance_set"):
+    for name in (
+        "prediction_dyntom_set",
+        "prediction_qa_item_set",
+        "prediction_instance_set",
+        "prediction_mc_item_set",
+    ):
         assert name in indexes
-    assert len(indexes) == 8
+    assert len(indexes) == 10
