@@ -627,7 +627,8 @@ def human_response_size(
     """How many human answers a report would read, and when they last changed.
 
     For cache fingerprints: a new answer, a submitted scene, a withdrawal, an exclusion
-    or its reversal changes it (every answer is counted, excluded or not). A generic
+    or its reversal changes it (every answer is counted, excluded or not). CharToM-QA's
+    and DynToM's are their studies' picks (count and highest id). A generic
     benchmark's are its work's counted first picks (count and highest id: a pick is
     final once its assignment is submitted, which adds it to the count).
     """
@@ -639,6 +640,12 @@ def human_response_size(
     ids = list(studies.values_list("pk", flat=True))
     if benchmark == Benchmark.GENERIC:
         size = _generic_choice_answers(ids, work_id, include_excluded=True).aggregate(
+            human_answers=Count("pk"), last_human_answer=Max("pk")
+        )
+    elif benchmark in (Benchmark.CHARTOM_QA, Benchmark.DYNTOM):
+        # Multiple-choice picks, not scene guesses: an assignment becomes final with a
+        # new pick (a revision, a stage's last question), which moves count and id.
+        size = ChoiceAnswer.objects.filter(assignment__participant__study_id__in=ids).aggregate(
             human_answers=Count("pk"), last_human_answer=Max("pk")
         )
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modeling.models import Prediction, Run
+from reports.selectors import human_response_size
 from reports.tables import build_report
 from studies.choice import services as cs
 from studies.models import Assignment
@@ -117,3 +118,34 @@ def test_dyntom_human_mean_sd_beside_models():
     assert _row(compare, "Human sd")["Overall %"] == 35.36
     assert _row(compare, "Human mean (2 participants)")["Belief U %"] == 75.0
     assert _row(compare, f"#{run.pk} llm")["Overall %"] == 50.0  # unparseable is wrong
+
+
+def test_a_new_pick_changes_the_cached_reports_fingerprint():
+    """The report cache is keyed by ``human_response_size``: a DynToM pick must move it,
+    or a report page would show the human row without the newest answers until the
+    cache expired."""
+    stage = DynToMStageFactory()
+    questions = [DynToMQuestionFactory(stage=stage, gold_letter="b") for _ in range(2)]
+    study = cs.choice_study_create(
+        name="D", benchmark="dyntom", works=[stage.work], stage_fraction=1, overlap=1
+    ).study
+    study_launch(study=study)
+    (p,) = participants_invite(study=study, labels=["P1"])
+    participant_consent(participant=p)
+    before = human_response_size("dyntom")
+    x = cs.dyntom_stage_take(participant=p, study_work_id=study.study_works.get().pk)
+    cs.choice_record(
+        participant=p, assignment_id=x.pk, action="submit", shown=1, question_id=questions[0].pk
+    )
+    after_one = human_response_size("dyntom")
+    cs.choice_record(
+        participant=p, assignment_id=x.pk, action="submit", shown=0, question_id=questions[1].pk
+    )
+    after_two = human_response_size("dyntom")
+    assert (before["human_answers"], after_one["human_answers"], after_two["human_answers"]) == (
+        0,
+        1,
+        2,
+    )
+    assert after_two["last_human_answer"] > after_one["last_human_answer"]
+    assert human_response_size("chartom-qa")["human_answers"] == 0
