@@ -73,5 +73,5 @@ def make_generic_benchmark(
 
 def _zh(value):
     if isinstance(value, list):
-        return [f"（中文）{v}" for v in value]
-    return f"（中文）{value}"
+        return [f"（中文）{v}" for v in value]  # noqa: RUF001
+    return f"（中文）{value}"  # noqa: RUF001

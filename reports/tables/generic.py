@@ -115,7 +115,8 @@ def build(
     work_id = work["id"]
     rows = selectors.generic_item_rows(work_id)
     fields = selectors.generic_category_fields(work, (r["categories"] for r in rows))
-    items = [_item(r) for r in rows]
+    languages = list((work.get("extra") or {}).get("languages") or [])
+    items = [_item(r, languages) for r in rows]
     by_pk = {item.pk: item for item in items}
 
     predictions = list(selectors.generic_prediction_rows([r["id"] for r in runs], work_id))
@@ -192,8 +193,12 @@ def build(
         report.tables.append(_disagreement_table(reference, items, fields))
 
 
-def _item(row: Mapping[str, Any]) -> _Item:
-    texts = next(iter((row["texts"] or {}).values()), {})
+def _item(row: Mapping[str, Any], languages: Sequence[str] = ()) -> _Item:
+    # The benchmark's first language the item has, by the work's language order: the
+    # stored JSON object's keys may come back reordered (PostgreSQL's jsonb sorts them).
+    all_texts = row["texts"] or {}
+    first = next((lang for lang in languages if lang in all_texts), None)
+    texts = all_texts[first] if first else next(iter(all_texts.values()), {})
     return _Item(
         pk=row["id"],
         item_id=row["item_id"],

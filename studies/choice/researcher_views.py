@@ -112,6 +112,8 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
         items_needed = items.filter(role=StudyItem.Role.TEST, held_back=False).count()
     else:
         items_needed = items.count()
+    sampling = study.sampling or {}
+    drawn = sampling.get("strata") or {}
     context = {
         "study": study,
         "raters": [(p, statuses[p.pk]) for p in participants],
@@ -124,6 +126,9 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
             for p in participants
         ],
         "n_items": items.count(),
+        # A mapped study's items per value, in the order the values were drawn: the
+        # stored JSON object's keys may come back reordered (PostgreSQL's jsonb sorts them).
+        "strata": [(v, drawn[v]) for v in sampling.get("category_values") or [] if v in drawn],
         "n_labelled": items.filter(qa_item__directness__isnull=False).count(),
         "n_picks": picks.count(),
         "n_final": final.count(),

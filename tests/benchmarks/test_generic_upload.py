@@ -70,7 +70,7 @@ def test_choosing_a_preset_fills_the_mapping_to_edit(signed_in):
     )
 
     body = swapped.content.decode()
-    assert body.lstrip().startswith('<div class="field" id="mapping-field"')
+    assert body.lstrip().startswith('<div class="field wide" id="mapping-field"')
     assert "&quot;故事&quot;" in body and "&quot;OPTION-A&quot;" in body
     assert 'value="ToMBench"' in full.content.decode()
     assert "&quot;{task|slug}-{$n}&quot;" in full.content.decode()
