@@ -825,6 +825,13 @@ def generic_item_rows(work_id: int) -> list[dict[str, Any]]:
     )
 
 
+def generic_study_languages(study_ids: Iterable[int]) -> list[str]:
+    """The languages the studies asked their items in, oldest study first, once each."""
+    samplings = Study.objects.filter(pk__in=list(study_ids)).order_by("pk")
+    languages = [(s or {}).get("language") for s in samplings.values_list("sampling", flat=True)]
+    return list(dict.fromkeys(lang for lang in languages if lang))
+
+
 def generic_prediction_rows(run_ids: Iterable[int], work_id: int) -> Iterator[dict[str, Any]]:
     """The runs' predictions on the work's items, by run then id: ``PREDICTION_FIELDS``,
     the prompt's version and model, and ``item_id`` (the MCItem's id)."""

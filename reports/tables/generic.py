@@ -115,7 +115,16 @@ def build(
     work_id = work["id"]
     rows = selectors.generic_item_rows(work_id)
     fields = selectors.generic_category_fields(work, (r["categories"] for r in rows))
-    languages = list((work.get("extra") or {}).get("languages") or [])
+    # Questions are quoted in the language people answered in, else the benchmark's
+    # first: "the items most people got wrong" reads as they read them.
+    languages = list(
+        dict.fromkeys(
+            [
+                *selectors.generic_study_languages(s["id"] for s in studies),
+                *((work.get("extra") or {}).get("languages") or []),
+            ]
+        )
+    )
     items = [_item(r, languages) for r in rows]
     by_pk = {item.pk: item for item in items}
 
@@ -194,7 +203,7 @@ def build(
 
 
 def _item(row: Mapping[str, Any], languages: Sequence[str] = ()) -> _Item:
-    # The benchmark's first language the item has, by the work's language order: the
+    # The first of ``languages`` the item has (the studies', then the work's order): the
     # stored JSON object's keys may come back reordered (PostgreSQL's jsonb sorts them).
     all_texts = row["texts"] or {}
     first = next((lang for lang in languages if lang in all_texts), None)

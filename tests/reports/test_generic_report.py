@@ -427,3 +427,15 @@ def test_mean_ci_of_outcomes_is_accuracy_ci_resampling_items(k):
     expected = accuracy_ci(outcomes, clusters=list(range(k)), n_resamples=1000, seed=5)
     assert (mean, low, high) == (expected.accuracy, expected.ci_low, expected.ci_high)
     assert mean_ci([], seed=5) == (None, None, None)
+
+
+def test_the_items_people_get_wrong_are_quoted_in_the_language_they_answered_in():
+    """A bilingual benchmark (English first) studied in Chinese: the list people read
+    again quotes the question as the participants saw it."""
+    work = make_generic_benchmark(name="Bilingual", bilingual=True)
+    study = make_study(work, "In Chinese", ["mt-08"], sampling={"language": "zh"})
+    answer(study, "P1", {"mt-08": "C"})
+    answer(study, "P2", {"mt-08": "C"})
+    wrong = build_report("generic", work_id=work.pk, seed=0).table("gold-disagreement")
+    (row,) = wrong.records()
+    assert row["Question"].startswith("（中文）What does Grandma think")  # noqa: RUF001
