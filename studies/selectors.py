@@ -7,15 +7,14 @@ a page costs a fixed number of queries however many raters or scenes a study has
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from benchmarks.models import Benchmark, Character, Scene, Work
 
-from .models import Assignment, ChoiceAnswer, Guess, Participant, Study, StudyItem, StudyWork
+from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
 from .participation.ledger import LedgerRow, ledger_counts, study_ledger
 from .scene.sampling import SceneRow
 
@@ -374,53 +373,3 @@ def response_rows(study: Study, *, include_excluded: bool = False) -> list[dict[
                 }
             )
     return rows
-
-
-def generic_answers(
-    study_ids: Iterable[int], *, include_excluded: bool = True
-) -> Iterator[dict[str, Any]]:
-    """Final answers to mapped benchmarks' items (``benchmarks.MCItem``) in these studies,
-    one row per participant and item: what a report of humans against models reads.
-
-    Only test items (practice and attention checks are not answers to the benchmark)
-    and only participants not withdrawn; excluded participants' answers are there
-    flagged ``excluded`` (left out when ``include_excluded`` is False). ``option`` is
-    the 0-based index in the item's own option order (as ``MCItem.answers``), whatever
-    order the participant saw; ``shown`` the place it was shown at. Each row: study_id,
-    participant_id, mc_item_id, item_id, option, shown, correct, ms, excluded, language.
-    Ordered by study, item, participant; two queries, streamed.
-    """
-    ids = list(study_ids)
-    languages = {
-        pk: (sampling or {}).get("language", "")
-        for pk, sampling in Study.objects.filter(pk__in=ids).values_list("pk", "sampling")
-    }
-    answers = ChoiceAnswer.objects.filter(
-        assignment__participant__study_id__in=ids,
-        assignment__participant__withdrawn_at__isnull=True,
-        assignment__status=Assignment.Status.SUBMITTED,
-        assignment__study_item__role=StudyItem.Role.TEST,
-        mc_item__isnull=False,
-        round=ChoiceAnswer.Round.FIRST,
-    )
-    if not include_excluded:
-        answers = answers.filter(assignment__participant__excluded_at__isnull=True)
-    excluded = ExpressionWrapper(
-        Q(assignment__participant__excluded_at__isnull=False), output_field=BooleanField()
-    )
-    rows = answers.order_by(
-        "assignment__participant__study_id", "mc_item_id", "assignment__participant_id"
-    ).values(
-        "mc_item_id",
-        "option",
-        "shown",
-        "correct",
-        "ms",
-        study_id=F("assignment__participant__study_id"),
-        participant_id=F("assignment__participant_id"),
-        item_id=F("mc_item__item_id"),
-        excluded=excluded,
-    )
-    for row in rows.iterator(chunk_size=2000):
-        row["language"] = languages.get(row["study_id"], "")
-        yield row

@@ -22,7 +22,6 @@ from studies.choice.generic import GenericSpec
 from studies.models import Assignment, ChoiceAnswer, Participant, Study, StudyItem
 from studies.participation.ledger import participant_exclusion_override
 from studies.participation.services import participants_invite
-from studies.selectors import generic_answers
 from studies.services import study_duplicate, study_launch
 from tests.generic_items import make_generic_benchmark
 
@@ -239,7 +238,7 @@ def _three_answer(client, live):
 
 
 def test_exports_flag_the_excluded_and_carry_categories_and_letters(client, researcher, live):
-    ann, ben, cy = _three_answer(client, live)
+    _ann, ben, cy = _three_answer(client, live)
     cy.refresh_from_db()
     assert cy.excluded_at is not None  # failed the attention check: the study's rule
     participant_exclusion_override(participant=ben, decision="exclude", reason="spoke French")
@@ -280,13 +279,6 @@ def test_exports_flag_the_excluded_and_carry_categories_and_letters(client, rese
     api.force_login(researcher)
     body = api.get(reverse("studies-responses", args=[live.pk]) + "?include_excluded=1").json()
     assert body["count"] == 15 and set(header) <= set(body["results"][0])
-
-    # What reports read: final test answers per item, the excluded flagged.
-    answers = list(generic_answers([live.pk]))
-    assert len(answers) == 9 and {a["excluded"] for a in answers} == {True, False}
-    assert {a["participant_id"] for a in answers if not a["excluded"]} == {ann.pk}
-    assert all(a["correct"] for a in answers) and answers[0]["language"] == "en"
-    assert len(list(generic_answers([live.pk], include_excluded=False))) == 3
 
     # The responses page lists each pick with its letter.
     page = client.get(reverse("studies:responses", args=[live.pk])).content.decode()
