@@ -152,3 +152,63 @@ def test_dyntom_stage_quota_and_one_answer_per_question():
     results, errors = run_together([answer for _ in range(N)])
     assert errors == [] and results.count("ChoiceReplay") == N - 1
     assert ChoiceAnswer.objects.filter(question=question).count() == 1
+
+
+def test_mapped_item_batches_keep_the_quota_and_one_answer_per_item():
+    """Participants take their batches of a mapped benchmark's items at once: no item
+    gets more than its participants per item, nobody gets an item twice, every place
+    is taken when there are more takers than places, a participant taking from many
+    tabs gets one batch, and replays of one pick store one answer."""
+    from studies.choice.generic import GenericSpec
+    from tests.generic_items import make_generic_benchmark
+
+    work = make_generic_benchmark()
+    study = cs.choice_study_create(
+        name="mapped race",
+        benchmark="generic",
+        works=[work],
+        generic=GenericSpec(language="en", items_per_participant=6),
+        overlap=2,
+        seed=5,
+    ).study
+    study_launch(study=study)
+    people = participants_invite(study=study, labels=[f"g{i}" for i in range(N)])
+    for p in people:
+        participant_consent(participant=p)
+    # One participant's batch asked for from several tabs at once as well.
+    takers = [people[0]] * 3 + people[1:]
+    results, errors = run_together(
+        [lambda p=p: cs.generic_batch_take(participant=_fresh(p)) for p in takers]
+    )
+    assert errors == []
+    live = Assignment.objects.filter(study_item__study=study)
+    per_item = Counter(live.values_list("study_item_id", flat=True))
+    assert max(per_item.values()) <= 2
+    pairs = list(live.values_list("participant_id", "study_item_id"))
+    assert len(pairs) == len(set(pairs))  # nobody holds an item twice
+    # 12 items x 2 places; N participants ask for 6 each (PostgreSQL: 48 for 24 places).
+    assert len(pairs) == min(24, 6 * N)
+    per_person = Counter(pid for pid, _ in pairs)
+    assert max(per_person.values()) == 6  # a batch is never more than asked for
+    # The tabs of one participant see one batch (or, come too late, none), never two.
+    first = {a.pk for a in results[0]}
+    assert all({a.pk for a in r} == first for r in results[1:3])
+    assert len(first) == per_person[people[0].pk]
+
+    owner = Participant.objects.get(pk=next(iter(per_person)))
+    assignment = live.filter(participant=owner).order_by("position").first()
+
+    def answer():
+        try:
+            return cs.choice_record(
+                participant=_fresh(owner),
+                assignment_id=assignment.pk,
+                action="submit",
+                shown=0,
+            )
+        except StudyError as exc:
+            return type(exc).__name__
+
+    results, errors = run_together([answer for _ in range(N)])
+    assert errors == [] and results.count("ChoiceReplay") == N - 1
+    assert ChoiceAnswer.objects.filter(assignment=assignment).count() == 1
