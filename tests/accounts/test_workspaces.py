@@ -300,3 +300,36 @@ def test_odd_workspace_values_are_4xx(client, admin_client, researcher, value):
         200,
         400,
     )
+
+
+def test_a_saved_mapping_and_a_mapped_item_set_stay_in_their_workspace(client, researcher, labs):
+    """Issue 47's rows: a mapping preset saved in Default is neither offered to nor
+    usable by the second lab (the API answers 400 naming the presets it has), and
+    Default's unpublished item set is neither offered to its studies nor reported."""
+    from benchmarks.models import MappingPreset
+    from tests.benchmarks.test_generic_upload import API, PLAIN, items_file
+    from tests.generic_items import make_generic_benchmark
+
+    MappingPreset.objects.create(name="Default's mapping", mapping=PLAIN)
+    work = make_generic_benchmark()
+    client.force_login(labs["other"])
+
+    page = client.get(reverse("benchmarks:import"), {"format": "generic"}).content.decode()
+    assert "Default&#x27;s mapping" not in page and "ToMBench" in page
+    refused = client.post(
+        API,
+        {
+            "format": "generic",
+            "files": [items_file()],
+            "preset": "Default's mapping",
+            "name": "Theirs",
+            "version": "1",
+        },
+    )
+    assert refused.status_code == 400
+    assert "no mapping preset named" in refused.content.decode()
+    study_form = client.get(reverse("studies:choice-new")).content.decode()
+    assert work.title not in study_form
+    report = client.get(reverse("reports:report", args=["generic"]), {"work": work.pk})
+    assert report.status_code == 404
+    assert MappingPreset.objects.count() == 1  # nothing saved on the refusal
