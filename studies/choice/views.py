@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -203,8 +204,15 @@ def _item(request, participant: Participant, assignment: Assignment, **extra) ->
     options = generic.generic_options(item, language)
     order = cs.generic_order(study, assignment, len(options))
     role = assignment.study_item.role
-    counted = participant.assignments.exclude(study_item__role=StudyItem.Role.PRACTICE)
-    practice = participant.assignments.filter(study_item__role=StudyItem.Role.PRACTICE)
+    # Practice items come first and are not counted: "Item 3 of 10" is of the rest.
+    is_practice = Q(study_item__role=StudyItem.Role.PRACTICE)
+    done = Q(status=Assignment.Status.SUBMITTED)
+    progress = participant.assignments.aggregate(
+        practice_total=Count("pk", filter=is_practice),
+        practice_done=Count("pk", filter=is_practice & done),
+        total=Count("pk", filter=~is_practice),
+        done=Count("pk", filter=~is_practice & done),
+    )
     context = {
         "participant": participant,
         "study": study,
@@ -224,11 +232,10 @@ def _item(request, participant: Participant, assignment: Assignment, **extra) ->
         ],
         "last_letter": generic.option_letter(len(order) - 1),
         "practice": role == StudyItem.Role.PRACTICE,
-        # Practice items come first and are not counted: "Item 3 of 10" is of the rest.
-        "practice_number": practice.filter(status=Assignment.Status.SUBMITTED).count() + 1,
-        "practice_total": practice.count(),
-        "number": counted.filter(status=Assignment.Status.SUBMITTED).count() + 1,
-        "total": counted.count(),
+        "practice_number": progress["practice_done"] + 1,
+        "practice_total": progress["practice_total"],
+        "number": progress["done"] + 1,
+        "total": progress["total"],
         **extra,
     }
     return render(request, ITEM_PAGE, context, status=extra.get("status", 200))
