@@ -51,7 +51,16 @@ from ..pipelines.speaker_guess import score_answer as score_speaker_answer
 from .outcome import run_outcome
 from .signals import predictions_changed
 
-__all__ = ["ImportDataError", "PredictionImportResult", "RunSummary", "predictions_import"]
+__all__ = [
+    "READ_REPLY",
+    "ImportDataError",
+    "PredictionImportResult",
+    "PredictionLine",
+    "RunSummary",
+    "import_lines",
+    "prediction_values",
+    "predictions_import",
+]
 
 DEFAULT_METHOD = "imported"
 GENERATIVE, MULTICHOICE = chartom_qa.GENERATIVE, chartom_qa.MULTICHOICE
@@ -114,6 +123,8 @@ PUBLISHED_SUFFIXES = (
 )
 
 _ABSENT = object()
+# prediction_values(answer=READ_REPLY): read the answer from raw_output, as our engine would.
+READ_REPLY = object()
 
 
 @dataclass
@@ -137,6 +148,11 @@ class _Line:
 
     def field_name(self, name: str) -> str:
         return self.fields.get(name, name)
+
+
+# Built by the harness readers (modeling.harness) as the JSONL reader builds its lines:
+# ``number`` is then the sample's position in the log, named in errors as "line".
+PredictionLine = _Line
 
 
 @dataclass
@@ -223,11 +239,61 @@ def predictions_import(
                 "characters)"
             )
     _check_one_model_and_method(path, lines)
+    summaries = import_lines(path=path, name=name, lines=lines, report=report)
+    return PredictionImportResult(runs=summaries, report=report, skipped=reader.skipped)
+
+
+def import_lines(
+    *,
+    path: Path,
+    name: str,
+    lines: list[PredictionLine],
+    report: ImportReport,
+    provenance: dict[str, Any] | None = None,
+) -> list[RunSummary]:
+    """Score ``lines`` against the item bank and upsert them as imported runs.
+
+    The one write path of every import of predictions made elsewhere: a predictions
+    file, an Inspect log, lm-eval samples (``modeling.harness``). ``provenance`` goes
+    into the run's ``selection`` (where it came from: ``origin``, the harness's ids and
+    versions); with an ``origin_id`` (an Inspect eval id) the run is found by it, so the
+    same log imported twice, under any name, adds nothing. The caller holds the
+    transaction.
+    """
     scored = _score(path, lines, report)
     _check_duplicates(path, scored)
-    summaries = _write(path, name, scored, report)
+    summaries = _write(path, name, scored, report, provenance or {})
     predictions_changed.send(sender=Prediction, run_ids=[s.run.pk for s in summaries])
-    return PredictionImportResult(runs=summaries, report=report, skipped=reader.skipped)
+    return summaries
+
+
+def prediction_values(
+    *,
+    answer: Any = None,
+    raw_output: str | None = None,
+    params: dict[str, Any] | None = None,
+    template_version: str = "",
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    latency_ms: int = 0,
+    extra: dict[str, Any] | None = None,
+    language: str | None = None,
+) -> dict[str, Any]:
+    """A :class:`PredictionLine`'s values as a harness reader gives them. ``answer``:
+    the answer the harness read (a letter), None for none given (missing), or
+    :data:`READ_REPLY` to read ``raw_output`` with our own reply parser."""
+    return {
+        "raw_output": raw_output,
+        "answer": _ABSENT if answer is READ_REPLY else answer,
+        "params": params or {},
+        "template_version": template_version[:TEMPLATE_MAX],
+        "prompt_tokens": max(0, int(prompt_tokens or 0)),
+        "completion_tokens": max(0, int(completion_tokens or 0)),
+        "latency_ms": max(0, int(latency_ms or 0)),
+        "claimed_correct": None,
+        "extra": extra or {},
+        "language": language,
+    }
 
 
 # --- reading -----------------------------------------------------------------------
@@ -976,7 +1042,13 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -> list[RunSummary]:
+def _write(
+    path: Path,
+    name: str,
+    scored: list[_Scored],
+    report: ImportReport,
+    provenance: dict[str, Any],
+) -> list[RunSummary]:
     """Upsert the runs by (name, benchmark, method, model), then their predictions.
 
     CharToM-QA lines with a context length go to one run per task and context: the
@@ -990,10 +1062,12 @@ def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -
     summaries = []
     for (benchmark, method, model, context), group in groups.items():
         run_name = imported_run_name(name, benchmark, method, context)
+        if origin_id := provenance.get("origin_id"):
+            same = Run.objects.filter(selection__origin_id=origin_id)
+        else:
+            same = Run.objects.filter(name=run_name)
         run = (
-            Run.objects.filter(
-                imported=True, name=run_name, benchmark=benchmark, method=method, model=model
-            )
+            same.filter(imported=True, benchmark=benchmark, method=method, model=model)
             .order_by("pk")
             .first()
         )
@@ -1006,7 +1080,7 @@ def _write(path: Path, name: str, scored: list[_Scored], report: ImportReport) -
                 model=model,
                 imported=True,
                 status=Run.Status.SUCCEEDED,
-                selection={"source": path.name},
+                selection={"source": path.name, **provenance},
                 params={} if context is None else {"context": context},
                 started_at=now,
                 finished_at=now,
