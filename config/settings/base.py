@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "studies",
     "annotation",
     "modeling",
+    "interop",
     "reports",
     "accounts",
     "demo",

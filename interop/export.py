@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.models import Benchmark, DynToMQuestion, MCItem, Work
+from modeling.pipelines.dyntom import DynToMPipeline, option_text, render_story
+from modeling.pipelines.generic import GenericPipeline
+from modeling.pipelines.generic.answers import option_letter
 
-from ..pipelines.dyntom import DynToMPipeline, option_text, render_story
-from ..pipelines.generic import GenericPipeline
-from ..pipelines.generic.answers import option_letter
 from .keys import ItemKeyError, item_key
 
 INSPECT, INSPECT_PLAIN, LM_EVAL = "inspect", "inspect-plain", "lm-eval"
@@ -178,7 +178,7 @@ def _generic_samples(
     prompts: dict[int, list[dict[str, str]]] = {}
     template_label = ""
     if request.harness == INSPECT_PLAIN:
-        from ..runs.prompt_templates import active_template
+        from modeling.runs.prompt_templates import active_template
 
         pipeline = GenericPipeline()
         if request.method not in pipeline.methods:
