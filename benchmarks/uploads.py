@@ -162,6 +162,19 @@ OPTION_LABELS: dict[str, tuple[str, str]] = {
         "Which source field holds the question, the options, the answer… (docs/formats.md, "
         '"Other benchmarks"). Empty: the preset\'s mapping as saved.',
     ),
+    "keep_unknown": (
+        "Keep unknown samples aside",
+        "yes: samples whose id is no item of this server are listed on the run and left "
+        "out; no (default): the import is refused and names them.",
+    ),
+    "id_field": (
+        "Doc id field",
+        "The doc field that holds the ToMLab item key (default id, as ToMLab exports it).",
+    ),
+    "item_map": (
+        "Doc to item map (JSON)",
+        'For a task ToMLab did not export: {"<doc_id>": "<item key>", …} (docs/researcher.md).',
+    ),
     "save_as": (
         "Save this mapping as",
         "A preset name: the mapping is saved for this workspace when the dry run succeeds "
@@ -178,9 +191,11 @@ OPTION_MAX = {
     "preset": 100,
     "save_as": 100,
     "mapping": 200_000,
+    "id_field": 100,
+    "item_map": 2_000_000,
 }
 # Options taken as written: a mapping's JSON keeps its spaces and line breaks.
-RAW_OPTIONS = ("mapping",)
+RAW_OPTIONS = ("mapping", "item_map")
 
 
 @dataclass(frozen=True)
@@ -272,7 +287,7 @@ def options_clean(source: UploadSource, raw: dict[str, Any]) -> dict[str, Any]:
             )
         if name == "benchmark" and value not in Benchmark.values:
             raise UploadRefused(f"choose one of {', '.join(Benchmark.values)}", field=name)
-        if name == "strict":
+        if name in ("strict", "keep_unknown"):
             if value.lower() not in (*YES, "no", "false", "off", "0"):
                 raise UploadRefused("yes or no", field=name)
             if value.lower() not in YES:

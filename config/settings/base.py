@@ -312,6 +312,10 @@ TOMLAB_IMPORT_MAX_BYTES = {
     "dyntom-questions": 10 * _MB,  # ... and question_new.json ~0.3 MB
     "predictions": 200 * _MB,  # predictions JSONL uploaded in the browser or the API
     "generic": 200 * _MB,  # each file of a benchmark imported through a field mapping
+    # Eval-harness results (interop): an Inspect log (.eval is a zip, .json plain; a
+    # log's samples hold every message, so logs are large) and lm-eval samples files.
+    "inspect-log": 500 * _MB,
+    "lm-eval": 500 * _MB,
 }
 for _entry in env.list("TOMLAB_IMPORT_MAX_BYTES", default=[]):
     _name, _, _value = _entry.partition("=")
