@@ -132,6 +132,16 @@ class ImportUploadForm(forms.Form):
         ),
     )
     save_as = forms.CharField(max_length=100, required=False)
+    keep_unknown = forms.ChoiceField(choices=[("", "no"), ("yes", "yes")], required=False)
+    id_field = forms.CharField(max_length=100, required=False)
+    item_map = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=2_000_000,
+        widget=forms.Textarea(
+            attrs={"rows": 6, "cols": 90, "spellcheck": "false", "class": "code"}
+        ),
+    )
 
     OPTION_FIELDS = (
         "title",
@@ -145,6 +155,9 @@ class ImportUploadForm(forms.Form):
         "preset",
         "mapping",
         "save_as",
+        "keep_unknown",
+        "id_field",
+        "item_map",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -380,6 +380,11 @@ def _inspect_files(
 
 
 def _lm_eval_files(name: str, label: str, samples: list[HarnessSample]) -> dict[str, str]:
+    # lm-eval decides from the first doc alone whether golds are lists (a doc is right
+    # when its pick is any of them) or one index, and fails on a doc of the other kind
+    # (lm_eval/api/task.py, ConfigurableTask: multiple_target): so every gold is a list
+    # as soon as one item has several answers.
+    several = any(len(sample.target) > 1 for sample in samples)
     rows = []
     for sample in samples:
         choices = sample.choices or []
@@ -393,8 +398,7 @@ def _lm_eval_files(name: str, label: str, samples: list[HarnessSample]) -> dict[
                 "id": sample.id,
                 "query": f"{sample.input}\n\n{options}\nAnswer:",
                 "choices": letters,
-                # lm-eval counts a doc right when its pick is any of a list of golds.
-                "gold": gold[0] if len(gold) == 1 else gold,
+                "gold": gold if several else gold[0],
                 "metadata": sample.metadata,
             }
         )
@@ -516,4 +520,7 @@ Then import the `results/` folder (or the `samples_{name}_*.jsonl` file with the
 `results_*.json` beside it) into ToMLab: Data -> Import files -> lm-eval samples, or
 
     python manage.py import_harness_log results/ --harness lm-eval
+
+The run's model is the one lm-eval names from `--model_args` (`pretrained=` or
+`model=`); pass `--model NAME` to the import to call it something else.
 """

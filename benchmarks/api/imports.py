@@ -124,6 +124,25 @@ class ImportUploadSerializer(serializers.Serializer):
         max_length=5,
         help_text="replication-package: " + OPTION_LABELS["strict"][1],
     )
+    keep_unknown = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=5,
+        help_text="inspect, lm-eval: " + OPTION_LABELS["keep_unknown"][1],
+    )
+    id_field = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=OPTION_MAX["id_field"],
+        help_text="lm-eval: " + OPTION_LABELS["id_field"][1],
+    )
+    item_map = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=OPTION_MAX["item_map"],
+        help_text="lm-eval: " + OPTION_LABELS["item_map"][1],
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

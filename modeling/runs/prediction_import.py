@@ -278,6 +278,7 @@ def prediction_values(
     latency_ms: int = 0,
     extra: dict[str, Any] | None = None,
     language: str | None = None,
+    claimed_correct: bool | None = None,
 ) -> dict[str, Any]:
     """A :class:`PredictionLine`'s values as a harness reader gives them. ``answer``:
     the answer the harness read (a letter), None for none given (missing), or
@@ -290,7 +291,8 @@ def prediction_values(
         "prompt_tokens": max(0, int(prompt_tokens or 0)),
         "completion_tokens": max(0, int(completion_tokens or 0)),
         "latency_ms": max(0, int(latency_ms or 0)),
-        "claimed_correct": None,
+        # The harness's own verdict: compared with ours only to warn.
+        "claimed_correct": claimed_correct,
         "extra": extra or {},
         "language": language,
     }
