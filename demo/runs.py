@@ -6,6 +6,11 @@ format of ``import_predictions`` (docs/predictions-jsonl.md), all of one made-up
 items, so every report shows a model beside the demo studies' human answers.
 CharToM-QA's file holds multiple-choice picks with both plot windows and generative
 answers with the judge's verdicts, so it gives three runs (one per task and window).
+
+``fixtures/demo/harness/`` holds a real Inspect log: Inspect itself ran the Mini ToM
+item set, exported as a task, with its scripted ``mockllm/model`` over two epochs
+(``scripts/make_demo_inspect_log.py``). It is imported as a lab's own log would be, so
+the runs page shows a run from Inspect and the Mini ToM report puts it beside people.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.models import Benchmark
+from interop.inspect_import import inspect_logs_import
 from modeling.models import Run
 from modeling.runs.prediction_import import RunSummary, predictions_import
 
 RUN_NAME = "Demo: recorded answers"
+INSPECT_RUN_NAME = "Demo: Inspect log (mockllm)"
+INSPECT_LOGS = ("mini-tom-mockllm.eval",)
 FILES = (
     (Benchmark.TOM_IN_AMC, "tom_in_amc.jsonl"),
     (Benchmark.CHARTOM_QA, "chartom_qa.jsonl"),
@@ -31,6 +39,9 @@ def demo_runs_ensure(folder: Path) -> list[RunSummary]:
     for benchmark, name in FILES:
         result = predictions_import(path=Path(folder) / name, name=RUN_NAME, benchmark=benchmark)
         summaries.extend(result.runs)
+    harness = Path(folder).parent / "harness"
+    result = inspect_logs_import(paths=[harness / n for n in INSPECT_LOGS], name=INSPECT_RUN_NAME)
+    summaries.extend(result.runs)
     return summaries
 
 

@@ -28,6 +28,7 @@ class ReportJobAdmin(admin.ModelAdmin):
         "benchmark",
         "work",
         "run_ids",
+        "samples",
         "seed",
         "status",
         "progress_done",
@@ -78,6 +79,10 @@ class ReportJobAdmin(admin.ModelAdmin):
                     services.report_job_create(
                         benchmark=job.benchmark,
                         run_ids=job.run_ids,
+                        study_ids=job.study_ids,
+                        include_excluded=job.include_excluded,
+                        work_id=job.work_id,
+                        samples=job.samples,
                         seed=job.seed,
                         created_by=request.user,
                     )

@@ -49,6 +49,16 @@ class RunOutcomes:
     def __len__(self) -> int:
         return len(self.question)
 
+    def first_sample(self) -> RunOutcomes:
+        """The answers of sample 0 alone, still in prediction id order."""
+        keep = self.sample == 0
+        return RunOutcomes(
+            question=self.question[keep],
+            sample=self.sample[keep],
+            correct=self.correct[keep],
+            parsed=self.parsed[keep],
+        )
+
 
 def _unpack(data: bytes) -> RunOutcomes:
     packed = np.frombuffer(zlib.decompress(data), dtype=_PACKED)

@@ -11,7 +11,7 @@ from django.db import models
 from benchmarks.models import Benchmark
 from common.scoping import WorkspaceManager, WorkspaceOwned
 
-from .report_types import Chart, Report, Table
+from .report_types import SAMPLES_FIRST, SAMPLES_MEAN, Chart, Report, Table
 
 
 class ReportJob(WorkspaceOwned):
@@ -30,6 +30,12 @@ class ReportJob(WorkspaceOwned):
     # participants count, as the page's "What this report compares" asked.
     study_ids = models.JSONField(null=True, blank=True)
     include_excluded = models.BooleanField(default=False)
+    # A run's several samples per item: averaged, or its first sample only.
+    samples = models.CharField(
+        max_length=5,
+        choices=[(SAMPLES_MEAN, "mean over samples"), (SAMPLES_FIRST, "first sample only")],
+        default=SAMPLES_MEAN,
+    )
     # The generic benchmark's report covers one named benchmark, this work; null for
     # the built-in benchmarks (whose report covers every work).
     work = models.ForeignKey(

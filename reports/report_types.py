@@ -13,6 +13,12 @@ from typing import Any, Literal
 
 Cell = str | int | float | bool | None
 
+# How a run with several samples per item (an Inspect log's epochs, a run asked for
+# ``samples > 1``) is scored: the mean over its samples, or its first sample only.
+SAMPLES_MEAN = "mean"
+SAMPLES_FIRST = "first"
+SAMPLES = (SAMPLES_MEAN, SAMPLES_FIRST)
+
 
 @dataclass
 class Table:

@@ -10,6 +10,9 @@ Query parameters (the API documents the same):
 - ``studies``: study ids the same way; absent: ``selectors.report_studies``' default
   (every study but drafts and closed studies without a counted answer);
 - ``include_excluded``: ``1`` counts excluded participants (default ``0``);
+- ``samples``: how a run with several samples per item (an Inspect log's epochs, a
+  run asked for ``samples > 1``) is scored: ``mean`` over its samples (the default)
+  or its ``first`` sample only (``SAMPLES``);
 - ``picked``: sent by the page's form, whose unticked boxes send nothing: with it, an
   empty list means none rather than the default.
 
@@ -29,6 +32,7 @@ from benchmarks.models import Benchmark
 from common.request_params import BadNumber, number_list, parse_number
 
 from . import selectors
+from .report_types import SAMPLES, SAMPLES_MEAN
 
 NONE = "none"
 TRUE = ("1", "true", "on", "yes")
@@ -60,6 +64,8 @@ class ReportSelection:
     include_excluded: bool = False
     # The generic benchmark's work (one named benchmark); None for the built-in ones.
     work_id: int | None = None
+    # A run's several samples per item: their mean, or the first sample only.
+    samples: str = SAMPLES_MEAN
 
     def params(self) -> dict[str, str]:
         """The non-default parts as query parameters (the work first: it names the report)."""
@@ -71,10 +77,13 @@ class ReportSelection:
                 params[name] = ",".join(map(str, ids)) or NONE
         if self.include_excluded:
             params["include_excluded"] = "1"
+        if self.samples != SAMPLES_MEAN:
+            params["samples"] = self.samples
         return params
 
     def query(self) -> str:
-        """``?runs=…&studies=…&include_excluded=1``, or "" for the default selection."""
+        """``?runs=…&studies=…&include_excluded=1&samples=first``, or "" for the default
+        selection."""
         params = self.params()
         return "?" + urlencode(params) if params else ""
 
@@ -85,6 +94,7 @@ class ReportSelection:
             "study_ids": self.study_ids,
             "include_excluded": self.include_excluded,
             "work_id": self.work_id,
+            "samples": self.samples,
         }
 
 
@@ -113,6 +123,16 @@ def _include_excluded(raw: str | None) -> bool:
     if value in FALSE:
         return False
     raise BadSelection("include_excluded", f"expected 1 or 0, got {value[:24]!a}")
+
+
+def _samples(raw: str | None) -> str:
+    """``samples`` as one of ``SAMPLES`` (BadSelection naming it for anything else)."""
+    value = (raw or "").strip().lower()
+    if not value:
+        return SAMPLES_MEAN
+    if value in SAMPLES:
+        return value
+    raise BadSelection("samples", f"expected {' or '.join(SAMPLES)}, got {value[:24]!a}")
 
 
 def work_from_query(query: QueryDict, *, benchmark: str) -> int | None:
@@ -149,6 +169,7 @@ def selection_and_studies(
     picked = "picked" in query
     work_id = work_from_query(query, benchmark=benchmark)
     include_excluded = _include_excluded(query.get("include_excluded"))
+    samples = _samples(query.get("samples"))
     run_ids = _ids(query, "runs", picked=picked)
     study_ids = _ids(query, "studies", picked=picked)
     if run_ids is not None:
@@ -167,4 +188,4 @@ def selection_and_studies(
             )
         if study_ids == [s["id"] for s in choices if s["default"]]:
             study_ids = None
-    return ReportSelection(run_ids, study_ids, include_excluded, work_id), choices
+    return ReportSelection(run_ids, study_ids, include_excluded, work_id, samples), choices

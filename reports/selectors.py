@@ -39,6 +39,7 @@ from benchmarks.models import (
 from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
+from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN
 from studies.models import (
     Assignment,
     ChoiceAnswer,
@@ -71,9 +72,9 @@ def report_runs(
     ``work_id`` (a generic benchmark's work) keeps the runs with a prediction on one of
     its items (:func:`generic_work_runs`).
 
-    With ``counts`` each run also carries ``predictions``, ``unparseable`` and
-    ``last_prediction`` (:func:`run_prediction_counts`, read here for ``True``, or the
-    caller's; 0 for a run without any).
+    With ``counts`` each run also carries ``predictions``, ``unparseable``,
+    ``last_prediction`` and ``last_sample`` (:func:`run_prediction_counts`, read here
+    for ``True``, or the caller's; 0 for a run without any).
     Raises ``ValueError`` naming the ids that are not runs of this benchmark, so a typo
     in ``--runs`` or ``?runs=`` is an error rather than a silently smaller report.
     """
@@ -104,14 +105,18 @@ def report_runs(
         per_run = (
             run_prediction_counts(run_ids=[r["id"] for r in rows]) if counts is True else counts
         )
-        empty = {"predictions": 0, "unparseable": 0, "last_prediction": 0}
+        empty = {"predictions": 0, "unparseable": 0, "last_prediction": 0, "last_sample": 0}
         for row in rows:
             row.update(per_run.get(row["id"], empty))
     return rows
 
 
-def _predictions(run_ids: Iterable[int]):
-    return Prediction.objects.filter(run_id__in=list(run_ids)).order_by("run_id", "pk")
+def _predictions(run_ids: Iterable[int], sample_index: int | None = None):
+    """The runs' predictions by run then id (of one ``sample_index`` when given)."""
+    predictions = Prediction.objects.filter(run_id__in=list(run_ids))
+    if sample_index is not None:
+        predictions = predictions.filter(sample_index=sample_index)
+    return predictions.order_by("run_id", "pk")
 
 
 PREDICTION_FIELDS = ("id", "run_id", "sample_index", "parse_status", "parsed_answer", "correct")
@@ -152,11 +157,9 @@ def dyntom_prediction_rows(
 ) -> Iterator[dict[str, Any]]:
     """DynToM predictions with question type, mental state, span and stage size
     (only on ``question_ids`` and of ``sample_index`` when given)."""
-    predictions = _predictions(run_ids).filter(dyntom_question__isnull=False)
+    predictions = _predictions(run_ids, sample_index).filter(dyntom_question__isnull=False)
     if question_ids is not None:
         predictions = predictions.filter(dyntom_question_id__in=list(question_ids))
-    if sample_index is not None:
-        predictions = predictions.filter(sample_index=sample_index)
     return _prediction_values(
         predictions,
         question_id=F("dyntom_question_id"),
@@ -172,10 +175,13 @@ def dyntom_prediction_rows(
     )
 
 
-def chartom_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """CharToM-QA predictions with dimension, directness and the judge's details."""
+def chartom_prediction_rows(
+    run_ids: Iterable[int], *, sample_index: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """CharToM-QA predictions with dimension, directness and the judge's details (of
+    ``sample_index`` when given)."""
     return _prediction_values(
-        _predictions(run_ids).filter(qa_item__isnull=False),
+        _predictions(run_ids, sample_index).filter(qa_item__isnull=False),
         "details",
         item_id=F("qa_item_id"),
         item_key=F("qa_item__natural_key"),
@@ -266,11 +272,14 @@ def _scene_speaker_count(scene_ref: str) -> Subquery:
     )
 
 
-def speaker_prediction_rows(run_ids: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """ToM-in-AMC / TVShowGuess predictions with scene, work, genres and scene size."""
+def speaker_prediction_rows(
+    run_ids: Iterable[int], *, sample_index: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """ToM-in-AMC / TVShowGuess predictions with scene, work, genres and scene size (of
+    ``sample_index`` when given)."""
     _, item = _speaker_item_values("speaker_instance__")
     return _prediction_values(
-        _predictions(run_ids)
+        _predictions(run_ids, sample_index)
         .filter(speaker_instance__isnull=False)
         .annotate(speakers=_scene_speaker_count("speaker_instance__scene_id")),
         "speakers",
@@ -699,7 +708,9 @@ def run_prediction_counts(
     *, benchmark: str | None = None, run_ids: Iterable[int] | None = None
 ) -> dict[int, dict[str, int]]:
     """Per run of ``benchmark`` (or of ``run_ids``): its predictions, how many could not
-    be parsed, and the highest prediction id, in one pass over the predictions.
+    be parsed, the highest prediction id and the highest sample index (above 0: the run
+    has several samples, which a report may average or not), in one pass over the
+    predictions.
 
     Runs without predictions are absent. Count and highest id change with every insert
     or delete, so together they fingerprint a run's predictions.
@@ -719,6 +730,7 @@ def run_prediction_counts(
             predictions=Count("pk"),
             unparseable=Count("pk", filter=~Q(parse_status=Prediction.ParseStatus.OK)),
             last_prediction=Max("pk"),
+            last_sample=Max("sample_index"),
         )
     )
     return {r.pop("run_id"): r for r in rows}
@@ -832,11 +844,15 @@ def generic_study_languages(study_ids: Iterable[int]) -> list[str]:
     return list(dict.fromkeys(lang for lang in languages if lang))
 
 
-def generic_prediction_rows(run_ids: Iterable[int], work_id: int) -> Iterator[dict[str, Any]]:
-    """The runs' predictions on the work's items, by run then id: ``PREDICTION_FIELDS``,
-    the prompt's version and model, and ``item_id`` (the MCItem's id)."""
+def generic_prediction_rows(
+    run_ids: Iterable[int], work_id: int, *, sample_index: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The runs' predictions on the work's items (of ``sample_index`` when given), by run
+    then id: ``PREDICTION_FIELDS``, the prompt's version and model, and ``item_id`` (the
+    MCItem's id)."""
     return _prediction_values(
-        _predictions(run_ids).filter(mc_item__work_id=work_id), item_id=F("mc_item_id")
+        _predictions(run_ids, sample_index).filter(mc_item__work_id=work_id),
+        item_id=F("mc_item_id"),
     )
 
 
@@ -1021,11 +1037,13 @@ def long_format_rows(
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
     work_id: int | None = None,
+    samples: str = SAMPLES_MEAN,
 ) -> Iterator[dict[str, Any]]:
     """One flat dict per prediction (``source`` "model") or human answer ("human").
 
     A generic benchmark's rows are its one work's (``work_id``):
-    :func:`generic_long_format_rows`.
+    :func:`generic_long_format_rows`. With ``samples="first"`` (the report's selection)
+    only each run's first sample is a row; by default every sample is.
 
     Keys are ``long_format_columns(benchmark)``. Predictions of the selected runs stream
     in run order; then, for the speaker benchmarks, every answer in the selected human
@@ -1038,10 +1056,15 @@ def long_format_rows(
         if work_id is None:
             raise ValueError("a generic benchmark's rows are one work's: give its id")
         yield from generic_long_format_rows(
-            work_id, run_ids=run_ids, study_ids=study_ids, include_excluded=include_excluded
+            work_id,
+            run_ids=run_ids,
+            study_ids=study_ids,
+            include_excluded=include_excluded,
+            samples=samples,
         )
         return
     columns = long_format_columns(benchmark)
+    sample_index = 0 if samples == SAMPLES_FIRST else None
     runs = {r["id"]: r for r in report_runs(benchmark, run_ids=run_ids)}
     studies = (
         {
@@ -1074,7 +1097,7 @@ def long_format_rows(
         }
 
     if benchmark == Benchmark.DYNTOM:
-        for p in dyntom_prediction_rows(runs):
+        for p in dyntom_prediction_rows(runs, sample_index=sample_index):
             yield flat(
                 {
                     **model_fields(p),
@@ -1089,7 +1112,7 @@ def long_format_rows(
             )
         return
     if benchmark == Benchmark.CHARTOM_QA:
-        for p in chartom_prediction_rows(runs):
+        for p in chartom_prediction_rows(runs, sample_index=sample_index):
             details = p["details"] or {}
             included = details.get("bonus_points_included")
             defects = details.get("defects")
@@ -1113,7 +1136,7 @@ def long_format_rows(
         return
     annotations = speaker_annotation_rows(benchmark)
     by_instance = {a["instance_id"]: a for a in annotations if a["instance_id"]}
-    for p in speaker_prediction_rows(runs):
+    for p in speaker_prediction_rows(runs, sample_index=sample_index):
         annotation = by_instance.get(p["instance_id"])
         yield flat(
             {
@@ -1240,11 +1263,12 @@ def generic_long_format_rows(
     run_ids: Sequence[int] | None = None,
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
+    samples: str = SAMPLES_MEAN,
 ) -> Iterator[dict[str, Any]]:
     """A generic benchmark's long format: every prediction of the selected runs on the
-    work's items, then every counted first pick of the selected studies (default:
-    ``report_studies``'), each with the item's id, position, categories, option count
-    and gold letters."""
+    work's items (their first samples only with ``samples="first"``), then every counted
+    first pick of the selected studies (default: ``report_studies``'), each with the
+    item's id, position, categories, option count and gold letters."""
     benchmark = Benchmark.GENERIC.value
     work = generic_work(work_id)
     if work is None:
@@ -1275,7 +1299,8 @@ def generic_long_format_rows(
     def flat(values: dict[str, Any]) -> dict[str, Any]:
         return {c: values.get(c) for c in columns}
 
-    for p in generic_prediction_rows(runs, work_id):
+    sample_index = 0 if samples == SAMPLES_FIRST else None
+    for p in generic_prediction_rows(runs, work_id, sample_index=sample_index):
         run = runs[p["run_id"]]
         yield flat(
             {

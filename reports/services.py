@@ -30,7 +30,7 @@ from modeling.models import Run
 
 from . import selectors
 from .models import ReportJob
-from .report_types import Report
+from .report_types import SAMPLES, SAMPLES_MEAN, Report
 from .run_packs import PACKED_BENCHMARKS, pack_generation, unpacked_predictions
 from .tables.validation import build_validation_report
 
@@ -82,6 +82,7 @@ def _build(
     study_ids: Sequence[int] | None = None,
     include_excluded: bool = False,
     work_id: int | None = None,
+    samples: str = SAMPLES_MEAN,
 ) -> Report:
     # Imported here: the table builders pull in every metric; pages that never build
     # (index, job progress) do not pay for that import.
@@ -95,6 +96,7 @@ def _build(
         counts=counts,
         include_excluded=include_excluded,
         work_id=work_id,
+        samples=samples,
     )
 
 
@@ -168,12 +170,14 @@ def report_build_cached(
     size: dict[str, int] | None = None,
     counts: dict[int, dict[str, int]] | None = None,
     work_id: int | None = None,
+    samples: str = SAMPLES_MEAN,
 ) -> Report:
     """``build_report`` for a request, reused while the data it reads is unchanged.
 
     ``size`` is ``report_data_size``'s answer and ``counts``
     ``selectors.run_prediction_counts(benchmark=...)`` when the caller already has them.
-    ``work_id``: the generic benchmark's work the report covers.
+    ``work_id``: the generic benchmark's work the report covers; ``samples``: how a
+    run's several samples count (``build_report``).
     """
     if size is None:
         # One pass over the predictions for the fingerprint and, on a miss, the build.
@@ -188,7 +192,8 @@ def report_build_cached(
     fingerprint = hashlib.sha1(
         repr((sorted(size.items()), sorted(human.items()))).encode()
     ).hexdigest()[:16]
-    selection = f"{_ids_key(run_ids)}:{_ids_key(study_ids)}:{int(include_excluded)}"
+    # Every part of the selection: a first-sample report is never the mean's.
+    selection = f"{_ids_key(run_ids)}:{_ids_key(study_ids)}:{int(include_excluded)}:{samples}"
     if work_id is not None:
         selection = f"work{work_id}:{selection}"
     # Each workspace reads its own studies and runs: its reports are cached apart.
@@ -203,6 +208,7 @@ def report_build_cached(
             study_ids=study_ids,
             include_excluded=include_excluded,
             work_id=work_id,
+            samples=samples,
         )
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
@@ -239,16 +245,20 @@ def report_job_create(
     created_by=None,
     enqueue: bool = True,
     work_id: int | None = None,
+    samples: str = SAMPLES_MEAN,
 ) -> ReportJob:
     """Record a background report build and, once committed, queue it for a worker.
 
     Raises ``ValueError`` for an unknown benchmark or ids that are not its runs or
     studies (a generic report: a missing or unknown work, runs or studies not on it),
-    so a job never fails later for a typo. The job keeps the study selection, "include
-    excluded" and the work, so it builds the report that was asked for.
+    or another ``samples``, so a job never fails later for a typo. The job keeps the
+    study selection, "include excluded", the work and ``samples``, so it builds the
+    report that was asked for.
     """
     from .tables import report_work
 
+    if samples not in SAMPLES:
+        raise ValueError(f"samples: expected one of {list(SAMPLES)}, got {samples!r}")
     report_work(benchmark, work_id)
     selectors.report_runs(benchmark, run_ids=run_ids, work_id=work_id)
     if study_ids is not None:
@@ -259,6 +269,7 @@ def report_job_create(
         run_ids=sorted(set(run_ids)) if run_ids is not None else None,
         study_ids=sorted(set(study_ids)) if study_ids is not None else None,
         include_excluded=include_excluded,
+        samples=samples,
         seed=seed,
         created_by=created_by,
     )
@@ -315,6 +326,7 @@ def report_job_execute(*, job_id: int) -> str:
                 study_ids=job.study_ids,
                 include_excluded=job.include_excluded,
                 work_id=job.work_id,
+                samples=job.samples,
             )
         result = report.as_json()
     except Exception as exc:

@@ -4,8 +4,8 @@ jobs whose progress region polls itself with htmx and gets 286 once finished.
 
 Every view checks the researcher role itself; raters and annotators get 403 on pages,
 images and downloads alike. ``?runs=1,2`` (or ``runs=1&runs=2`` from the selector's
-checkboxes), ``?studies=…`` and ``?include_excluded=1`` pick what a report compares
-(``reports.selection``); every download link carries the same selection.
+checkboxes), ``?studies=…``, ``?include_excluded=1`` and ``?samples=first`` pick what a
+report compares (``reports.selection``); every download link carries the same selection.
 
 The generic benchmark is many named benchmarks (one Work each): ``/reports/generic/``
 lists them, and ``?work=<id>`` picks the one a report, its downloads and its jobs cover.
@@ -45,7 +45,7 @@ from modeling.pipelines import pipeline_benchmarks
 
 from . import exports, selectors, services
 from .models import ReportJob
-from .report_types import Cell, Report, Table
+from .report_types import SAMPLES_FIRST, SAMPLES_MEAN, Cell, Report, Table
 from .selection import (
     BadSelection,
     ReportSelection,
@@ -53,6 +53,7 @@ from .selection import (
     selection_from_query,
     work_from_query,
 )
+from .tables import SAMPLE_MEANS
 from .tables.training import training_report
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ RECENT_JOBS = 5
 MISSING = "\u2013"  # en dash, shown for an empty cell
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 # The benchmark-bank column that counts a benchmark's items.
+# The page's "Repeated samples" choice, as ``reports.selection`` reads it.
+SAMPLE_CHOICES = ((SAMPLES_MEAN, "average"), (SAMPLES_FIRST, "first only"))
 ITEM_COUNT_KEY = {
     Benchmark.TOM_IN_AMC: "instances",
     Benchmark.TVSHOWGUESS: "instances",
@@ -104,6 +107,8 @@ def _file_stem(benchmark: str, selection: ReportSelection, job: ReportJob | None
             stem += f"-{name}-" + ("-".join(map(str, ids)) or "none")
     if selection.include_excluded:
         stem += "-with-excluded"
+    if selection.samples == SAMPLES_FIRST:
+        stem += "-first-sample"
     return stem
 
 
@@ -389,6 +394,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         if selection.study_ids is not None
         else {s["id"] for s in studies if s["default"]}
     )
+    selected = set(run_ids) if run_ids is not None else {r.pk for r in runs}
     size = services.report_data_size(
         benchmark=benchmark, run_ids=run_ids, counts=counts, work_id=work_id
     )
@@ -397,7 +403,13 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
         selection=selection,
         selection_params=selection.params().items(),
         run_ids_text=",".join(map(str, run_ids or [])),
-        selected=set(run_ids) if run_ids is not None else {r.pk for r in runs},
+        selected=selected,
+        # "Repeated samples: average / first only" where the report averages samples
+        # and a selected run has several (its highest sample index is above 0).
+        sample_choices=SAMPLE_CHOICES
+        if benchmark in SAMPLE_MEANS
+        and any(counts.get(pk, {}).get("last_sample") for pk in selected)
+        else (),
         studies=studies,
         selected_studies=selected_studies,
         # The switch's count: the excluded participants of the studies in this report.
@@ -635,8 +647,9 @@ def _page_of(benchmark: str, work: str | None) -> str:
 
 
 def _job_selection(job: ReportJob) -> ReportSelection:
-    """What a job's file names and long-format links carry: its runs and its work."""
-    return ReportSelection(run_ids=job.run_ids, work_id=job.work_id)
+    """What a job's file names and long-format links carry: its runs, its work and how
+    it read several samples."""
+    return ReportSelection(run_ids=job.run_ids, work_id=job.work_id, samples=job.samples)
 
 
 def _job_label(job: ReportJob) -> str:

@@ -6,8 +6,8 @@ from rest_framework import serializers
 
 
 class ReportQuerySerializer(serializers.Serializer):
-    """``?seed=0``: the bootstrap seed. The selection (runs, studies, include_excluded)
-    is read by ``reports.selection.selection_from_query``, as on the report page."""
+    """``?seed=0``: the bootstrap seed. The selection (runs, studies, include_excluded,
+    samples) is read by ``reports.selection.selection_from_query``, as on the report page."""
 
     seed = serializers.IntegerField(required=False, default=0, min_value=0)
 

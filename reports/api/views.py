@@ -1,7 +1,9 @@
 """Report API for researchers (the global permission): a whole report, or one table.
 
 ``?runs=`` picks model runs, ``?studies=`` human studies (``none`` for none of either),
-``?include_excluded=1`` counts excluded participants, ``?seed=`` the bootstrap seed: the
+``?include_excluded=1`` counts excluded participants, ``?samples=first`` scores a run
+with several samples per item on its first (default ``mean``: their mean), ``?seed=`` the
+bootstrap seed: the
 report page's selection (``reports.selection``), read by the same function. The generic
 benchmark's report is one named benchmark's: ``?work=<id>`` (required there; 404 for a
 work this workspace does not read).
@@ -22,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from reports.report_types import Report
+from reports.report_types import SAMPLES, SAMPLES_MEAN, Report
 from reports.selection import BadSelection, selection_from_query
 from reports.services import report_build_cached
 from reports.tables import BUILDERS, report_json
@@ -51,6 +53,17 @@ QUERY_PARAMETERS = [
         "include_excluded",
         bool,
         description="1: count excluded participants too (default 0: leave them out)",
+    ),
+    OpenApiParameter(
+        "samples",
+        str,
+        enum=list(SAMPLES),
+        default=SAMPLES_MEAN,
+        description=(
+            "a run with several samples per item (Inspect epochs, a run with samples > 1): "
+            "'mean' averages them (default), 'first' reads its first sample only "
+            "(sample_index 0); the facts then say samples: first"
+        ),
     ),
     OpenApiParameter("seed", int, description="bootstrap seed (default 0)"),
 ]

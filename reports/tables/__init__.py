@@ -1,7 +1,7 @@
 """Report builders: the papers' tables and the charts that draw them, per benchmark.
 
-``build_report(benchmark, run_ids=..., study_ids=..., seed=..., include_excluded=...)`` reads
-plain rows through
+``build_report(benchmark, run_ids=..., study_ids=..., seed=..., include_excluded=...,
+samples=...)`` reads plain rows through
 ``reports.selectors``, computes every number with ``metrics`` and returns a
 :class:`~reports.report_types.Report`. Pages, exports, the API and the ``report``
 command only render it, so all of them show the same numbers.
@@ -12,7 +12,11 @@ Conventions every builder follows:
 - a run is named ``#<id> <name>`` in column headers and row labels (names repeat);
 - ``seed`` feeds every bootstrap, so a report rebuilt from the same rows is identical;
 - excluded participants are left out of every human number unless ``include_excluded``,
-  and the facts say how many (``excluded_participants_left_out`` or ``_included``).
+  and the facts say how many (``excluded_participants_left_out`` or ``_included``);
+- a run with several samples per item counts the mean over them where a benchmark's
+  report averages samples (``SAMPLE_MEANS``), or its first sample only with
+  ``samples="first"`` (the fact ``samples: first`` and the notes say so); the other
+  benchmarks always score the first sample, as their papers' systems answer once.
 
 The generic benchmark is many researcher-named benchmarks, one Work each: its report
 covers one of them (``work_id``), its runs and studies those on that work's items.
@@ -27,7 +31,7 @@ from typing import Any
 from benchmarks.models import Benchmark
 from common.gc_pause import gc_paused
 from reports import selectors
-from reports.report_types import Cell, Report, Table
+from reports.report_types import SAMPLES, SAMPLES_FIRST, SAMPLES_MEAN, Cell, Report, Table
 
 # Imported on first use: the builder modules import helpers from this package.
 BUILDERS = {
@@ -38,6 +42,9 @@ BUILDERS = {
     Benchmark.GENERIC.value: "reports.tables.generic",
 }
 N_RESAMPLES = 1000
+# The benchmarks whose reports average a run's samples of an item (``samples="mean"``)
+# unless asked for the first sample only; the others always read the first sample.
+SAMPLE_MEANS = (Benchmark.GENERIC.value, Benchmark.DYNTOM.value)
 
 
 # The builds keep every row of a report's data alive at once (100,000 dicts and more):
@@ -52,6 +59,7 @@ def build_report(
     counts: dict[int, dict[str, int]] | None = None,
     include_excluded: bool = False,
     work_id: int | None = None,
+    samples: str = SAMPLES_MEAN,
 ) -> Report:
     """The report of ``benchmark`` over ``run_ids`` (default: every run of it) and the
     human studies ``study_ids`` (default: ``selectors.report_studies``', i.e. every
@@ -61,13 +69,17 @@ def build_report(
     there (and refused elsewhere), and runs and studies are those on its items.
 
     Excluded participants (``Participant.excluded_at``) count only with
-    ``include_excluded``. ``counts`` is ``selectors.run_prediction_counts`` of (at
-    least) these runs when the caller has it. Raises ``ValueError`` for an unknown
-    benchmark, a run or study id that is not one of its own, or a missing or unknown
-    work (callers turn it into a usage error / HTTP 400).
+    ``include_excluded``. ``samples``: a run's several samples per item are averaged
+    (``"mean"``) or only its first counts (``"first"``), where the benchmark averages
+    them at all (``SAMPLE_MEANS``). ``counts`` is ``selectors.run_prediction_counts``
+    of (at least) these runs when the caller has it. Raises ``ValueError`` for an unknown
+    benchmark, a run or study id that is not one of its own, a missing or unknown
+    work, or another ``samples`` (callers turn it into a usage error / HTTP 400).
     """
     if benchmark not in BUILDERS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BUILDERS)}")
+    if samples not in SAMPLES:
+        raise ValueError(f"samples: expected one of {list(SAMPLES)}, got {samples!r}")
     work = report_work(benchmark, work_id)
     runs = selectors.report_runs(benchmark, run_ids=run_ids, counts=counts or True, work_id=work_id)
     studies = selectors.report_studies(
@@ -77,18 +89,24 @@ def build_report(
     label = selectors.generic_work_label(work) if work else Benchmark(benchmark).label
     report = Report(benchmark=benchmark, title=f"{label} report")
     report.facts = facts(benchmark, runs, work_id=work_id)
+    sampled = {"samples": samples} if benchmark in SAMPLE_MEANS else {}
     if work is not None:
-        module.build(report, work, runs, studies, seed=seed, include_excluded=include_excluded)
+        module.build(
+            report, work, runs, studies, seed=seed, include_excluded=include_excluded, **sampled
+        )
     elif benchmark in selectors.SPEAKER_BENCHMARKS:
         module.build(report, runs, studies=studies, seed=seed, include_excluded=include_excluded)
     else:
-        module.build(report, runs, seed=seed)
+        module.build(report, runs, seed=seed, **sampled)
         # Multiple-choice human studies (CharToM-QA, DynToM) beside the same runs.
         import_module("reports.tables.human_choice").build(
             report, runs, studies, seed=seed, include_excluded=include_excluded
         )
     if studies:
         report.facts.update(excluded_facts(studies, include_excluded=include_excluded))
+    if samples == SAMPLES_FIRST:
+        # Only when asked: the default reports keep the facts they always had.
+        report.facts["samples"] = SAMPLES_FIRST
     return report
 
 
@@ -166,6 +184,13 @@ def pct(value: float | None, digits: int = 2) -> float | None:
 
 def run_label(run: dict[str, Any]) -> str:
     return f"#{run['id']} {run['name']}"
+
+
+def first_samples_note(samples: str) -> str:
+    """The sentence a table's note carries when the runs' first samples alone count."""
+    if samples != SAMPLES_FIRST:
+        return ""
+    return " Runs with several samples: the first sample only (samples=first), not their mean."
 
 
 def runs_table(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]]) -> Table:

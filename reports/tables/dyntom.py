@@ -4,7 +4,9 @@
   Transformation, overall with a 95% CI (bootstrap over stages), unparseable answers
   counted separately (and as wrong);
 - ``accuracy-sd``: the standard deviation of every cell across samples, for runs that
-  answered several times (cells of ``accuracy`` are then means over samples);
+  answered several times (cells of ``accuracy`` are then means over samples; with
+  ``samples="first"`` only each run's first sample counts, everywhere, and there is
+  no such table);
 - ``by-question-type``: Understanding and Transformation-1/2/3;
 - ``time-span`` (Figure 4, line chart) and ``time-span-by-length`` (Table 4): accuracy of
   transformation questions per span of consecutive scenarios;
@@ -36,8 +38,8 @@ from metrics import (
 )
 from metrics.dyntom import QUESTION_TYPE_CODES
 from reports.dyntom_outcomes import QuestionBank, RunOutcomes, question_bank, run_outcomes
-from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, pct, run_label, runs_table
+from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN, Cell, Chart, Report, Table
+from reports.tables import N_RESAMPLES, first_samples_note, pct, run_label, runs_table
 
 STATES = ("belief", "emotion", "intention", "action")
 UNDERSTANDING = DynToMQuestion.QuestionType.UNDERSTANDING.value
@@ -124,7 +126,11 @@ def _compared(
     return _Compared(own, common, shared, answered_by > 0)
 
 
-def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
+def build(
+    report: Report, runs: list[dict[str, Any]], *, seed: int, samples: str = SAMPLES_MEAN
+) -> None:
+    """Fill ``report`` for ``runs``: every sample of each, or its first with
+    ``samples="first"`` (the runs table counts every sample either way)."""
     packed = run_outcomes([r["id"] for r in runs], counts={r["id"]: r for r in runs})
     stats = {
         run_id: {
@@ -136,6 +142,9 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         if len(p)
     }
     report.tables.append(runs_table(runs, stats))
+    first_only = samples == SAMPLES_FIRST
+    if first_only:
+        packed = {run_id: p.first_sample() for run_id, p in packed.items()}
     bank = question_bank()
     compared = _compared(runs, packed, bank)
     by_run = compared.own
@@ -145,10 +154,14 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         f"Each run on every question it answered (Questions); any run answered "
         f"{int(compared.answered.sum())} of {total}."
     )
+    # How the notes name the samples read: all of them, or the first alone.
+    pooled = "first sample only" if first_only else "all samples pooled"
     report.facts["compared_questions"] = shared
     cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], bank) for r in runs}
 
-    report.tables.append(_accuracy_table(runs, by_run, cells, bank, None, scope, seed=seed))
+    report.tables.append(
+        _accuracy_table(runs, by_run, cells, bank, None, scope, seed=seed, samples=samples)
+    )
     report.charts.append(
         Chart(
             key="accuracy",
@@ -163,10 +176,10 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         )
     )
     if len(runs) > 1:
-        report.tables.append(_common_table(runs, compared, bank, total, seed=seed))
+        report.tables.append(_common_table(runs, compared, bank, total, seed=seed, samples=samples))
     if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
         report.tables.append(_sd_table(runs, by_run, cells, scope))
-    report.tables.append(_type_table(runs, cells, scope))
+    report.tables.append(_type_table(runs, cells, scope, first_only=first_only))
     report.charts.append(
         Chart(
             key="by-question-type",
@@ -179,7 +192,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         )
     )
     spans = _span_results(runs, by_run, bank)
-    report.tables.append(_time_span_table(runs, spans, bank, compared.answered, scope))
+    report.tables.append(_time_span_table(runs, spans, bank, compared.answered, scope, pooled))
     report.charts.append(
         Chart(
             key="time-span",
@@ -192,7 +205,7 @@ def build(report: Report, runs: list[dict[str, Any]], *, seed: int) -> None:
         )
     )
     report.tables.append(_time_span_length_table(runs, spans, scope))
-    report.tables.append(_compositional_table(runs, by_run, bank, scope))
+    report.tables.append(_compositional_table(runs, by_run, bank, scope, pooled))
     report.charts.append(
         Chart(
             key="compositional",
@@ -247,14 +260,18 @@ def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
     return {k: mean_sd([cells.get(k) for cells in per_sample]) for k in keys}
 
 
-def _common_table(runs, compared: _Compared, bank: QuestionBank, total: int, *, seed: int) -> Table:
+def _common_table(
+    runs, compared: _Compared, bank: QuestionBank, total: int, *, seed: int, samples: str
+) -> Table:
     """The accuracy table on the common set (empty, and saying so, when there is none)."""
     shared = int(compared.shared.sum())
     silent = [run_label(r) for r in runs if not len(compared.own[r["id"]].row)]
     left_out = f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
     cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], bank) for r in runs}
     scope = f"Questions every run with an answer answered: {shared} of {total}.{left_out}"
-    table = _accuracy_table(runs, compared.common, cells, bank, shared, scope, seed=seed)
+    table = _accuracy_table(
+        runs, compared.common, cells, bank, shared, scope, seed=seed, samples=samples
+    )
     table.key = "accuracy-common"
     table.title = f"Common set: accuracy on the {shared} questions every run answered"
     if not shared:
@@ -268,9 +285,15 @@ def _common_table(runs, compared: _Compared, bank: QuestionBank, total: int, *, 
 
 
 def _accuracy_table(
-    runs, by_run, cells, bank, shared: int | None, scope: str, *, seed: int
+    runs, by_run, cells, bank, shared: int | None, scope: str, *, seed: int, samples: str
 ) -> Table:
     """Table 3 per run over ``by_run``; Questions: ``shared``, or (None) each run's own."""
+    several = (
+        first_samples_note(samples)
+        if samples == SAMPLES_FIRST
+        else " With several samples a cell is the mean over samples and 'Overall sd' their "
+        "standard deviation."
+    )
     rows: list[list[Cell]] = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
@@ -319,8 +342,7 @@ def _accuracy_table(
         ],
         rows=rows,
         note=(
-            f"{scope} With several samples a cell is the mean over samples and 'Overall sd' "
-            "their standard deviation. 95% CI: percentile bootstrap over stages (all "
+            f"{scope}{several} 95% CI: percentile bootstrap over stages (all "
             "samples of a stage together). Unparseable answers count as wrong. Influence "
             "questions count under the state they explain (after '->')."
         ),
@@ -353,7 +375,7 @@ def _sd_table(runs, by_run, cells, scope: str) -> Table:
     )
 
 
-def _type_table(runs, cells, scope: str) -> Table:
+def _type_table(runs, cells, scope: str, *, first_only: bool) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
         run_cells = cells[run["id"]]
@@ -365,7 +387,7 @@ def _type_table(runs, cells, scope: str) -> Table:
         title="Accuracy by question type",
         columns=["System", *(f"{label} %" for _, label in QUESTION_TYPES)],
         rows=rows,
-        note=f"{scope} Means over samples.",
+        note=f"{scope} {'First sample only' if first_only else 'Means over samples'}.",
     )
 
 
@@ -396,7 +418,9 @@ def _span_results(runs, by_run, bank: QuestionBank) -> dict[int, list]:
     }
 
 
-def _time_span_table(runs, results, bank: QuestionBank, shared: np.ndarray, scope: str) -> Table:
+def _time_span_table(
+    runs, results, bank: QuestionBank, shared: np.ndarray, scope: str, pooled: str
+) -> Table:
     # Pooled over stage lengths: span 1-2 of a 5- and of a 7-scenario stage together,
     # i.e. their right answers over their answers.
     totals: dict[tuple[int, int], dict[int, tuple[int, int]]] = defaultdict(dict)
@@ -430,7 +454,7 @@ def _time_span_table(runs, results, bank: QuestionBank, shared: np.ndarray, scop
         rows=rows,
         note=(
             f"{scope} Transformation questions about two consecutive scenarios (span k-(k+1)), "
-            "stages of every length pooled; all samples pooled."
+            f"stages of every length pooled; {pooled}."
         ),
     )
 
@@ -457,7 +481,7 @@ def _time_span_length_table(runs, results, scope: str) -> Table:
     )
 
 
-def _compositional_table(runs, by_run, bank: QuestionBank, scope: str) -> Table:
+def _compositional_table(runs, by_run, bank: QuestionBank, scope: str, pooled: str) -> Table:
     rows: list[list[Cell]] = []
     for run in runs:
         analysis = compositional_analysis(_columns(by_run[run["id"]], bank, per_sample=True))
@@ -491,6 +515,6 @@ def _compositional_table(runs, by_run, bank: QuestionBank, scope: str) -> Table:
             "(D) of the states it names in the scenarios it covers: fully correct = C and "
             "all D right; local error = all D right, C wrong; restoration error = C right, "
             "some D wrong; full error = both wrong. Incomplete: some D not answered "
-            "(left out). All samples pooled."
+            f"(left out). {pooled.capitalize()}."
         ),
     )

@@ -16,7 +16,8 @@ its ``MCItem`` rows; its report covers that one work (``build_report(..., work_i
   agreement; ``gold-disagreement``: the items where most people picked a wrong option.
 
 Item-level accuracy: each item's share of correct answers (over the participants who
-answered it, or over a run's samples), averaged over the items; intervals resample
+answered it, or over a run's samples; its first sample only with ``samples="first"``),
+averaged over the items; intervals resample
 items (``metrics.mean_ci``, seeded). A person's pick is scored against the item's gold
 as the bank holds it (``selectors.generic_pick_correct``); a model's unparseable,
 refused or missing answer counts as wrong.
@@ -41,11 +42,12 @@ from metrics import (
     percent_agreement,
 )
 from reports import selectors
-from reports.report_types import Cell, Chart, Report, Table
+from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN, Cell, Chart, Report, Table
 from reports.selectors import generic_pick_correct, option_letter
 from reports.tables import (
     N_RESAMPLES,
     excluded_note,
+    first_samples_note,
     pct,
     prediction_stats,
     run_label,
@@ -110,8 +112,10 @@ def build(
     *,
     seed: int,
     include_excluded: bool = False,
+    samples: str = SAMPLES_MEAN,
 ) -> None:
-    """Fill ``report`` for the generic benchmark ``work`` (``selectors.generic_work``)."""
+    """Fill ``report`` for the generic benchmark ``work`` (``selectors.generic_work``);
+    a run's answers to an item are all its samples, or its first with ``samples="first"``."""
     work_id = work["id"]
     rows = selectors.generic_item_rows(work_id)
     fields = selectors.generic_category_fields(work, (r["categories"] for r in rows))
@@ -131,8 +135,10 @@ def build(
     predictions = list(selectors.generic_prediction_rows([r["id"] for r in runs], work_id))
     report.tables.append(runs_table(runs, prediction_stats(predictions)))
     models: dict[int, _System] = {r["id"]: _System(run_label(r), "model") for r in runs}
+    # The runs table describes every sample a run has; the accuracy reads the chosen ones.
+    first_only = samples == SAMPLES_FIRST
     for p in predictions:
-        if p["item_id"] in by_pk:
+        if p["item_id"] in by_pk and not (first_only and p["sample_index"]):
             # Unparseable, refused and missing answers are stored as False or null: wrong.
             models[p["run_id"]].outcomes[p["item_id"]].append(float(bool(p["correct"])))
 
@@ -162,7 +168,9 @@ def build(
     common = [i for i in items if all(s.outcomes.get(i.pk) for s in systems)] if systems else []
     report.facts["items_every_system_answered"] = len(common)
 
-    report.tables.append(_accuracy_table(systems, items, len(common), seed=seed, note=excluded))
+    report.tables.append(
+        _accuracy_table(systems, items, len(common), seed=seed, note=excluded, samples=samples)
+    )
     report.charts.append(
         Chart(
             key="accuracy",
@@ -253,8 +261,15 @@ def _estimate(system: _System, items: Sequence[_Item], *, seed: int) -> list[Cel
 
 
 def _accuracy_table(
-    systems: Sequence[_System], items: Sequence[_Item], common: int, *, seed: int, note: str
+    systems: Sequence[_System],
+    items: Sequence[_Item],
+    common: int,
+    *,
+    seed: int,
+    note: str,
+    samples: str,
 ) -> Table:
+    run_answers = "its first sample" if samples == SAMPLES_FIRST else "over its samples"
     rows: list[list[Cell]] = []
     for system in systems:
         answered = system.answered(items)
@@ -290,12 +305,12 @@ def _accuracy_table(
         note=(
             f"Item-level accuracy on the items each system answered (Items, of {len(items)}): "
             "each item's share of correct answers (people: over the participants who "
-            "answered it; a run: over its samples), averaged over the items. 95% CI: "
+            f"answered it; a run: {run_answers}), averaged over the items. 95% CI: "
             f"percentile bootstrap over items ({N_RESAMPLES} resamples, seeded). Chance: "
             "the mean of 1 / number of options over the same items. Unparseable, refused "
             "and missing model answers count as wrong. Items every system here answered: "
             f"{common}; humans-vs-runs compares each run with the people on the items "
-            "both answered." + note
+            "both answered." + first_samples_note(samples) + note
         ),
     )
 

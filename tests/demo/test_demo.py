@@ -392,8 +392,8 @@ def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
 
 def test_demo_mapped_benchmark_has_a_study_answers_and_a_recorded_run(client):
     """Mini ToM: three participants' answers loaded (30 of 36 right, as the fixture
-    says), the recorded run (8 of 12 right, one reply unparseable) and invite links
-    that open the participant's items."""
+    says), the recorded run (8 of 12 right, one reply unparseable), the run imported
+    from an Inspect log and invite links that open the participant's items."""
     from modeling.models import Prediction
     from studies.models import ChoiceAnswer, Participant, Study
 
@@ -402,10 +402,18 @@ def test_demo_mapped_benchmark_has_a_study_answers_and_a_recorded_run(client):
     assert (study.status, study.benchmark, study.study_items.count()) == ("live", "generic", 12)
     answers = ChoiceAnswer.objects.filter(assignment__participant__study=study)
     assert (answers.count(), answers.filter(correct=True).count()) == (36, 30)
-    predictions = Prediction.objects.filter(run__benchmark=Benchmark.GENERIC)
+    predictions = Prediction.objects.filter(
+        run__benchmark=Benchmark.GENERIC, run__name="Demo: recorded answers"
+    )
     assert predictions.count() == 12
     assert predictions.filter(correct=True).count() == 8
     assert predictions.filter(parse_status="unparseable").count() == 1
+    # The Inspect log: Inspect's own accuracy was 18 of 24 (two epochs; epoch 1 has a
+    # reply in no answer format and an empty one, both wrong, as Inspect scores them).
+    inspect = Prediction.objects.filter(run__selection__origin="inspect")
+    assert inspect.count() == 24 and inspect.filter(correct=True).count() == 18
+    assert sorted(set(inspect.values_list("sample_index", flat=True))) == [0, 1]
+    assert inspect.filter(parse_status="unparseable").count() == 2
     participant = Participant.objects.filter(study=study, label__startswith="demo invite").order_by(
         "pk"
     )[0]

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reports.exports import table_csv
-from reports.report_types import Cell, Report, Table
+from reports.report_types import SAMPLES, SAMPLES_MEAN, Cell, Report, Table
 from reports.tables import BUILDERS, build_report, report_json
 
 
@@ -50,6 +50,14 @@ class Command(BaseCommand):
             action="store_true",
             help="count excluded participants too (default: left out)",
         )
+        parser.add_argument(
+            "--samples",
+            choices=SAMPLES,
+            default=SAMPLES_MEAN,
+            help=(
+                "a run with several samples per item: their mean (default) or its first sample only"
+            ),
+        )
         parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
         parser.add_argument(
             "--out",
@@ -70,6 +78,7 @@ class Command(BaseCommand):
                 seed=options["seed"],
                 include_excluded=options["include_excluded"],
                 work_id=options["work"],
+                samples=options["samples"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
