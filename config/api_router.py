@@ -1,5 +1,7 @@
 from django.urls import include, path
 
+from interop.api import HarnessExportApi
+
 urlpatterns = [
     path("benchmarks/", include("benchmarks.api.urls")),
     path("imports/", include("benchmarks.api.import_urls")),
@@ -8,4 +10,5 @@ urlpatterns = [
     # The package route first: the studies API cannot import reports (layers).
     path("studies/", include("reports.api.package_urls")),
     path("studies/", include("studies.api.urls")),
+    path("harness/export/", HarnessExportApi.as_view(), name="harness-export"),
 ]

@@ -47,6 +47,7 @@ urlpatterns = [
     path("s/", include("studies.rater_urls")),
     path("reports/", include("reports.urls")),
     path("annotation/", include("annotation.urls")),
+    path("harness/", include("interop.urls")),
     path("api/", include("config.api_router")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file: no inline <script> under the CSP.

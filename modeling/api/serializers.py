@@ -15,6 +15,7 @@ from common.scoping import scoped
 from modeling.models import Backend, Prediction, PromptTemplate, Run
 from modeling.pipelines import get_pipeline, pipeline_benchmarks
 from modeling.runs.outcome import run_status_label
+from modeling.runs.selectors import run_origin
 
 
 class ScopedSlugRelatedField(serializers.SlugRelatedField):
@@ -112,6 +113,10 @@ class RunSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    origin = serializers.SerializerMethodField(
+        help_text='where the predictions came from: "engine", "trained baseline", '
+        '"Inspect", "lm-eval" or "predictions file"'
+    )
 
     class Meta:
         model = Run
@@ -127,6 +132,7 @@ class RunSerializer(serializers.ModelSerializer):
             "params",
             "selection",
             "imported",
+            "origin",
             "status",
             "status_display",
             "unparseable",
@@ -148,6 +154,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_status_display(self, run: Run) -> str:
         return run_status_label(run=run).text
+
+    def get_origin(self, run: Run) -> str:
+        return run_origin(run)
 
 
 class PredictionSerializer(serializers.ModelSerializer):

@@ -175,8 +175,18 @@ class DynToMPipeline(Pipeline):
             Prefetch("stage__scenarios", queryset=DynToMScenario.objects.order_by("number")),
             Prefetch(
                 "stage__questions",
+                # The type and mental state too: the harness export labels each
+                # question with them (one query per question otherwise).
                 queryset=DynToMQuestion.objects.order_by("position").only(
-                    "id", "stage_id", "key", "position", "text", "options", "gold_letter"
+                    "id",
+                    "stage_id",
+                    "key",
+                    "position",
+                    "text",
+                    "options",
+                    "gold_letter",
+                    "question_type",
+                    "mental_state",
                 ),
             ),
         )

@@ -48,6 +48,28 @@ def run_list() -> QuerySet[Run]:
     )
 
 
+# Where a run's predictions came from, as the run pages and the API name it. The
+# harness importers (interop) mark their runs with selection["origin"].
+ORIGIN_ENGINE = "engine"
+ORIGIN_TRAINED = "trained baseline"
+ORIGIN_FILE = "predictions file"
+HARNESS_ORIGINS = {"inspect": "Inspect", "lm-eval": "lm-eval"}
+
+
+def run_origin(run: Run) -> str:
+    """Where the run came from: "engine" (our run engine), "trained baseline",
+    "Inspect", "lm-eval" or "predictions file", from its kind, ``imported`` and
+    ``selection["origin"]``."""
+    if run.kind == Run.Kind.TRAINED:
+        return ORIGIN_TRAINED
+    if not run.imported:
+        return ORIGIN_ENGINE
+    origin = (run.selection or {}).get("origin")
+    if not origin:
+        return ORIGIN_FILE
+    return HARNESS_ORIGINS.get(origin, str(origin))
+
+
 def run_calls(*, run: Run) -> QuerySet[RunCall]:
     """A run's calls in the order the engine created them (raw outputs left out)."""
     return RunCall.objects.filter(run=run).defer("raw_output").order_by("pk")

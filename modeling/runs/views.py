@@ -45,7 +45,7 @@ researcher_required = researcher_only("Model runs are for researchers only.")
 @researcher_required
 def run_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.run_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [(run, run_status_label(run=run)) for run in page]
+    rows = [(run, run_status_label(run=run), selectors.run_origin(run)) for run in page]
     return render(request, "modeling/run_list.html", {"page": page, "rows": rows})
 
 
@@ -131,7 +131,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "compare_runs": selectors.runs_to_compare_with(run=run)[:COMPARE_CHOICES],
         "name_forms": _name_forms(run),
         "params": setting_rows(run.params),
-        "selection": setting_rows(run.selection),
+        "origin": selectors.run_origin(run),
+        # An imported run's selection is where it came from (the file, a harness's
+        # task, versions and ids), shown under names a person reads.
+        "selection": [] if run.imported else setting_rows(run.selection),
+        "provenance": provenance_rows(run.selection) if run.imported else [],
     }
     return render(request, "modeling/run_detail.html", context)
 
@@ -150,6 +154,59 @@ def setting_rows(settings_: dict[str, Any], prefix: str = "") -> list[tuple[str,
         else:
             rows.append((name, _setting_text(value)))
     return rows
+
+
+# An imported run's provenance keys (prediction_import and the harness importers), in
+# the order shown; any other key follows under its own name.
+PROVENANCE_LABELS = {
+    "source": "File",
+    "task": "Task",
+    "task_version": "Task version",
+    "inspect_version": "Inspect version",
+    "lm_eval_version": "lm-eval version",
+    # Inspect's eval id; an lm-eval import's own id of the samples file.
+    "origin_id": "Origin id",
+    "run_id": "Harness run id",
+    "epochs": "Epochs",
+    "num_fewshot": "Few-shot examples",
+    "model_type": "Model type",
+    "dataset": "Dataset",
+    "log_status": "Log status",
+    "created": "Created",
+}
+# Ids the import set aside can run to a thousand: the page names the first few.
+PROVENANCE_LIST_SHOWN = 10
+
+
+def provenance_rows(selection: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """An imported run's provenance as (label, key, value) rows: the known keys first,
+    in :data:`PROVENANCE_LABELS` order, then the rest as :func:`setting_rows` lists
+    them. ``origin`` is left out: the page says it as the run's origin."""
+    selection = selection or {}
+    labels = dict(PROVENANCE_LABELS)
+    if selection.get("origin") == "inspect":
+        labels["origin_id"] = "Eval id"
+    rows = [
+        (label, key, _provenance_text(selection[key]))
+        for key, label in labels.items()
+        if selection.get(key) not in (None, "")
+    ]
+    for key in sorted(set(selection) - set(PROVENANCE_LABELS) - {"origin"}):
+        value = selection[key]
+        if isinstance(value, dict):
+            rows += [(name, name, text) for name, text in setting_rows(value, f"{key}.")]
+        else:
+            rows.append((key, key, _provenance_text(value)))
+    return rows
+
+
+def _provenance_text(value: Any) -> str:
+    if isinstance(value, list) and len(value) > PROVENANCE_LIST_SHOWN:
+        shown = ", ".join(map(_setting_text, value[:PROVENANCE_LIST_SHOWN]))
+        return f"{shown} … ({len(value)} in all)"
+    if isinstance(value, list):
+        return ", ".join(map(_setting_text, value)) or "none"
+    return _setting_text(value)
 
 
 def _setting_text(value: Any) -> str:
