@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.db.models import Count
 
 from benchmarks.models import Benchmark, Split, Work
 from common.scoping import ScopedModelChoiceField
@@ -333,6 +334,9 @@ class TemplateReviseForm(forms.Form):
         return self._check_fields("user")
 
 
+BASELINE_BENCHMARKS = [("tom-in-amc", "ToM-in-AMC"), ("tvshowguess", "TVShowGuess")]
+
+
 class BaselineRunForm(forms.Form):
     """A trained-baseline run (``modeling.baselines``); blank numbers keep the paper's values."""
 
@@ -345,9 +349,7 @@ class BaselineRunForm(forms.Form):
             ("leopard", "LEOPARD"),
         ]
     )
-    benchmark = forms.ChoiceField(
-        choices=[("tom-in-amc", "ToM-in-AMC"), ("tvshowguess", "TVShowGuess")]
-    )
+    benchmark = forms.ChoiceField(choices=BASELINE_BENCHMARKS)
     train_split = forms.ChoiceField(choices=(), initial="train", required=False)
     eval_split = forms.ChoiceField(choices=(), initial="dev", required=False)
     select_split = forms.ChoiceField(
@@ -371,9 +373,31 @@ class BaselineRunForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        splits = [(s.value, s.label) for s in Split]
+        # Each split says how many works it holds here, and the defaults are splits that
+        # hold some: the paper's train/dev are refused on an item bank without them
+        # (the demo's film is a test work), and a form should not start refused.
+        counts: dict[tuple[str, str], int] = {
+            (row["benchmark"], row["split"]): row["n"]
+            for row in Work.objects.filter(benchmark__in=[b for b, _ in BASELINE_BENCHMARKS])
+            .values("benchmark", "split")
+            .annotate(n=Count("id"))
+        }
+        labels = dict(self.fields["benchmark"].choices)
+        splits = [
+            (
+                split.value,
+                f"{split.label} ("
+                + ", ".join(f"{labels[b]}: {counts.get((b, split.value), 0)}" for b in labels)
+                + ")",
+            )
+            for split in Split
+        ]
+        benchmark = self.fields["benchmark"].choices[0][0]
+        held = [split.value for split in Split if counts.get((benchmark, split.value))]
         for name in ("train_split", "eval_split", "select_split"):
             self.fields[name].choices = splits
+            if held and self.fields[name].initial not in held:
+                self.fields[name].initial = held[0]
 
     def service_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
