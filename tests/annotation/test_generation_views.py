@@ -68,6 +68,8 @@ def test_start_a_job_then_watch_it_finish(
     detail = client_researcher.get(f"{URL}{job.pk}/")
     assert b'hx-trigger="every 2s"' in detail.content
     assert b"dyntom-gen-trajectory v1" in detail.content
+    # Two stages of four scenarios each, not "2 of 4 scenarios" (issue 49's walk).
+    assert b'data-testid="job-stages">2 stages, 4 scenarios each<' in detail.content
 
     # While it runs the partial keeps polling (200, region only).
     partial = client_researcher.get(f"{URL}{job.pk}/", headers=HX)
