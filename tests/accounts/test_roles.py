@@ -96,6 +96,16 @@ def test_home_renders_for_a_rater_without_the_item_bank(client):
     assert "Item bank" not in response.content.decode()
 
 
+def test_home_offers_an_annotator_both_kinds_of_annotation_and_a_rater_neither(client):
+    client.force_login(UserFactory(role=ANNOTATOR))
+    html = client.get(reverse("home")).content.decode()
+
+    assert f'href="{reverse("annotation:validation")}" data-testid="home-validation"' in html
+    assert f'href="{reverse("annotation:chartom")}" data-testid="home-chartom"' in html
+    client.force_login(UserFactory(role=RATER))
+    assert "home-chartom" not in client.get(reverse("home")).content.decode()
+
+
 def test_home_shows_researchers_the_item_bank_counts(client):
     WorkFactory.create_batch(2)
     DynToMQuestionFactory.create_batch(3)
