@@ -252,8 +252,7 @@ def _rule_reasons(study: Study, participants: list[Participant]) -> dict[int, st
     for q in rows:
         if q.attention_failed > allowed:
             reasons[q.participant.pk] = (
-                f"{label}: {q.attention_failed} of {q.attention_checks} failed "
-                f"(allowed {allowed})"
+                f"{label}: {q.attention_failed} of {q.attention_checks} failed (allowed {allowed})"
             )
     for pid, reason in screening.study_floor_reasons(study, participants).items():
         reasons.setdefault(pid, reason)

@@ -26,7 +26,6 @@ from datetime import timedelta
 from django.db.models import Min, Q
 
 from ..models import Assignment, Participant, Study, StudyItem, WorkSession
-from .recruitment import study_history_words, study_item_words
 
 FLOOR_REASON = "reading floor"
 
@@ -63,6 +62,10 @@ def reading_paces(study: Study, participants: list[Participant]) -> dict[int, Re
     warm-up and an attention check is answered without reading. An item without a
     server time (published annotations imported as a study) is left out.
     """
+    # Imported here: recruitment imports the study services, which import the ledger
+    # that imports this module.
+    from .recruitment import study_history_words, study_item_words
+
     wpm = study.floor_wpm
     ids = [p.pk for p in participants]
     paces: dict[int, ReadingPace] = defaultdict(ReadingPace)
@@ -132,9 +135,7 @@ def study_floor_reasons(study: Study, participants: list[Participant]) -> dict[i
         noun = "stage"
     reasons = {}
     for pid, pace in reading_paces(study, participants).items():
-        reason = floor_reason(
-            pace, wpm=study.floor_wpm, max_share=study.floor_max_share, noun=noun
-        )
+        reason = floor_reason(pace, wpm=study.floor_wpm, max_share=study.floor_max_share, noun=noun)
         if reason:
             reasons[pid] = reason
     return reasons
