@@ -137,6 +137,19 @@ class Study(WorkspaceOwned):
     fast_exclusion_share = models.FloatField(
         default=0, help_text="exclude below this share of the cohort's median time (0: off)"
     )
+    # Absolute floors (``studies.participation.screening``), whatever the cohort does:
+    # a page (a work's history, an item answered) read faster than ``floor_wpm`` words a
+    # minute by the server's clock is under the floor. More than ``floor_max_share`` of
+    # a participant's pages under it, or their whole part under it, excludes (0: off).
+    floor_wpm = models.PositiveSmallIntegerField(
+        default=0, help_text="reading floor in words a minute, e.g. 600 (0: off)"
+    )
+    floor_max_share = models.FloatField(
+        default=0.5, help_text="exclude above this share of pages under the floor"
+    )
+    # A mapped benchmark's attention checks are instructed-response items ("choose the
+    # option …"): more failed than this excludes, with a reason of their own.
+    instructed_max_failures = models.PositiveSmallIntegerField(default=0)
     # Bumped whenever the exit questions change; each version's text is kept
     # (``StudyTextVersion``) so exports pair every answer with the question it answered.
     exit_questions_version = models.PositiveIntegerField(default=1)

@@ -90,6 +90,9 @@ STUDY_SETTINGS = (
     "ask_confidence",
     "attention_max_failures",
     "fast_exclusion_share",
+    "instructed_max_failures",
+    "floor_wpm",
+    "floor_max_share",
     "created_at",
 )
 PLATFORM_WARNING = (
@@ -485,6 +488,9 @@ def package_export(
     study_doc["exclusion_rule"] = {
         "attention_max_failures": study.attention_max_failures,
         "fast_exclusion_share": study.fast_exclusion_share,
+        "instructed_max_failures": study.instructed_max_failures,
+        "floor_wpm": study.floor_wpm,
+        "floor_max_share": study.floor_max_share,
     }
     files["study.json"] = _json(study_doc)
     package_id = str(uuid.uuid4())

@@ -465,6 +465,9 @@ class StudySettingsSerializer(serializers.ModelSerializer):
             "ask_confidence",
             "attention_max_failures",
             "fast_exclusion_share",
+            "instructed_max_failures",
+            "floor_wpm",
+            "floor_max_share",
         )
         read_only_fields = fields
 

@@ -16,6 +16,7 @@ from .recruitment import exit_questions_parse, exit_questions_text
 from .webhooks import WebhookError, webhook_url_check
 
 PARAM_HELP = "query parameter of the platform's link; blank: not read"
+FLOOR_MAX_SHARE = Study._meta.get_field("floor_max_share").default
 
 
 class RunningForm(forms.Form):
@@ -86,6 +87,30 @@ class RunningForm(forms.Form):
         required=False,
         help_text="a share, e.g. 0.33: a median time per scene under it excludes; 0: off",
     )
+    instructed_max_failures = NumberField(
+        label="Exclude participants failing more than … instructed-response items",
+        min_value=0,
+        max_value=100,
+        initial=0,
+        help_text="the attention checks that tell which option to choose",
+    )
+    floor_wpm = NumberField(
+        label="Reading floor (words a minute)",
+        min_value=0,
+        max_value=10000,
+        initial=0,
+        help_text="a page read faster than this is under the floor, e.g. 600 (very fast "
+        "skimming); 0: off",
+    )
+    floor_max_share = forms.FloatField(
+        label="Exclude above this share of pages under the floor",
+        min_value=0,
+        max_value=1,
+        initial=0.5,
+        required=False,
+        help_text="a share of the history pages and items answered, e.g. 0.5; a whole part "
+        "read under the floor excludes too",
+    )
     debrief = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
@@ -112,6 +137,9 @@ class RunningForm(forms.Form):
         "ask_confidence",
         "attention_max_failures",
         "fast_exclusion_share",
+        "instructed_max_failures",
+        "floor_wpm",
+        "floor_max_share",
         "debrief",
     )
 
@@ -137,6 +165,9 @@ class RunningForm(forms.Form):
             noun = "questions"
             for name in self.SCENE_ONLY:
                 del self.fields[name]
+        if study.benchmark != "generic":
+            # Only a mapped benchmark's attention checks name the option to choose.
+            del self.fields["instructed_max_failures"]
         help_text = f"blank: computed from the words to read and the {noun} (shown above)"
         self.fields["minutes_estimate"].help_text = help_text
 
@@ -173,9 +204,13 @@ class RunningForm(forms.Form):
             "idle_timeout_minutes",
             "attention_max_failures",
             "fast_exclusion_share",
+            "instructed_max_failures",
+            "floor_wpm",
         ):
             if name in fields:
                 fields[name] = fields[name] or 0
+        if fields.get("floor_max_share") is None:
+            fields["floor_max_share"] = FLOOR_MAX_SHARE
         return fields
 
 

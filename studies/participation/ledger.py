@@ -25,9 +25,12 @@ A participant's status is the first of these that holds (the precedence):
 10. ``invited``: a link exists, nothing else; ``created_at``.
 
 The exclusion rule (:func:`exclusions_refresh`): more failed attention checks than
-``Study.attention_max_failures``; or, when ``Study.fast_exclusion_share`` is above 0, a
-median time per test item under that share of the cohort's median (the median of the
-cohort's own medians, as ``studies.quality`` computes it). The cohort: participants
+``Study.attention_max_failures`` (a mapped benchmark's checks are instructed-response
+items: ``Study.instructed_max_failures``); or, when ``Study.floor_wpm`` is set, pages
+read faster than that absolute floor (``screening``); or, when
+``Study.fast_exclusion_share`` is above 0, a median time per test item under that share
+of the cohort's median (the median of the cohort's own medians, as ``studies.quality``
+computes it). The cohort: participants
 not withdrawn who have at least one timed test item (in progress or finished, excluded
 or not: leaving the excluded out would move the median each time someone is excluded,
 and the rule would no longer settle). A researcher's override (include or exclude, with
@@ -48,6 +51,7 @@ from django.utils import timezone
 from .. import quality
 from ..errors import StudyError
 from ..models import Assignment, Participant, Study
+from . import screening
 from .signals import participants_exclusion_changed
 
 STATUSES: dict[str, str] = {
@@ -72,8 +76,9 @@ PLATFORM_ACTIONS: dict[str, str] = {
     "no_work": "return",
     "timed_out": "return",
 }
-# The rule's reason for failed checks starts with this: the one exclusion to "reject".
+# The rule's reasons for failed checks start with these: the exclusions to "reject".
 ATTENTION_REASON = "attention checks"
+INSTRUCTED_REASON = "instructed-response items"
 PLATFORM_COLUMNS = [
     "platform_participant",
     "platform_study",
@@ -108,9 +113,8 @@ class LedgerRow:
         p = self.participant
         if self.status.key == "excluded":
             # Only a failed attention check is a reason the platforms accept to reject.
-            by_checks = (
-                p.exclusion_source == Participant.ExclusionSource.RULE
-                and p.exclusion_reason.startswith(ATTENTION_REASON)
+            by_checks = p.exclusion_source == Participant.ExclusionSource.RULE and (
+                p.exclusion_reason.startswith((ATTENTION_REASON, INSTRUCTED_REASON))
             )
             return "reject" if by_checks else "return"
         return PLATFORM_ACTIONS.get(self.status.key, "")
@@ -239,13 +243,19 @@ def _rule_reasons(study: Study, participants: list[Participant]) -> dict[int, st
     share = study.fast_exclusion_share
     rows = quality.study_quality(study, participants, checks_only=share <= 0)
     reasons: dict[int, str] = {}
-    allowed = study.attention_max_failures
+    # A mapped benchmark's checks are instructed-response items ("choose the option …"),
+    # with a threshold of their own; a scene study's are scenes that give their answer away.
+    if study.benchmark == "generic":
+        label, allowed = INSTRUCTED_REASON, study.instructed_max_failures
+    else:
+        label, allowed = ATTENTION_REASON, study.attention_max_failures
     for q in rows:
         if q.attention_failed > allowed:
             reasons[q.participant.pk] = (
-                f"{ATTENTION_REASON}: {q.attention_failed} of {q.attention_checks} failed "
-                f"(allowed {allowed})"
+                f"{label}: {q.attention_failed} of {q.attention_checks} failed (allowed {allowed})"
             )
+    for pid, reason in screening.study_floor_reasons(study, participants).items():
+        reasons.setdefault(pid, reason)
     if share > 0:
         cohort = [
             q.median_s

@@ -255,9 +255,12 @@ def history_confirm(*, participant: Participant, session: WorkSession) -> WorkSe
     check_active(participant)
     if session.participant_id != participant.pk:
         raise StudyError("that is not your session")
-    WorkSession.objects.filter(pk=session.pk, history_confirmed_at__isnull=True).update(
+    confirmed = WorkSession.objects.filter(pk=session.pk, history_confirmed_at__isnull=True).update(
         history_confirmed_at=timezone.now()
     )
+    if confirmed and participant.study.floor_wpm:
+        # The history is the longest page: read under the floor, the rule can tell now.
+        exclusions_refresh(study=participant.study)
     session.refresh_from_db()
     return session
 

@@ -408,7 +408,9 @@ def test_generic_loop(live_server, browser, page, llm_server, tmp_path, nav, log
     expect(page.get_by_test_id("answers-done")).to_have_text("27")  # test items only
     badge = page.get_by_role("row").filter(has_text=str(excluded)).locator("[data-status]")
     expect(badge).to_have_attribute("data-status", "excluded")
-    expect(badge).to_have_attribute("title", "rule: attention checks: 1 of 1 failed (allowed 0)")
+    expect(badge).to_have_attribute(
+        "title", "rule: instructed-response items: 1 of 1 failed (allowed 0)"
+    )
     shot(page, "09-study-answered")
 
     # 4. A backend and the run, on a real worker.

@@ -267,7 +267,7 @@ def test_practice_first_checks_among_the_items_and_a_failed_check_excludes(mini)
     careless.refresh_from_db()
     assert careful.excluded_at is None
     assert careless.excluded_at is not None
-    assert careless.exclusion_reason.startswith("attention checks: 1 of 1 failed")
+    assert careless.exclusion_reason.startswith("instructed-response items: 1 of 1 failed")
     # The instruction names the option to choose, in the study's language.
     from studies.choice.generic import attention_instruction
 
