@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from benchmarks.importers.base import (
@@ -1093,11 +1094,17 @@ def _write(
         summary = RunSummary(run=run, created=created)
         _upsert_predictions(run, benchmark, group, summary)
         # Judged like a run of ours: a file of answers none of which could be read
-        # imports as a failed run, not a successful one.
+        # imports as a failed run, not a successful one. Its token totals are its
+        # predictions' (a harness log gives each sample's usage), as our runs' are their
+        # calls'.
         status, error = run_outcome(run_id=run.pk)
-        if (run.status, run.error) != (status, error):
-            run.status, run.error = status, error
-            run.save(update_fields=["status", "error"])
+        tokens = Prediction.objects.filter(run=run).aggregate(
+            prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+        )
+        now_values = (status, error, tokens["prompt"] or 0, tokens["completion"] or 0)
+        if (run.status, run.error, run.prompt_tokens, run.completion_tokens) != now_values:
+            run.status, run.error, run.prompt_tokens, run.completion_tokens = now_values
+            run.save(update_fields=["status", "error", "prompt_tokens", "completion_tokens"])
         for label in ("created", "unchanged", "updated"):
             getattr(report, label)["Prediction"] += summary.predictions[label]
         summaries.append(summary)

@@ -115,6 +115,11 @@ def test_tombench_log_gives_the_logs_accuracy_per_sample_and_epoch(
     assert first.prompt_tokens == sample.model_usage[MOCK_MODEL].input_tokens > 0
     assert first.completion_tokens == 7
     assert first.latency_ms == round(sample.working_time * 1000)
+    # The run's totals are its samples' usage, as the log's own totals are.
+    run.refresh_from_db()
+    usage = [s.model_usage[MOCK_MODEL] for s in log.samples]
+    assert run.prompt_tokens == sum(u.input_tokens for u in usage) > 0
+    assert run.completion_tokens == sum(u.output_tokens for u in usage) > 0
     assert run.selection == {
         "source": inspect_logs.tombench.name,
         "origin": "inspect",
