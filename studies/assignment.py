@@ -85,7 +85,9 @@ def items_taken_meanwhile(*, participant_id: int, quota: int) -> int:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("items_taken_meanwhile must run inside transaction.atomic()")
     item_ids = list(
-        Assignment.objects.filter(participant_id=participant_id, study_item__role=StudyItem.Role.TEST)
+        Assignment.objects.filter(
+            participant_id=participant_id, study_item__role=StudyItem.Role.TEST
+        )
         .order_by("study_item_id")
         .values_list("study_item_id", flat=True)
     )

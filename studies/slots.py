@@ -204,9 +204,7 @@ def slots_retake(*, participant_id: int) -> int:
         seated, short = [], 0
         for pk, item_id, seen in unseated:
             own = SEEN if seen else UNSEEN
-            slot = next(
-                (s for kind in (own, ANY) for s in free[item_id] if s.kind == kind), None
-            )
+            slot = next((s for kind in (own, ANY) for s in free[item_id] if s.kind == kind), None)
             if slot is None:
                 short += 1
                 continue

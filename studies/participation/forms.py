@@ -56,8 +56,7 @@ class RunningForm(forms.Form):
         max_value=1000000,
         initial=0,
         required=False,
-        help_text="in all, counted or not: past it the link says the study is full; "
-        "0: no ceiling",
+        help_text="in all, counted or not: past it the link says the study is full; 0: no ceiling",
     )
     minutes_estimate = NumberField(
         label="Time estimate (minutes)",
