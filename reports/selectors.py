@@ -40,6 +40,7 @@ from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
 from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN
+from studies.counting import counted_participants
 from studies.models import (
     Assignment,
     ChoiceAnswer,
@@ -480,16 +481,12 @@ def counted_answer_counts(
 def _counted_participants(prefix: str, include_excluded: bool) -> Q:
     """Responses (reached through ``prefix``) whose participant and item count: not
     withdrawn, not excluded unless ``include_excluded``, and a test item (practice
-    scenes and attention checks are not answers to the benchmark)."""
-    q = Q(
-        **{
-            f"{prefix}participant__withdrawn_at__isnull": True,
-            f"{prefix}study_item__role": StudyItem.Role.TEST,
-        }
+    scenes and attention checks are not answers to the benchmark). The participant
+    rule is the studies' own (``studies.counting``), so a study page's progress counts
+    what its report counts."""
+    return counted_participants(prefix, include_excluded=include_excluded) & Q(
+        **{f"{prefix}study_item__role": StudyItem.Role.TEST}
     )
-    if not include_excluded:
-        q &= Q(**{f"{prefix}participant__excluded_at__isnull": True})
-    return q
 
 
 def _counted_responses(

@@ -29,6 +29,9 @@ from typing import TypeVar
 from django.db import models, transaction
 from django.db.models import Count, QuerySet
 
+from studies.counting import counted_participants
+from studies.models import Assignment, StudyItem
+
 ItemT = TypeVar("ItemT", bound=models.Model)
 
 
@@ -68,3 +71,33 @@ def items_assign_with_room(
     if new:
         assignments.model.objects.bulk_create(new)
     return given
+
+
+def items_taken_meanwhile(*, participant_id: int, quota: int) -> int:
+    """How many of a participant's test items already have ``quota`` other counted
+    participants: what a participant taken back in (an exclusion lifted) finds when
+    their places went to others meanwhile. Their answers count again, so those items
+    have one more than the quota; the caller says so.
+
+    The items are locked as a take locks them (step 1), so a take running now either
+    counts this participant or is counted here.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("items_taken_meanwhile must run inside transaction.atomic()")
+    item_ids = list(
+        Assignment.objects.filter(
+            participant_id=participant_id, study_item__role=StudyItem.Role.TEST
+        )
+        .order_by("study_item_id")
+        .values_list("study_item_id", flat=True)
+    )
+    list(StudyItem.objects.filter(pk__in=item_ids).select_for_update().order_by("pk").values("pk"))
+    return (
+        Assignment.objects.filter(counted_participants(), study_item_id__in=item_ids)
+        .exclude(participant_id=participant_id)
+        .order_by()
+        .values("study_item_id")
+        .annotate(n=Count("pk"))
+        .filter(n__gte=quota)
+        .count()
+    )

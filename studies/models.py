@@ -117,7 +117,13 @@ class Study(WorkspaceOwned):
     no_work_url = models.URLField(max_length=500, blank=True, default="")
     # The public link (/s/p/<public_token>/) creates participants up to the cap.
     public_token = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    # The cap counts the link's participants who hold places (not withdrawn, excluded or
+    # declined: ``studies.counting``), so places an exclusion frees are offered again;
+    # the ceiling bounds every sign-up through the link, counted or not (0: none).
     public_cap = models.PositiveIntegerField(default=0, help_text="0: no public link")
+    signup_ceiling = models.PositiveIntegerField(
+        default=0, help_text="most sign-ups on the public link in all; 0: no ceiling"
+    )
     minutes_estimate = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="shown before consent; blank: estimated per scene"
     )

@@ -14,12 +14,14 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 
 from benchmarks.models import Benchmark, Character, Scene, Work
 
+from .counting import counted_participants
 from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
 from .participation.ledger import LedgerRow, ledger_counts, study_ledger
 from .scene.sampling import SceneRow
 
 STUDY_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
-_ACTIVE = Q(assignments__participant__withdrawn_at__isnull=True)
+# Assignments of participants who hold places: the rule reports count by too.
+_ACTIVE = counted_participants("assignments__")
 _SUBMITTED = Q(assignments__status=Assignment.Status.SUBMITTED)
 
 
@@ -116,7 +118,9 @@ def study_participants(study: Study) -> list[Participant]:
 
 
 def study_item_progress(study: Study) -> list[StudyItem]:
-    """Scenes with raters assigned/submitted and seen/unseen counts (withdrawn left out)."""
+    """Scenes with raters assigned/submitted and seen/unseen counts, of the participants
+    who count (``studies.counting``): withdrawn and excluded ones are left out, as the
+    reports leave them out, and their places are free again."""
     return list(
         StudyItem.objects.filter(study=study)
         .select_related("scene", "study_work__work")
@@ -139,9 +143,9 @@ class ProgressSummary:
     scenes: int
     held_back: int
     open_scenes: int
-    scenes_full: int  # scenes with as many active raters submitted as the overlap
-    submitted: int
-    needed: int  # submissions the study needs in all (scenes not held back x overlap)
+    scenes_full: int  # test scenes with as many counted answers as the overlap
+    submitted: int  # counted answers, at most the overlap per scene: what reports count
+    needed: int  # answers the study needs in all (test scenes not held back x overlap)
     no_work: int = 0  # told there was nothing for them to answer (no completion code)
     # Participants per ledger status (studies.participation.ledger.STATUSES order).
     statuses: dict[str, int] = field(default_factory=dict)
@@ -151,8 +155,12 @@ def progress_summary(
     study: Study, rows: list[LedgerRow], scenes: list[StudyItem]
 ) -> ProgressSummary:
     """The study page's tiles: participants by their ledger status (``rows`` from
-    ``study_ledger``, the one source of those counts) and scene answers against quotas."""
-    open_scenes = [s for s in scenes if not s.held_back]
+    ``study_ledger``, the one source of those counts) and scene answers against quotas.
+
+    ``scenes`` come from :func:`study_item_progress`. Only test scenes have quotas:
+    practice scenes and attention checks go to everyone and never count in reports.
+    """
+    open_scenes = [s for s in scenes if not s.held_back and s.role == StudyItem.Role.TEST]
     statuses = ledger_counts(rows)
     return ProgressSummary(
         participants=len(rows),
@@ -160,7 +168,7 @@ def progress_summary(
         withdrawn=statuses["withdrawn"],
         finished=statuses["finished"],
         scenes=len(scenes),
-        held_back=len(scenes) - len(open_scenes),
+        held_back=sum(s.held_back for s in scenes),
         open_scenes=len(open_scenes),
         scenes_full=sum(s.n_submitted >= study.overlap for s in open_scenes),
         submitted=sum(min(s.n_submitted, study.overlap) for s in open_scenes),

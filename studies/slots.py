@@ -13,11 +13,15 @@ the other way round):
 - ``min_seen`` slots are for seen raters only, ``min_unseen`` for unseen raters only,
   the rest for either;
 - a rater takes a slot of their own kind before one for either;
-- when slots are freed (withdrawal, withdrawn data, idle release), ``slots_rebalance``
+- when slots are freed (withdrawal, exclusion, withdrawn data, idle release), ``slots_rebalance``
   moves raters sitting in an "either" slot into a free slot of their own kind, so a
   freed own-kind slot never leaves an "either" slot blocked.
 
 With those, a free slot a rater may take exists exactly when the old rule had room.
+
+A rater who stops counting (withdrawn or excluded: ``studies.counting``) gives their
+slots back, so the scene is offered to the next rater; a rater taken back in
+(``slots_retake``) gets them back only where a slot is still free.
 A unique slot per assignment (one-to-one) and per (scene, number) stays the last line
 of defence. SQLite serialises write transactions (``BEGIN IMMEDIATE``), so there the
 free slots are read plainly.
@@ -31,6 +35,7 @@ from collections.abc import Iterable
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 
+from studies.counting import counted_participants
 from studies.models import Assignment, SceneSlot, Study, StudyItem, StudyWork
 
 SEEN, UNSEEN, ANY = SceneSlot.Kind.SEEN, SceneSlot.Kind.UNSEEN, SceneSlot.Kind.ANY
@@ -49,7 +54,7 @@ def slots_ensure(*, study_work: StudyWork) -> None:
 
     A study's quotas are fixed once it is live (only drafts are edited), so slots are
     made on the first claim. Scenes that already had raters before slots existed get
-    them seated own kind first; withdrawn raters do not count. Runs in its own
+    them seated own kind first; withdrawn and excluded raters do not count. Runs in its own
     transaction: the scene rows are locked only while slots are made.
     """
     # NOT EXISTS, not a LEFT JOIN … IS NULL: PostgreSQL answered the join form by
@@ -75,9 +80,7 @@ def slots_ensure(*, study_work: StudyWork) -> None:
             return
         live: dict[int, list[tuple[int, bool]]] = defaultdict(list)
         for pk, item_id, seen in (
-            Assignment.objects.filter(
-                study_item_id__in=item_ids, participant__withdrawn_at__isnull=True
-            )
+            Assignment.objects.filter(counted_participants(), study_item_id__in=item_ids)
             .order_by("pk")
             .values_list("pk", "study_item_id", "seen")
         ):
@@ -164,11 +167,52 @@ def slots_seat(*, participant_id: int, slot_ids: list[int]) -> None:
 
 
 def slots_free(*, participant_id: int) -> list[int]:
-    """Free the slots of a rater who no longer counts (withdrawn); their scene ids."""
+    """Free the slots of a rater who no longer counts (withdrawn, excluded); their scene
+    ids, for ``slots_rebalance``."""
     held = SceneSlot.objects.filter(assignment__participant_id=participant_id)
     item_ids = sorted(set(held.values_list("study_item_id", flat=True)))
     held.update(assignment=None)
     return item_ids
+
+
+def slots_retake(*, participant_id: int) -> int:
+    """Seat a rater who counts again (an exclusion lifted) in the free slots of their
+    scenes, own kind first; returns how many of their scenes had none left.
+
+    Those scenes were given to others meanwhile: the rater's answers count again, so
+    such a scene has more counted raters than the quota (the study page shows it).
+    Slots another rater is claiming right now are skipped (they are being taken).
+    """
+    unseated = list(
+        Assignment.objects.filter(participant_id=participant_id, slot__isnull=True)
+        .filter(Exists(SceneSlot.objects.filter(study_item_id=OuterRef("study_item_id"))))
+        .order_by("study_item_id")
+        .values_list("pk", "study_item_id", "seen")
+    )
+    if not unseated:
+        return 0
+    with transaction.atomic():
+        free: dict[int, list[SceneSlot]] = defaultdict(list)
+        for slot in (
+            SceneSlot.objects.filter(
+                study_item_id__in=[item_id for _, item_id, _ in unseated], assignment__isnull=True
+            )
+            .select_for_update(skip_locked=True, of=("self",))
+            .order_by("study_item_id", "number")
+        ):
+            free[slot.study_item_id].append(slot)
+        seated, short = [], 0
+        for pk, item_id, seen in unseated:
+            own = SEEN if seen else UNSEEN
+            slot = next((s for kind in (own, ANY) for s in free[item_id] if s.kind == kind), None)
+            if slot is None:
+                short += 1
+                continue
+            free[item_id].remove(slot)
+            slot.assignment_id = pk
+            seated.append(slot)
+        SceneSlot.objects.bulk_update(seated, ["assignment"])
+    return short
 
 
 def slots_rebalance(item_ids: Iterable[int]) -> None:

@@ -80,6 +80,7 @@ STUDY_SETTINGS = (
     "param_study",
     "param_session",
     "public_cap",
+    "signup_ceiling",
     "minutes_estimate",
     "debrief",
     "exit_questions",

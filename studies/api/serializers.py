@@ -455,6 +455,7 @@ class StudySettingsSerializer(serializers.ModelSerializer):
             "completion_url",
             "no_work_url",
             "public_cap",
+            "signup_ceiling",
             "minutes_estimate",
             "debrief",
             "exit_questions",

@@ -22,6 +22,7 @@ from common.request_params import BadNumber, optional_number
 
 from .. import api_services, selectors
 from .. import services as study_services
+from ..counting import counted_participants
 from ..errors import StudyError
 from ..forms import InviteForm, StudyTextsForm
 from ..models import Assignment, ChoiceAnswer, Study, StudyItem
@@ -103,7 +104,11 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
     statuses = {row.participant.pk: row.status for row in ledger}
     picks = ChoiceAnswer.objects.filter(assignment__participant__study=study)
     items = StudyItem.objects.filter(study=study)
-    final = Assignment.objects.filter(study_item__study=study, status=Assignment.Status.SUBMITTED)
+    # Final answers of the participants who count, as the reports count them: a
+    # withdrawn or excluded participant's places are open again.
+    final = Assignment.objects.filter(
+        counted_participants(), study_item__study=study, status=Assignment.Status.SUBMITTED
+    )
     per_item = 2 if study.benchmark == cs.CHARTOM else study.overlap
     if study.benchmark == cs.GENERIC:
         # Practice and attention items go to everyone, outside the quota: progress is of

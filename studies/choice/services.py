@@ -38,6 +38,7 @@ from django.utils import timezone
 from benchmarks.models import DynToMQuestion, DynToMStage, MCItem, QAItem, Work
 
 from ..assignment import items_assign_with_room
+from ..counting import counted_participants
 from ..errors import StudyError
 from ..models import (
     Assignment,
@@ -520,10 +521,10 @@ def _stage_has_room(study: Study, counts) -> bool:
 def dyntom_stage_open(participant: Participant) -> StudyWork | None:
     """The next stage with room that the participant has not taken (a cheap pre-check,
     one query whatever the number of stages)."""
+    if participant.excluded_at is not None:  # their places went back to the pool
+        return None
     live = Count(
-        "items__assignments",
-        filter=Q(items__assignments__participant__withdrawn_at__isnull=True),
-        distinct=True,
+        "items__assignments", filter=counted_participants("items__assignments__"), distinct=True
     )
     return (
         StudyWork.objects.filter(study=participant.study, items__held_back=False)
@@ -557,7 +558,7 @@ def dyntom_stage_take(*, participant: Participant, study_work_id: int) -> Assign
         top = participant.assignments.aggregate(top=Max("position"))["top"]
         given = items_assign_with_room(
             items=StudyItem.objects.filter(study_work=study_work, held_back=False),
-            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
+            assignments=Assignment.objects.filter(counted_participants()),
             item_field="study_item",
             has_room=lambda item, counts: _stage_has_room(study, counts),
             build=lambda items: (
@@ -598,11 +599,9 @@ def generic_has_room(participant: Participant) -> bool:
     """Whether any test item still has room under the overlap quota (a cheap pre-check
     before the offer page; the take itself counts again under row locks)."""
     study = participant.study
-    live = Count(
-        "assignments",
-        filter=Q(assignments__participant__withdrawn_at__isnull=True),
-        distinct=True,
-    )
+    if participant.excluded_at is not None:  # their places went back to the pool
+        return False
+    live = Count("assignments", filter=counted_participants("assignments__"), distinct=True)
     return _generic_open(study).annotate(live=live).filter(live__lt=study.overlap).exists()
 
 
@@ -664,7 +663,7 @@ def generic_batch_take(*, participant: Participant) -> list[Assignment]:
 
         given = items_assign_with_room(
             items=_generic_open(study),
-            assignments=Assignment.objects.filter(participant__withdrawn_at__isnull=True),
+            assignments=Assignment.objects.filter(counted_participants()),
             item_field="study_item",
             has_room=has_room,
             build=build,

@@ -14,7 +14,7 @@ def keep_generic_thresholds(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("studies", "0012_mc_items"),
+        ("studies", "0013_signup_ceiling"),
     ]
 
     operations = [

@@ -48,7 +48,16 @@ class RunningForm(forms.Form):
         min_value=0,
         max_value=100000,
         initial=0,
-        help_text="0: no public link",
+        help_text="participants who count (not withdrawn or excluded): an exclusion "
+        "frees a place for someone new; 0: no public link",
+    )
+    signup_ceiling = NumberField(
+        label="Most sign-ups on the public link",
+        min_value=0,
+        max_value=1000000,
+        initial=0,
+        required=False,
+        help_text="in all, counted or not: past it the link says the study is full; 0: no ceiling",
     )
     minutes_estimate = NumberField(
         label="Time estimate (minutes)",
@@ -130,6 +139,7 @@ class RunningForm(forms.Form):
         "completion_code",
         "completion_url",
         "no_work_url",
+        "signup_ceiling",
         "minutes_estimate",
         "session_cap",
         "idle_timeout_minutes",
@@ -181,6 +191,11 @@ class RunningForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         url, code = data.get("no_work_url") or "", data.get("completion_code") or ""
+        ceiling, cap = data.get("signup_ceiling") or 0, data.get("public_cap") or 0
+        if ceiling and ceiling < cap:
+            self.add_error(
+                "signup_ceiling", "must be at least the places on the public link (or 0: none)"
+            )
         if url and (url == data.get("completion_url") or (code and code in url)):
             self.add_error(
                 "no_work_url",
@@ -200,6 +215,7 @@ class RunningForm(forms.Form):
         fields = {name: d[name] for name in self.FIELDS if name in self.fields}
         fields["exit_questions"] = d["exit_questions"]
         for name in (
+            "signup_ceiling",
             "session_cap",
             "idle_timeout_minutes",
             "attention_max_failures",

@@ -48,11 +48,17 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from benchmarks.models import Benchmark
+
 from .. import quality
+from ..assignment import items_taken_meanwhile
 from ..errors import StudyError
 from ..models import Assignment, Participant, Study
+from ..slots import slots_free, slots_rebalance, slots_retake
 from . import screening
 from .signals import participants_exclusion_changed
+
+SCENE_BENCHMARKS = (Benchmark.TOM_IN_AMC, Benchmark.TVSHOWGUESS)
 
 STATUSES: dict[str, str] = {
     "invited": "invited",
@@ -275,13 +281,37 @@ def _rule_reasons(study: Study, participants: list[Participant]) -> dict[int, st
     return reasons
 
 
+def _places_follow(study: Study, changed: list[Participant]) -> None:
+    """The places of participants whose exclusion changed: an excluded participant's go
+    back to the pool (as a platform frees a rejected submission's place), so the next
+    participant gets them; one taken back in gets theirs again where still free.
+
+    Sets ``places_short`` on each: how many of their items had been given to others
+    meanwhile (0 when excluded), which now have one more counted answer than the quota.
+    """
+    for p in changed:
+        p.places_short = 0
+        if p.withdrawn_at is not None:  # holds no place either way
+            continue
+        if study.benchmark in SCENE_BENCHMARKS:
+            if p.excluded_at is not None:
+                slots_rebalance(slots_free(participant_id=p.pk))
+            else:
+                p.places_short = slots_retake(participant_id=p.pk)
+        elif p.excluded_at is None and study.benchmark != Benchmark.CHARTOM_QA:
+            # Multiple-choice takes count the places when they take (``assignment``):
+            # an exclusion frees them by itself; a return finds them taken or not.
+            p.places_short = items_taken_meanwhile(participant_id=p.pk, quota=study.overlap)
+
+
 @transaction.atomic
 def exclusions_refresh(*, study: Study) -> list[Participant]:
     """Apply the study's exclusion rule and the researchers' overrides; store the result.
 
     Writes ``excluded_at`` (kept from the first time while still excluded),
     ``exclusion_source`` and ``exclusion_reason`` of the participants whose state
-    changed, and returns those. Idempotent: a second call changes nothing.
+    changed, frees or takes back their places (``_places_follow``, which sets their
+    ``places_short``), and returns those. Idempotent: a second call changes nothing.
     """
     participants = list(
         Participant.objects.filter(study=study, data_withdrawn_at__isnull=True).order_by("pk")
@@ -305,6 +335,7 @@ def exclusions_refresh(*, study: Study) -> list[Participant]:
     Participant.objects.bulk_update(
         changed, ["excluded_at", "exclusion_source", "exclusion_reason"]
     )
+    _places_follow(study, changed)
     if changed:
         participants_exclusion_changed.send(sender=Participant, study=study, participants=changed)
     return changed
@@ -315,7 +346,9 @@ def participant_exclusion_override(
     *, participant: Participant, decision: str, reason: str
 ) -> Participant:
     """A researcher's decision: ``include`` or ``exclude`` whatever the rule says (a reason
-    is required), or "" to leave it to the rule again. Applied at once."""
+    is required), or "" to leave it to the rule again. Applied at once, places
+    included: the returned participant's ``places_short`` says how many of their items
+    were given to others while they were excluded."""
     reason = reason.strip()
     if decision not in ("", *Participant.ExclusionOverride.values):
         raise StudyError("decision: choose include, exclude or leave it to the rule")
@@ -324,6 +357,7 @@ def participant_exclusion_override(
     Participant.objects.filter(pk=participant.pk).update(
         exclusion_override=decision, exclusion_override_reason=reason if decision else ""
     )
-    exclusions_refresh(study=participant.study)
+    changed = exclusions_refresh(study=participant.study)
     participant.refresh_from_db()
+    participant.places_short = next((c.places_short for c in changed if c.pk == participant.pk), 0)
     return participant

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion, DynToMStage, Scene
 
+from ..counting import counted_people
 from ..errors import StudyError
 from ..models import (
     Assignment,
@@ -106,6 +107,31 @@ def public_link_set(*, study: Study, cap: int) -> Study:
     return study
 
 
+def public_places(study: Study) -> tuple[int, int]:
+    """The public link's (places taken, sign-ups in all).
+
+    A place is taken by a participant of the link who still counts (``studies.counting``:
+    not withdrawn or excluded) and has not declined consent; the cap counts those, so a
+    place an exclusion or a withdrawal frees is offered again. ``signup_ceiling`` bounds
+    the sign-ups in all.
+    """
+    arrivals = Participant.objects.filter(study=study, via_public_link=True)
+    return (
+        arrivals.filter(counted_people(), refused_at__isnull=True).count(),
+        arrivals.count(),
+    )
+
+
+def _public_full(study: Study, taken: int, signups: int) -> str:
+    """Why the public link takes no one new now ("" when it does), given
+    :func:`public_places`."""
+    if taken >= study.public_cap:
+        return "this study is full: every place has been taken. Thank you"
+    if study.signup_ceiling and signups >= study.signup_ceiling:
+        return "this study is full: it has had all the sign-ups it can take. Thank you"
+    return ""
+
+
 def public_link_check(*, study: Study, params: dict[str, str]) -> Participant | None:
     """What the public link's page offers, without writing anything.
 
@@ -123,9 +149,8 @@ def public_link_check(*, study: Study, params: dict[str, str]) -> Participant | 
             return existing
     if study.status != Study.Status.LIVE:
         raise StudyError(f"this study is {study.get_status_display()} and takes no one new")
-    taken = Participant.objects.filter(study=study, via_public_link=True).count()
-    if taken >= study.public_cap:
-        raise StudyError("this study is full: every place has been taken. Thank you")
+    if full := _public_full(study, *public_places(study)):
+        raise StudyError(full)
     return None
 
 
@@ -134,7 +159,7 @@ def public_participant(*, study: Study, params: dict[str, str]) -> Participant:
 
     The same platform participant id comes back to the same participant (a second
     click resumes, it does not take a second place). The study row is locked while
-    the places are counted, so the cap holds when many arrive at once.
+    the places are counted, so the cap and the ceiling hold when many arrive at once.
     """
     if not study.public_cap or not study.public_token:
         raise StudyError("this study has no public link")
@@ -142,20 +167,20 @@ def public_participant(*, study: Study, params: dict[str, str]) -> Participant:
         raise StudyError(f"this study is {study.get_status_display()} and takes no one new")
     ids = platform_ids_from(study, params)
     with transaction.atomic():
-        Study.objects.select_for_update().filter(pk=study.pk).first()
+        locked = Study.objects.select_for_update().get(pk=study.pk)  # the cap as saved
         if ids.get("participant"):
             existing = Participant.objects.filter(
                 study=study, platform_ids__participant=ids["participant"]
             ).first()
             if existing is not None:
                 return existing
-        taken = Participant.objects.filter(study=study, via_public_link=True).count()
-        if taken >= study.public_cap:
-            raise StudyError("this study is full: every place has been taken. Thank you")
+        taken, signups = public_places(study)
+        if full := _public_full(locked, taken, signups):
+            raise StudyError(full)
         return Participant.objects.create(
             study=study,
             token=secrets.token_urlsafe(32),
-            label=f"public {taken + 1}",
+            label=f"public {signups + 1}",
             platform_ids=ids,
             via_public_link=True,
         )

@@ -156,8 +156,18 @@ def participant_exclusion(request: HttpRequest, study_id: int, participant_id: i
     except StudyError as exc:
         messages.error(request, f"{participant}: not saved. {exc}")
         return _back(study, "#participants")
+    if participant.excluded_at:
+        note = " Their places are open to the next participants."
+    else:
+        note = ""
+        if short := participant.places_short:
+            note = (
+                f" {short} of their item{'s' if short != 1 else ''} had been given to others "
+                f"meanwhile and now {'have' if short != 1 else 'has'} one answer more than "
+                "the quota."
+            )
     state = "excluded" if participant.excluded_at else "included"
-    messages.success(request, f"{participant} is {state} now.")
+    messages.success(request, f"{participant} is {state} now.{note}")
     return _back(study, "#participants")
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from common.compiled_queries import CompiledQuery, binding_cursor, update_where
+from studies.counting import counted_participants
 from studies.errors import (
     StudyError,  # views, commands and tests import it from here
     SubmitIncomplete,
@@ -174,7 +175,8 @@ def _next_step(participant: Participant, *, offer_work: bool) -> NextStep:
             session=open_assignment.session,
             assignment=open_assignment,
         )
-    if offer_work:
+    # An excluded rater's places went back to the pool: they are given no new ones.
+    if offer_work and participant.excluded_at is None:
         assignments_release_idle(study=participant.study)  # no query without a timeout
         for study_work in _open_works(participant):
             if _work_has_room(study_work):
@@ -188,10 +190,7 @@ def _work_has_room(study_work: StudyWork) -> bool:
     full = (
         StudyItem.objects.filter(study_work=study_work, held_back=False, role=StudyItem.Role.TEST)
         .annotate(
-            n=Count(
-                "assignments",
-                filter=Q(assignments__participant__withdrawn_at__isnull=True),
-            )
+            n=Count("assignments", filter=counted_participants("assignments__")),
         )
         .filter(n__lt=study.overlap)
     )
@@ -227,7 +226,9 @@ def familiarity_declare(
         Familiarity.objects.update_or_create(
             participant=participant, work=study_work.work, defaults={"seen": seen}
         )
-        claimed = slots_claim(study_work=study_work, seen=seen)
+        # An excluded rater holds no place (``studies.counting``): they claim none.
+        excluded = participant.excluded_at is not None
+        claimed = [] if excluded else slots_claim(study_work=study_work, seen=seen)
         given = Assignment.objects.bulk_create(
             Assignment(
                 participant=participant,
