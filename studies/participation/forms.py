@@ -169,7 +169,7 @@ class ExitQuestionsForm(forms.Form):
     """The exit questionnaire, one question a line (``questionnaire`` has the syntax)."""
 
     text = forms.CharField(
-        label="Questions",
+        label="Questions, one a line",
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "true"}),
         required=False,
         max_length=50_000,
