@@ -423,3 +423,28 @@ def test_responses_page_links_the_wide_export_and_the_codebook(client, researche
         "required",
         "shown_if",
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.module_rows("friends")
+def test_the_wide_export_and_codebook_are_for_researchers_only(
+    client, rater, researcher, live_study
+):
+    pk = live_study.pk
+    urls = [
+        *(
+            reverse(f"studies:{n}-{f}", args=[pk])
+            for n in ("exit-wide", "exit-codebook")
+            for f in ("csv", "json")
+        ),
+        reverse("studies-exit-wide", args=[pk]),
+        reverse("studies-exit-codebook", args=[pk]),
+        reverse("studies:exit-questions", args=[pk]),
+    ]
+    client.force_login(rater)
+    assert [client.get(u).status_code for u in urls] == [403] * len(urls)
+    client.force_login(researcher)
+    assert [client.get(u).status_code for u in urls] == [200] * len(urls)
+    schema = client.get("/api/schema/").content.decode()
+    assert "/api/studies/{study_id}/exit-wide/" in schema
+    assert "ExitCodebookRow" in schema
