@@ -27,7 +27,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from ..errors import StudyError
@@ -133,7 +133,7 @@ def parse(text: str) -> list[dict[str, Any]]:
             continue
         try:
             questions.append(_line(line, key=f"q{len(questions) + 1}", earlier=questions))
-        except _LineError as exc:
+        except _Problem as exc:
             problems.append(f"line {number}: {exc}")
             # Keep the numbering of the lines after it: q3 is still the third question.
             questions.append({"key": f"q{len(questions) + 1}", "type": None})
@@ -144,8 +144,8 @@ def parse(text: str) -> list[dict[str, Any]]:
     return questions
 
 
-class _LineError(Exception):
-    pass
+class _Problem(Exception):
+    """What is wrong with one line of the text, or with one answer."""
 
 
 def _split_colon(line: str) -> tuple[str, str | None]:
@@ -173,7 +173,7 @@ def _tags(head: str) -> tuple[str, list[tuple[str, str]]]:
         if word not in TAGS:
             close = difflib.get_close_matches(word, TAGS, n=1, cutoff=0.75)
             if close:
-                raise _LineError(
+                raise _Problem(
                     f"unknown tag [{match.group(1).strip()}]; did you mean [{close[0]}]?"
                 )
             break
@@ -189,15 +189,15 @@ def _line(line: str, *, key: str, earlier: list[dict[str, Any]]) -> dict[str, An
     head, rest = _split_colon(line)
     label, tags = _tags(head)
     if not label:
-        raise _LineError("the question has no text before its tags or colon")
+        raise _Problem("the question has no text before its tags or colon")
     if len(label) > MAX_LABEL:
-        raise _LineError(f"the question is over {MAX_LABEL} characters")
+        raise _Problem(f"the question is over {MAX_LABEL} characters")
     options = [c.strip() for c in (rest or "").split("|") if c.strip()]
     kinds = [word for word, _ in tags if word != "if"]
     if len(kinds) > 1:
-        raise _LineError(f"one type a question: [{kinds[0]}] and [{kinds[1]}] both given")
+        raise _Problem(f"one type a question: [{kinds[0]}] and [{kinds[1]}] both given")
     if len([word for word, _ in tags if word == "if"]) > 1:
-        raise _LineError("one [if …] a question")
+        raise _Problem("one [if …] a question")
     kind = kinds[0] if kinds else (CHOICE if options else TEXT)
     spec = next((arg for word, arg in tags if word == kind), "")
     question: dict[str, Any] = {"key": key, "label": label, "type": kind, "required": required}
@@ -205,12 +205,12 @@ def _line(line: str, *, key: str, earlier: list[dict[str, Any]]) -> dict[str, An
     if kind in ("single", CHOICE, MULTI):
         question["type"] = MULTI if kind == MULTI else CHOICE
         if not options:
-            raise _LineError(
+            raise _Problem(
                 f"[{kind}] needs its choices after a colon, e.g. 'Question [{kind}]: A | B'"
             )
         question["choices"] = _options(options, what="choice")
     elif options and kind != GRID:
-        raise _LineError(
+        raise _Problem(
             f"a {TYPE_NAMES[kind]} takes nothing after the colon"
             + ("; for several statements use [grid …]" if kind == LIKERT else "")
         )
@@ -218,7 +218,7 @@ def _line(line: str, *, key: str, earlier: list[dict[str, Any]]) -> dict[str, An
         question["scale"] = _scale(spec, kind=kind)
     if kind == GRID:
         if not options:
-            raise _LineError(
+            raise _Problem(
                 "[grid …] needs its statements after a colon: 'Question [grid 1-5]: A | B'"
             )
         question["statements"] = _options(options, what="statement")
@@ -234,13 +234,13 @@ def _line(line: str, *, key: str, earlier: list[dict[str, Any]]) -> dict[str, An
 
 def _options(options: list[str], *, what: str) -> list[str]:
     if len(options) > MAX_OPTIONS:
-        raise _LineError(f"at most {MAX_OPTIONS} {what}s")
+        raise _Problem(f"at most {MAX_OPTIONS} {what}s")
     seen: set[str] = set()
     for option in options:
         if len(option) > MAX_OPTION:
-            raise _LineError(f"the {what} '{option[:30]}…' is over {MAX_OPTION} characters")
+            raise _Problem(f"the {what} '{option[:30]}…' is over {MAX_OPTION} characters")
         if option.casefold() in seen:
-            raise _LineError(f"the {what} '{option}' is given twice")
+            raise _Problem(f"the {what} '{option}' is given twice")
         seen.add(option.casefold())
     return options
 
@@ -256,24 +256,24 @@ def _scale(spec: str, *, kind: str) -> list[dict[str, str]]:
         value, equals, label = part.partition("=")
         if equals:
             if not _INTEGER.match(value.strip()) or not label.strip():
-                raise _LineError(f"'{part}' is not a point: write number=label, {example}")
+                raise _Problem(f"'{part}' is not a point: write number=label, {example}")
             if len(label.strip()) > MAX_OPTION:
-                raise _LineError(f"the point label '{label.strip()[:30]}…' is too long")
+                raise _Problem(f"the point label '{label.strip()[:30]}…' is too long")
             labels[int(value)] = label.strip()
         elif (match := _RANGE.match(part)) and _INTEGER.match(match.group(1)):
             span = (int(match.group(1)), int(match.group(2)))
         else:
-            raise _LineError(f"'{part}' is neither a range nor number=label, {example}")
+            raise _Problem(f"'{part}' is neither a range nor number=label, {example}")
     if span is None:
         if len(labels) < 2:
-            raise _LineError(f"[{kind} …] needs its points, {example}")
+            raise _Problem(f"[{kind} …] needs its points, {example}")
         span = (min(labels), max(labels))
     low, high = span
     if not 2 <= high - low + 1 <= MAX_POINTS:
-        raise _LineError(f"a scale has 2 to {MAX_POINTS} points, from low to high ({example})")
+        raise _Problem(f"a scale has 2 to {MAX_POINTS} points, from low to high ({example})")
     outside = [n for n in labels if not low <= n <= high]
     if outside:
-        raise _LineError(f"point {outside[0]} is outside {low}-{high}")
+        raise _Problem(f"point {outside[0]} is outside {low}-{high}")
     return [{"value": str(n), "label": labels.get(n, "")} for n in range(low, high + 1)]
 
 
@@ -286,11 +286,11 @@ def _number_range(spec: str) -> dict[str, Any]:
         return {"min": None, "max": None, "decimal": decimal}
     match = _RANGE.match(" ".join(words))
     if not match:
-        raise _LineError(f"'{spec}' is not a range: e.g. [number 0-120] or [number 0-24 decimal]")
+        raise _Problem(f"'{spec}' is not a range: e.g. [number 0-120] or [number 0-24 decimal]")
     low, high = match.groups()
     decimal = decimal or "." in low or "." in high
     if Decimal(low) > Decimal(high):
-        raise _LineError(f"the range {low}-{high} runs backwards")
+        raise _Problem(f"the range {low}-{high} runs backwards")
     return {"min": low, "max": high, "decimal": decimal}
 
 
@@ -298,27 +298,23 @@ def _text_limit(spec: str) -> int:
     if not spec:
         return TEXT_LIMIT
     if not _INTEGER.match(spec) or not 1 <= int(spec) <= MAX_TEXT_LIMIT:
-        raise _LineError(
-            f"[text {spec}]: the limit is a number of characters, 1 to {MAX_TEXT_LIMIT}"
-        )
+        raise _Problem(f"[text {spec}]: the limit is a number of characters, 1 to {MAX_TEXT_LIMIT}")
     return int(spec)
 
 
 def _condition(spec: str, *, earlier: list[dict[str, Any]]) -> dict[str, str]:
     match = _CONDITION.match(spec.strip())
     if not match:
-        raise _LineError(
-            f"[if {spec}]: write [if q2=Yes], naming an earlier question and an answer"
-        )
+        raise _Problem(f"[if {spec}]: write [if q2=Yes], naming an earlier question and an answer")
     key, value = match.group(1).casefold(), match.group(2).strip()
     target = next((q for q in earlier if q["key"] == key), None)
     if target is None:
         last = f"q1 to q{len(earlier)}" if earlier else "none: this is the first question"
-        raise _LineError(f"[if {spec}]: {key} is not an earlier question ({last})")
+        raise _Problem(f"[if {spec}]: {key} is not an earlier question ({last})")
     if target["type"] is None:
-        raise _LineError(f"[if {spec}]: {key} has an error of its own")
+        raise _Problem(f"[if {spec}]: {key} has an error of its own")
     if target["type"] not in (CHOICE, MULTI, LIKERT):
-        raise _LineError(
+        raise _Problem(
             f"[if {spec}]: {key} is a {TYPE_NAMES[target['type']]}; "
             "a condition reads a single choice, a multiple choice or a Likert item"
         )
@@ -327,9 +323,7 @@ def _condition(spec: str, *, earlier: list[dict[str, Any]]) -> dict[str, str]:
         by_label = {p["label"].casefold(): p["value"] for p in target["scale"] if p["label"]}
         value = by_label.get(value.casefold(), value)
     if value not in accepted:
-        raise _LineError(
-            f"[if {spec}]: {key} has no answer '{value}' (it has {', '.join(accepted)})"
-        )
+        raise _Problem(f"[if {spec}]: {key} has no answer '{value}' (it has {', '.join(accepted)})")
     return {"key": key, "value": value}
 
 
@@ -402,7 +396,7 @@ def answers_clean(
         visible.add(q["key"])
         try:
             value = _answer(q, submitted)
-        except _LineError as exc:
+        except _Problem as exc:
             errors[q["key"]] = str(exc)
             continue
         if value in ("", [], {}):
@@ -431,7 +425,7 @@ def _answer(q: dict[str, Any], submitted: Mapping[str, list[str]]) -> Any:
     if q["type"] == MULTI:
         picked = [v.strip() for v in submitted.get(key) or [] if v.strip()]
         if any(v not in q["choices"] for v in picked):
-            raise _LineError("choose among the options")
+            raise _Problem("choose among the options")
         return [c for c in q["choices"] if c in picked]  # the options' order, once each
     if q["type"] == GRID:
         rows = {}
@@ -439,23 +433,23 @@ def _answer(q: dict[str, Any], submitted: Mapping[str, list[str]]) -> Any:
         for n, _statement in enumerate(q["statements"], start=1):
             value = _first(submitted, f"{key}_{n}")
             if value and value not in points:
-                raise _LineError("choose one of the points for each statement")
+                raise _Problem("choose one of the points for each statement")
             if value:
                 rows[str(n)] = value
         if q["required"] and rows and len(rows) < len(q["statements"]):
-            raise _LineError("rate every statement")
+            raise _Problem("rate every statement")
         return rows
     value = _first(submitted, key)
     if not value:
         return ""
     if q["type"] in (CHOICE, LIKERT):
         if value not in values_of(q):
-            raise _LineError("choose one of the options")
+            raise _Problem("choose one of the options")
         return value
     if q["type"] == NUMBER:
         return _number(q, value)
     if len(value) > q["max_length"]:
-        raise _LineError(f"at most {q['max_length']} characters (this is {len(value)})")
+        raise _Problem(f"at most {q['max_length']} characters (this is {len(value)})")
     return value
 
 
@@ -466,13 +460,10 @@ def _number(q: dict[str, Any], value: str) -> str:
     if q["min"] is not None:
         expected += f" from {q['min']} to {q['max']}"
     if len(written) > MAX_NUMBER_CHARS or not pattern.match(written):
-        raise _LineError(f"enter {expected}")
-    try:
-        number = Decimal(written)
-    except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
-        raise _LineError(f"enter {expected}") from None
+        raise _Problem(f"enter {expected}")
+    number = Decimal(written)  # the pattern admits only plain numbers
     if q["min"] is not None and not Decimal(q["min"]) <= number <= Decimal(q["max"]):
-        raise _LineError(f"enter {expected}")
+        raise _Problem(f"enter {expected}")
     # "f": Decimal("10").normalize() alone would print 1E+1.
     return format(number.normalize(), "f") if q["decimal"] else str(int(number))
 
