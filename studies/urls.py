@@ -32,6 +32,11 @@ urlpatterns = [
     path("<int:study_id>/delete/", views.study_delete, name="delete"),
     path("<int:study_id>/running/", running_views.study_running, name="running"),
     path("<int:study_id>/invite.csv/", running_views.study_invite_csv, name="invite-csv"),
+    path(
+        "<int:study_id>/exit-questions/",
+        running_views.study_exit_questions,
+        name="exit-questions",
+    ),
     path("<int:study_id>/roles/", running_views.study_item_roles, name="roles"),
     path("<int:study_id>/preview/", running_views.study_preview, name="preview"),
     path("<int:study_id>/webhook/", running_views.study_webhook, name="webhook"),
@@ -75,7 +80,7 @@ urlpatterns = [
             {"name": name, "fmt": fmt},
             name=f"{name}-{fmt}",
         )
-        for name in ("responses", "exit")
+        for name in ("responses", "exit", "exit-wide", "exit-codebook")
         for fmt in ("csv", "json")
     ),
 ]

@@ -644,15 +644,22 @@ def study_responses(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "studies/study_responses.html", context | links)
 
 
-EXPORTS = {"responses": exports.response_export, "exit": exports.exit_export}
+EXPORTS = {
+    "responses": exports.response_export,
+    "exit": exports.exit_export,
+    "exit-wide": exports.exit_wide_export,
+    "exit-codebook": exports.exit_codebook,
+}
 
 
 @require_GET
 @researcher_required
 def study_export(request: HttpRequest, study_id: int, name: str, fmt: str) -> HttpResponse:
-    """responses.csv/.json (one row per answer: masked speaker or pick) and exit.csv/.json
-    (one row per exit question answered); ``?include_excluded=1`` adds excluded
-    participants, marked. The API serves the same rows (``studies.api``)."""
+    """responses.csv/.json (one row per answer: masked speaker or pick), exit.csv/.json
+    (one row per exit question answered), exit-wide.csv/.json (one row per participant,
+    one column per item) and exit-codebook.csv/.json (each column's question);
+    ``?include_excluded=1`` adds excluded participants, marked. The API serves the same
+    rows (``studies.api``)."""
     study = _study(study_id)
     if fmt not in ("csv", "json"):
         raise Http404("exports are .csv or .json")

@@ -146,6 +146,20 @@ class ExitAnswerRowSerializer(serializers.Serializer):
     answered_at = serializers.CharField()
 
 
+class ExitCodebookRowSerializer(serializers.Serializer):
+    """One column of the exit answers' wide export (``exit-wide``) and what it holds."""
+
+    column = serializers.CharField(help_text="q1…; q4_1…: a grid's statement or an option")
+    version = serializers.CharField(help_text="version of the exit questions; empty: all")
+    key = serializers.CharField(help_text="the question's key")
+    type = serializers.CharField(help_text="choice, multi, likert, grid, number or text")
+    question = serializers.CharField()
+    part = serializers.CharField(help_text="the grid's statement or the option; else empty")
+    values = serializers.CharField(help_text="the values the column takes")
+    required = serializers.CharField()
+    shown_if = serializers.CharField(help_text="q2=Yes: shown only on that answer; else empty")
+
+
 # -- the studies API: input ---------------------------------------------------------------
 #
 # A create or invite request is bound to the page's own form (``studies.forms``,

@@ -26,4 +26,10 @@ urlpatterns = [
         views.StudyExitAnswersApi.as_view(),
         name="studies-exit-answers",
     ),
+    path("<int:study_id>/exit-wide/", views.StudyExitWideApi.as_view(), name="studies-exit-wide"),
+    path(
+        "<int:study_id>/exit-codebook/",
+        views.StudyExitCodebookApi.as_view(),
+        name="studies-exit-codebook",
+    ),
 ]

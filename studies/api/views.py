@@ -19,6 +19,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.db.models import Count, Prefetch, Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -100,6 +101,29 @@ class StudyExitAnswersApi(_ExportApi):
     export = staticmethod(exports.exit_export)
 
     @extend_schema(parameters=QUERY, responses=serializers.ExitAnswerRowSerializer(many=True))
+    def get(self, request: Request, study_id: int) -> Response:
+        return self._rows(request)
+
+
+class StudyExitWideApi(_ExportApi):
+    """The exit questionnaire, one row per participant and one column per item (the
+    keys ``q1``…, a grid's statements and a multiple choice's options ``q4_1``…); the
+    rows of exit-wide.csv and exit-wide.json. The codebook says what each column holds."""
+
+    export = staticmethod(exports.exit_wide_export)
+
+    @extend_schema(parameters=QUERY, responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, study_id: int) -> Response:
+        return self._rows(request)
+
+
+class StudyExitCodebookApi(_ExportApi):
+    """Each column of the exit answers' wide export: its question, the statement or
+    option it stands for, its values; the rows of exit-codebook.csv and .json."""
+
+    export = staticmethod(exports.exit_codebook)
+
+    @extend_schema(parameters=QUERY, responses=serializers.ExitCodebookRowSerializer(many=True))
     def get(self, request: Request, study_id: int) -> Response:
         return self._rows(request)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from django import forms
 
-from ..errors import StudyError
 from ..forms import NumberField
 from ..models import Study, StudyItem
+from .questionnaire import QuestionnaireSyntaxError
 from .recruitment import exit_questions_parse, exit_questions_text
 from .webhooks import WebhookError, webhook_url_check
 
@@ -125,12 +125,6 @@ class RunningForm(forms.Form):
         required=False,
         help_text="shown on the final page",
     )
-    exit_questions = forms.CharField(
-        label="Exit questionnaire",
-        widget=forms.Textarea(attrs={"rows": 3}),
-        required=False,
-        help_text="one question a line, e.g. 'Age band: 18-24 | 25-34 | 35+'; no colon: free text",
-    )
 
     FIELDS = (
         "param_participant",
@@ -185,7 +179,6 @@ class RunningForm(forms.Form):
     def for_study(cls, study: Study) -> RunningForm:
         initial = {name: getattr(study, name) for name in cls.FIELDS}
         initial["public_cap"] = study.public_cap
-        initial["exit_questions"] = exit_questions_text(study.exit_questions)
         return cls(initial=initial, study=study)
 
     def clean(self) -> dict[str, Any]:
@@ -204,16 +197,9 @@ class RunningForm(forms.Form):
             )
         return data
 
-    def clean_exit_questions(self) -> list[dict[str, Any]]:
-        try:
-            return exit_questions_parse(self.cleaned_data["exit_questions"])
-        except StudyError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
     def study_fields(self) -> dict[str, Any]:
         d = self.cleaned_data
         fields = {name: d[name] for name in self.FIELDS if name in self.fields}
-        fields["exit_questions"] = d["exit_questions"]
         for name in (
             "signup_ceiling",
             "session_cap",
@@ -228,6 +214,29 @@ class RunningForm(forms.Form):
         if fields.get("floor_max_share") is None:
             fields["floor_max_share"] = FLOOR_MAX_SHARE
         return fields
+
+
+class ExitQuestionsForm(forms.Form):
+    """The exit questionnaire, one question a line (``questionnaire`` has the syntax)."""
+
+    text = forms.CharField(
+        label="Questions, one a line",
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "true"}),
+        required=False,
+        max_length=50_000,
+        help_text="one question a line; blank: no questionnaire",
+    )
+
+    @classmethod
+    def for_study(cls, study: Study) -> ExitQuestionsForm:
+        return cls(initial={"text": exit_questions_text(study.exit_questions)})
+
+    def clean_text(self) -> list[dict[str, Any]]:
+        try:
+            return exit_questions_parse(self.cleaned_data["text"])
+        except QuestionnaireSyntaxError as exc:
+            # One message a faulty line, each naming its line, listed under the box.
+            raise forms.ValidationError(exc.problems) from None
 
 
 class CsvInviteForm(forms.Form):

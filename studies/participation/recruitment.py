@@ -44,13 +44,13 @@ from ..models import (
 )
 from ..services import text_version_ensure
 from ..slots import slots_free, slots_rebalance
+from . import questionnaire
 from .signals import participant_withdrawn
 
 PLATFORM_KEYS = ("participant", "study", "session")
 MAX_PLATFORM_ID = 200
 MAX_CSV_INVITES = 2000
 MAX_CSV_INVITE_BYTES = 5_000_000
-MAX_EXIT_ANSWER = 500
 
 
 # -- links ----------------------------------------------------------------------------
@@ -241,41 +241,39 @@ def participant_refuse(*, participant: Participant) -> Participant:
 
 
 def exit_questions_parse(text: str) -> list[dict[str, Any]]:
-    """The researcher's questionnaire, one question a line: ``Label: choice | choice``.
-
-    A line without a colon is a free-text question. Keys are ``q1``, ``q2``… so that
-    rewording a question keeps its answers' column.
-    """
-    questions = []
-    for line in (raw.strip() for raw in text.splitlines()):
-        if not line:
-            continue
-        label, _, rest = line.partition(":")
-        choices = [c.strip() for c in rest.split("|") if c.strip()] if rest else []
-        if not label.strip():
-            raise StudyError(f"question {len(questions) + 1} has no text before the colon")
-        questions.append(
-            {"key": f"q{len(questions) + 1}", "label": label.strip()[:200], "choices": choices}
-        )
-    return questions
+    """The researcher's questionnaire, one question a line (``questionnaire`` has the
+    syntax); ``QuestionnaireSyntaxError`` names every faulty line."""
+    return questionnaire.parse(text)
 
 
 def exit_questions_text(questions: list[dict[str, Any]]) -> str:
     """The questionnaire back as the researcher types it."""
-    return "\n".join(
-        q["label"] + (": " + " | ".join(q["choices"]) if q["choices"] else "") for q in questions
-    )
+    return questionnaire.text(questions)
 
 
-def exit_answers_record(*, participant: Participant, answers: dict[str, str]) -> Participant:
-    """Store the exit questionnaire (every question optional; unknown choices refused)."""
-    clean = {}
-    for question in participant.study.exit_questions:
-        value = (answers.get(question["key"]) or "").strip()
-        if question["choices"] and value and value not in question["choices"]:
-            raise StudyError(f"{question['label']}: choose one of the options")
-        if value:
-            clean[question["key"]] = value[:MAX_EXIT_ANSWER]
+@transaction.atomic
+def exit_questions_save(*, study: Study, questions: list[dict[str, Any]]) -> Study:
+    """Save the exit questionnaire. Changed questions are a new version
+    (``exit_questions_version``), with the outgoing and the new text both kept, so
+    answers stay paired with what they answered; the same questions are no new version."""
+    # Questions saved before item types were stored read the same as their new form.
+    if questionnaire.items(questions) == questionnaire.items(study.exit_questions):
+        return study
+    kind = StudyTextVersion.Kind.EXIT_QUESTIONS
+    text_version_ensure(study=study, kind=kind)
+    study.exit_questions = questions
+    study.exit_questions_version += 1
+    study.save(update_fields=["exit_questions", "exit_questions_version", "updated_at"])
+    text_version_ensure(study=study, kind=kind)
+    return study
+
+
+def exit_answers_record(*, participant: Participant, answers: dict[str, list[str]]) -> Participant:
+    """Store the exit questionnaire's answers, or refuse them all with
+    ``questionnaire.AnswersInvalid`` (a message per question: required, out of range,
+    too long, not an option). A question whose condition is unmet is neither required
+    nor kept."""
+    clean = questionnaire.answers_clean(participant.study.exit_questions, answers)
     # The version answered, with its text kept, pairs each answer with its question.
     snapshot = text_version_ensure(
         study=participant.study, kind=StudyTextVersion.Kind.EXIT_QUESTIONS
@@ -898,23 +896,12 @@ def confidence_record(*, participant: Participant, assignment_id: int, value: st
 
 @transaction.atomic
 def study_running_update(*, study: Study, **fields: Any) -> Study:
-    """Save the recruitment, pacing and quality settings (``RunningForm.study_fields``).
-
-    Changed exit questions are a new version (``exit_questions_version``), with the
-    outgoing and the new text both kept, so answers stay paired with what they answered.
-    """
+    """Save the recruitment, pacing and quality settings (``RunningForm.study_fields``);
+    the exit questionnaire has its own page and version (``exit_questions_save``)."""
     update_fields = [*fields, "updated_at"]
-    exit_kind = StudyTextVersion.Kind.EXIT_QUESTIONS
-    new_questions = "exit_questions" in fields and fields["exit_questions"] != study.exit_questions
-    if new_questions:
-        text_version_ensure(study=study, kind=exit_kind)
-        study.exit_questions_version += 1
-        update_fields.append("exit_questions_version")
     for name, value in fields.items():
         setattr(study, name, value)
     study.save(update_fields=update_fields)
-    if new_questions:
-        text_version_ensure(study=study, kind=exit_kind)
     return study
 
 

@@ -26,8 +26,15 @@ from common.request_params import BadNumber, optional_number
 from .. import quality
 from ..errors import StudyError
 from ..models import Assignment, Participant, Study, StudyItem, WebhookDelivery, WorkSession
-from . import ledger, recruitment, webhooks
-from .forms import CsvInviteForm, ExclusionOverrideForm, ItemRolesForm, RunningForm, WebhookForm
+from . import ledger, questionnaire, recruitment, webhooks
+from .forms import (
+    CsvInviteForm,
+    ExclusionOverrideForm,
+    ExitQuestionsForm,
+    ItemRolesForm,
+    RunningForm,
+    WebhookForm,
+)
 
 researcher_only = researcher_required("Studies are for researchers only.")
 
@@ -56,6 +63,44 @@ def study_running(request: HttpRequest, study_id: int) -> HttpResponse:
     ledger.exclusions_refresh(study=study)  # the rule may have changed
     messages.success(request, "Recruitment and pacing settings saved.")
     return _back(study, "#running")
+
+
+EXIT_EDITOR = "studies/study_exit_questions.html"
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_only
+def study_exit_questions(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The exit questionnaire's editor: its text, the syntax, a preview as participants
+    see it. A text that does not parse comes back as typed (400), its lines named;
+    "Preview" shows the parsed questions without saving them."""
+    study = _study(study_id)
+    form = ExitQuestionsForm(request.POST) if request.method == "POST" else None
+    if form is None:
+        form = ExitQuestionsForm.for_study(study)
+        questions = study.exit_questions
+    elif not form.is_valid():
+        context = {"study": study, "form": form, "items": []}
+        return render(request, EXIT_EDITOR, context, status=400)
+    elif "preview" in request.POST:
+        questions = form.cleaned_data["text"]
+    else:
+        before = study.exit_questions_version
+        study = recruitment.exit_questions_save(study=study, questions=form.cleaned_data["text"])
+        if study.exit_questions_version == before:
+            messages.info(request, "Nothing changed.")
+        else:
+            messages.success(
+                request, f"Exit questionnaire saved as version {study.exit_questions_version}."
+            )
+        return redirect(reverse("studies:exit-questions", args=[study.pk]))
+    context = {
+        "study": study,
+        "form": form,
+        "items": questionnaire.form_items(questions),
+        "previewing": request.method == "POST",
+    }
+    return render(request, EXIT_EDITOR, context)
 
 
 @require_POST

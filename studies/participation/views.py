@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from ..errors import StudyError, SubmitIncomplete
 from ..models import Assignment, Participant, Study
-from . import recruitment
+from . import questionnaire, recruitment
 from .recruitment import study_work_has_history
 
 MESSAGE_PAGE = "studies/rater_message.html"
@@ -90,7 +90,7 @@ def interstitial(request: HttpRequest, participant: Participant, step) -> HttpRe
         and participant.exit_done_at is None
         and participant.assignments.filter(status=Assignment.Status.SUBMITTED).exists()
     ):
-        return render(request, "studies/rater_exit.html", context)
+        return _exit_page(request, participant)
     return None
 
 
@@ -238,14 +238,39 @@ def released_acknowledge(request: HttpRequest, token: str) -> HttpResponse:
     return _start(participant)
 
 
+def _exit_page(
+    request: HttpRequest,
+    participant: Participant,
+    refused: questionnaire.AnswersInvalid | None = None,
+) -> HttpResponse:
+    """The exit questionnaire; after a refused send, each error by its question and
+    every answer kept."""
+    questions = participant.study.exit_questions
+    context = {
+        "participant": participant,
+        "study": participant.study,
+        "items": questionnaire.form_items(
+            questions,
+            submitted=refused.submitted if refused else None,
+            errors=refused.errors if refused else None,
+        ),
+        "errors": refused.errors if refused else {},
+        "all_optional": not any(q.get("required") for q in questions),
+    }
+    return render(request, "studies/rater_exit.html", context, status=400 if refused else 200)
+
+
 @require_POST
 def exit_answers(request: HttpRequest, token: str) -> HttpResponse:
     participant = _participant(token)
-    answers = {} if "skip" in request.POST else request.POST.dict()
+    if participant.exit_done_at is not None:
+        return _start(participant)  # sent already (a second tab, the back button)
+    skip = "skip" in request.POST
+    answers = {} if skip else {name: request.POST.getlist(name) for name in request.POST}
     try:
         recruitment.exit_answers_record(participant=participant, answers=answers)
-    except StudyError as exc:
-        return _message(request, "Please check your answers", str(exc), status=400)
+    except questionnaire.AnswersInvalid as exc:
+        return _exit_page(request, participant, exc)
     return _start(participant)
 
 

@@ -224,21 +224,19 @@ def test_exit_answers_keep_the_wording_of_the_version_answered(
     client, researcher, live_study, django_assert_max_num_queries
 ):
     keep_scenes(live_study, 1)
-    recruitment.study_running_update(
+    recruitment.exit_questions_save(
         study=live_study,
-        exit_questions=recruitment.exit_questions_parse("Age: 18-30 | 31+\nComments"),
+        questions=recruitment.exit_questions_parse("Age: 18-30 | 31+\nComments"),
     )
     assert live_study.exit_questions_version == 2  # version 1 had no questions
     ann = _finish_with_exit(client, live_study, "Ann", {"q1": "31+", "q2": "fine"})
     # The researcher rewords both questions between two participants.
     live_study.refresh_from_db()
-    recruitment.study_running_update(
+    recruitment.exit_questions_save(
         study=live_study,
-        exit_questions=recruitment.exit_questions_parse("Age band: 18-40 | 41+\nHow hard was it?"),
+        questions=recruitment.exit_questions_parse("Age band: 18-40 | 41+\nHow hard was it?"),
     )
-    same = recruitment.study_running_update(
-        study=live_study, exit_questions=live_study.exit_questions
-    )
+    same = recruitment.exit_questions_save(study=live_study, questions=live_study.exit_questions)
     assert same.exit_questions_version == 3  # saving the same questions is no new version
     ben = _finish_with_exit(client, live_study, "Ben", {"q1": "41+"})
     assert (ann.exit_version, ben.exit_version) == (2, 3)
