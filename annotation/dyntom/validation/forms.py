@@ -123,7 +123,7 @@ class ReviewThresholdForm(forms.Form):
         min_value=1,
         max_value=4,
         label="Disputed from a score spread of",
-        help_text="max − min of the annotators' scores on any one criterion (yes/no: 1)",
+        help_text="max - min of the annotators' scores on any one criterion (yes/no: 1)",
     )
     split = forms.BooleanField(
         required=False, label="A split keep/discard among the annotators is disputed too"
