@@ -34,7 +34,7 @@ from ...models import (
 )
 from . import rules as rules_lang
 from .rubrics import KIND_LABELS, SCALE_VALUES, criterion_keys, scale_choices
-from .services import active_rules
+from .services import active_rubrics, active_rules
 
 
 @dataclass
@@ -106,16 +106,19 @@ def batch_disputes(
 ) -> list[Dispute]:
     """Every decided object of ``batch`` scored by two or more annotators, in stage
     order, with its disagreement and its adjudication history (disputed or not: the
-    caller filters). ``hide_scored_by`` leaves out the objects that person scored."""
+    caller filters); with ``object_ids``, those objects whatever their state.
+    ``hide_scored_by`` leaves out the objects that person scored."""
     objects = (
-        ValidationObject.objects.filter(batch=batch, assignments__submitted_at__isnull=False)
-        .exclude(decision__outcome__in=[rules_lang.PENDING])
-        .exclude(decision__isnull=True)
+        ValidationObject.objects.filter(batch=batch)
         .select_related("vstage", "decision")
-        .distinct()
         .order_by("vstage__position", "position")
     )
-    if object_ids is not None:
+    if object_ids is None:
+        objects = objects.exclude(decision__outcome=rules_lang.PENDING).exclude(
+            decision__isnull=True
+        )
+    else:
+        # One object's page opens whatever it holds: pending, or one answer so far.
         objects = objects.filter(pk__in=object_ids)
     if hide_scored_by is not None:
         objects = objects.exclude(assignments__annotator=hide_scored_by)
@@ -134,10 +137,11 @@ def batch_disputes(
     ):
         history[row.object_id].append(row)
     rules: dict[str, DecisionRule] = active_rules()
+    rubrics = active_rubrics()
     out = []
     for obj in objs:
         mine = slots.get(obj.pk, [])
-        if len(mine) < 2:
+        if len(mine) < 2 and object_ids is None:
             continue
         answers = [
             {
@@ -150,12 +154,13 @@ def batch_disputes(
         ]
         rows, spread, split, disputed = disagreement(
             answers=answers,
-            criteria=mine[0].rubric.criteria,
+            criteria=mine[0].rubric.criteria if mine else rubrics[obj.kind].criteria,
             spec=rules[obj.kind].spec,
             spread_at=batch.review_spread,
             split_counts=batch.review_split,
         )
         past = history.get(obj.pk, [])
+        decision = getattr(obj, "decision", None)  # absent until the first submission
         out.append(
             Dispute(
                 obj=obj,
@@ -164,8 +169,8 @@ def batch_disputes(
                 spread=spread,
                 split=split,
                 disputed=disputed,
-                rule_outcome=obj.decision.outcome,
-                rule_reason=obj.decision.reason,
+                rule_outcome=decision.outcome if decision else rules_lang.PENDING,
+                rule_reason=decision.reason if decision else "no scores yet",
                 adjudication=past[0] if past and past[0].outcome else None,
                 history=past,
             )
