@@ -3,18 +3,21 @@
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from .roles import ANNOTATOR, has_role, is_researcher
+from .roles import ANNOTATOR, has_role, is_researcher, may_adjudicate
 from .workspaces import request_memberships
 
 
 def roles(request: HttpRequest) -> dict[str, object]:
-    """``can_annotate``: the validation queue is theirs (annotators and researchers).
+    """``can_annotate``: the validation queue is theirs (annotators and researchers);
+    ``can_review``: they may settle disagreements (Annotation → Review disagreements).
 
     Lazy, so pages that never show the navigation's annotation link pay no query.
     """
     user = request.user
     return {
         "can_annotate": SimpleLazyObject(lambda: has_role(user, ANNOTATOR) or is_researcher(user)),
+        # The reviewer queue's menu entry (annotation.adjudicate, or a researcher).
+        "can_review": SimpleLazyObject(lambda: may_adjudicate(user)),
         "workspace_menu": SimpleLazyObject(lambda: _workspace_menu(request)),
     }
 

@@ -60,3 +60,16 @@ def is_manager(user: AbstractBaseUser | AnonymousUser) -> bool:
         return True
     current = getattr(user, "_tomlab_workspace", None)
     return bool(user.is_authenticated and current is not None and current.role == MANAGER)
+
+
+# The reviewer permission (a Meta permission of annotation.Adjudication). Researchers'
+# group holds it with every permission of our apps; a manager may give it to annotators.
+ADJUDICATE = "annotation.adjudicate"
+
+
+def may_adjudicate(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """May settle annotators' disagreements: researchers who may change things here,
+    and annotators of this workspace who were given the reviewer permission."""
+    if is_researcher(user):
+        return may_change(user)
+    return has_role(user, ANNOTATOR) and user.has_perm(ADJUDICATE)

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from .models import PasswordChangeRequired, Workspace
-from .roles import ANNOTATOR, MANAGER, RATER, RESEARCHER
+from .roles import ADJUDICATE, ANNOTATOR, MANAGER, RATER, RESEARCHER
 from .workspaces import default_workspace, member_set
 
 # Researchers manage every app's data (admin, API writes, exports); annotators and
@@ -68,3 +68,29 @@ def user_create_with_role(
     else:
         PasswordChangeRequired.objects.filter(user=user).delete()
     return user
+
+
+@transaction.atomic
+def reviewer_set(*, user, allowed: bool) -> None:
+    """Give ``user`` the reviewer permission (settle annotators' disagreements), or take
+    it away. Researchers hold it through their group; this is for annotators."""
+    app_label, codename = ADJUDICATE.split(".")
+    perm = Permission.objects.get(content_type__app_label=app_label, codename=codename)
+    if allowed:
+        user.user_permissions.add(perm)
+    else:
+        user.user_permissions.remove(perm)
+
+
+def reviewer_ids(*, user_ids: list[int]) -> set[int]:
+    """Which of ``user_ids`` hold the reviewer permission of their own (not by group)."""
+    app_label, codename = ADJUDICATE.split(".")
+    return set(
+        get_user_model()
+        .objects.filter(
+            pk__in=user_ids,
+            user_permissions__content_type__app_label=app_label,
+            user_permissions__codename=codename,
+        )
+        .values_list("pk", flat=True)
+    )

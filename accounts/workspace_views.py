@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from .decorators import forbidden, researcher_required
 from .models import Membership, Workspace
 from .roles import is_manager, may_change
+from .services import reviewer_ids, reviewer_set
 from .workspaces import (
     member_events,
     member_remove,
@@ -44,6 +45,8 @@ class MemberChangeForm(forms.Form):
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=ROLE_CHOICES, required=False)
     remove = forms.BooleanField(required=False)
+    # "on"/"off": give or take the reviewer permission (annotators; researchers hold it).
+    reviewer = forms.ChoiceField(choices=[("on", "on"), ("off", "off")], required=False)
 
 
 class WorkspaceNewForm(forms.Form):
@@ -119,7 +122,15 @@ def members(request: HttpRequest) -> HttpResponse:
             change = MemberChangeForm(request.POST)
             if change.is_valid() and (member := user_named(change.cleaned_data["username"])):
                 try:
-                    if change.cleaned_data["remove"]:
+                    if change.cleaned_data["reviewer"]:
+                        allowed = change.cleaned_data["reviewer"] == "on"
+                        reviewer_set(user=member, allowed=allowed)
+                        messages.success(
+                            request,
+                            f"{member.username} {'may now' if allowed else 'may no longer'} "
+                            "review and settle disagreements.",
+                        )
+                    elif change.cleaned_data["remove"]:
                         member_remove(workspace=workspace, user=member, by=request.user)
                         messages.success(request, f"{member.username} is no longer a member.")
                     elif change.cleaned_data["role"]:
@@ -136,9 +147,13 @@ def members(request: HttpRequest) -> HttpResponse:
                     messages.error(request, str(refused))
                 return redirect("workspace-members")
             messages.error(request, "Choose a member and what to change.")
+    listed = members_of(workspace)
+    reviewers = reviewer_ids(user_ids=[m.user_id for m in listed])
+    for m in listed:
+        m.reviewer = m.user_id in reviewers
     context = {
         "workspace": workspace,
-        "members": members_of(workspace),
+        "members": listed,
         "events": member_events(workspace),
         "add_form": add_form,
         "roles": ROLE_CHOICES,

@@ -372,6 +372,17 @@ class ValidationBatch(WorkspaceOwned):
         default=4, validators=[MinValueValidator(1), MaxValueValidator(20)]
     )
     kinds = models.JSONField(default=list, help_text="object kinds scored in this batch")
+    # The reviewer queue's threshold (annotation.dyntom.validation.review): an object is
+    # disputed when its annotators' scores on one criterion differ by this much or more,
+    # or (review_split) when their scores alone would keep it for some, not for others.
+    review_spread = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(4)],
+        help_text="disputed when max - min of the scores on a criterion reaches this",
+    )
+    review_split = models.BooleanField(
+        default=True, help_text="disputed when the annotators' own keep/discard differ"
+    )
     created_by = models.ForeignKey(
         "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -541,6 +552,46 @@ class ValidationDecision(models.Model):
     @property
     def effective_outcome(self) -> str:
         return self.override_outcome or self.outcome
+
+
+class Adjudication(models.Model):
+    """A reviewer's decision on one object, with its provenance; never edited.
+
+    Changing or undoing a decision adds a row, so the history stays: the newest row of
+    an object is in force, and one with an empty ``outcome`` withdrew the decision (the
+    rules decide again). The row in force is mirrored into the object's
+    :class:`ValidationDecision` ``override_*`` fields, which everything downstream
+    (stage, accepted set, reports) already reads.
+    """
+
+    object = models.ForeignKey(
+        ValidationObject, on_delete=models.CASCADE, related_name="adjudications"
+    )
+    reviewer = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    outcome = models.CharField(max_length=20, blank=True, default="", help_text="'': withdrawn")
+    settled_scores = models.JSONField(
+        default=dict, blank=True, help_text="criterion -> the reviewer's settled score"
+    )
+    reason = models.TextField(blank=True, default="")
+    answers = models.JSONField(
+        default=list, help_text="the annotators' submitted answers it settled, as they stood"
+    )
+    rule_outcome = models.CharField(max_length=20, help_text="the rules' outcome before")
+    rule_reason = models.TextField(blank=True, default="")
+
+    objects = WorkspaceManager("object__batch__workspace")
+
+    class Meta:
+        ordering = ["object", "-pk"]
+        # "annotation.adjudicate": researchers hold every permission of the app
+        # (accounts.services.roles_ensure); a manager may give it to an annotator.
+        permissions = [("adjudicate", "Can review and settle annotators' disagreements")]
+
+    def __str__(self) -> str:
+        return f"{self.object_id}: {self.outcome or 'withdrawn'} by {self.reviewer_id}"
 
 
 class AcceptedSet(models.Model):

@@ -225,7 +225,7 @@ def validation_report_cached(*, batch_ids: list[int] | None = None, seed: int = 
     size = validation_selectors.report_size(batch_ids=batch_ids)
     fingerprint = hashlib.sha1(repr(sorted(size.items())).encode()).hexdigest()[:16]
     key = (
-        f"reports:validation:v2:{current_workspace_id()}:{seed}:{_ids_key(batch_ids)}:{fingerprint}"
+        f"reports:validation:v3:{current_workspace_id()}:{seed}:{_ids_key(batch_ids)}:{fingerprint}"
     )
     report = cache.get(key)
     if report is None:

@@ -7,6 +7,10 @@
 - ``agreement``: Krippendorff's alpha (ordinal) per rubric criterion over the objects
   scored on it, with a percentile bootstrap CI over objects (``metrics``).
 - ``distribution``: how often each score was given, per criterion.
+- ``review``: per step, objects decided, adjudicated by a reviewer, and decisions
+  changed (outcome in force differs from the rules'), kept by the rules and kept after.
+- ``agreement-review``: alpha per criterion before and after adjudication (after: the
+  scores of an adjudicated object are its settled scores, one per annotator who scored).
 - ``accepted-sets``: the accepted-set version of each batch the report used.
 """
 
@@ -19,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from annotation.dyntom.validation import review
 from annotation.dyntom.validation import selectors as validation_selectors
 from annotation.dyntom.validation.rubrics import KIND_LABELS, KINDS
 from common.gc_pause import gc_paused
@@ -44,6 +49,9 @@ def build_validation_report(
     by_criterion = _by_criterion(data["ratings"], kinds)
     report.tables.append(_agreement(by_criterion, seed=seed, n_resamples=n_resamples))
     report.tables.append(_distribution(by_criterion))
+    changed = review.decisions_changed(batch_ids=batch_ids)
+    report.tables.append(_review(data["objects"], changed))
+    report.tables.append(_agreement_review(by_criterion, data["ratings"], data["settled"], kinds))
     report.tables.append(_accepted_sets(data["accepted_sets"]))
     report.charts.append(
         Chart(
@@ -60,6 +68,8 @@ def build_validation_report(
         "batches": len({o["batch"] for o in data["objects"]}),
         "objects": len(data["objects"]),
         "scores": len(data["ratings"]),
+        "adjudicated": sum(1 for o in data["objects"] if o["adjudicated"]),
+        "decisions_changed": sum(changed.values()),
         "accepted_set_versions": ", ".join(
             f"{s['batch']} v{s['version']}" for s in data["accepted_sets"]
         )
@@ -196,6 +206,83 @@ def _distribution(by_criterion: list[Scored]) -> Table:
         columns=["Object", "Criterion", "Score", "Count", "Share %"],
         rows=rows,
         note="Submitted scores only; yes/no criteria are 1 (yes) and 0 (no).",
+    )
+
+
+def _review(objects: list[dict[str, Any]], changed: dict[str, int]) -> Table:
+    rows: list[list[Cell]] = []
+    for kind in KINDS:
+        mine = [o for o in objects if o["kind"] == kind]
+        rows.append(
+            [
+                KIND_LABELS[kind],
+                sum(1 for o in mine if o["outcome"] in DECIDED),
+                sum(1 for o in mine if o["adjudicated"]),
+                changed.get(kind, 0),
+                sum(1 for o in mine if o["rule_outcome"] == "keep"),
+                sum(1 for o in mine if o["outcome"] == "keep"),
+            ]
+        )
+    return Table(
+        key="review",
+        title="Review and adjudication",
+        columns=[
+            "Step",
+            "Decided",
+            "Adjudicated",
+            "Decisions changed",
+            "Kept by the rules",
+            "Kept after review",
+        ],
+        rows=rows,
+        note="Decisions changed: objects whose outcome in force differs from the fixed "
+        "rules' (a reviewer's decision, or a researcher's override on the batch page).",
+    )
+
+
+def _agreement_review(
+    before: list[Scored],
+    ratings: list[tuple[str, int, int]],
+    settled: list[tuple[int, str, int]],
+    kinds: dict[int, str],
+) -> Table:
+    # After adjudication an object's scores on a settled criterion are the settled
+    # score, once per annotator who scored it: the object then counts as agreed.
+    value_of = {(object_id, criterion): value for object_id, criterion, value in settled}
+    after_ratings = [
+        (criterion, object_id, value_of.get((object_id, criterion), value))
+        for criterion, object_id, value in ratings
+    ]
+    after = {(s.kind, s.criterion): s for s in _by_criterion(after_ratings, kinds)}
+    settled_on: Counter[tuple[str, str]] = Counter(
+        (kinds[object_id], criterion) for object_id, criterion, _ in settled if object_id in kinds
+    )
+    rows: list[list[Cell]] = []
+    for scored in before:
+        key = (scored.kind, scored.criterion)
+        alpha_before = krippendorff_alpha_of_counts(scored.counts, scored.domain, "ordinal")
+        later = after.get(key)
+        alpha_after = (
+            krippendorff_alpha_of_counts(later.counts, later.domain, "ordinal") if later else None
+        )
+        rows.append(
+            [
+                KIND_LABELS.get(scored.kind, scored.kind),
+                scored.criterion,
+                len(scored.counts),
+                settled_on[key],
+                None if alpha_before is None else round(alpha_before, 4),
+                None if alpha_after is None else round(alpha_after, 4),
+            ]
+        )
+    return Table(
+        key="agreement-review",
+        title="Agreement before and after adjudication (Krippendorff's alpha, ordinal)",
+        columns=["Object", "Criterion", "Objects", "Settled", "Alpha before", "Alpha after"],
+        rows=rows,
+        note="Settled: objects a reviewer's decision in force gave a settled score on this "
+        "criterion; after adjudication their scores are that score. A decision of the "
+        "outcome alone leaves the scores, and alpha, as they were.",
     )
 
 

@@ -84,3 +84,47 @@ class OverrideForm(forms.Form):
         required=False,
     )
     reason = forms.CharField(max_length=2000, required=False)
+
+
+# A reviewer's settled scores are posted as "settle-<criterion key>"; "" leaves one open.
+SETTLE_PREFIX = "settle-"
+FROM_SETTLED = "from-settled"
+
+
+def settled_from_post(post: Mapping[str, str]) -> dict[str, int]:
+    """criterion -> settled value of every non-empty ``settle-<key>`` field."""
+    values = {}
+    for name in post:
+        if name.startswith(SETTLE_PREFIX) and post[name] != "":
+            try:
+                values[name[len(SETTLE_PREFIX) :]] = parse_number(post[name], name=name, maximum=9)
+            except BadNumber as exc:
+                raise ValidationError(str(exc)) from None
+    return values
+
+
+class AdjudicationForm(forms.Form):
+    """A reviewer's decision: an outcome (or "the rules on my settled scores"), a reason."""
+
+    outcome = forms.ChoiceField(
+        choices=[(o, o) for o in ("keep", "discard", "regenerate")]
+        + [(FROM_SETTLED, "the rules decide from my settled scores")],
+        widget=forms.RadioSelect,
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        error_messages={"required": "reason: say why you decide so"},
+    )
+
+
+class ReviewThresholdForm(forms.Form):
+    spread = forms.IntegerField(
+        min_value=1,
+        max_value=4,
+        label="Disputed from a score spread of",
+        help_text="max - min of the annotators' scores on any one criterion (yes/no: 1)",
+    )
+    split = forms.BooleanField(
+        required=False, label="A split keep/discard among the annotators is disputed too"
+    )

@@ -16,6 +16,7 @@ from benchmarks.importers.dyntom import parse_dialogue, parse_profiles, scenario
 
 from ...models import (
     AcceptedSet,
+    Adjudication,
     GeneratedStage,
     ValidationAssignment,
     ValidationBatch,
@@ -214,7 +215,9 @@ def report_size(*, batch_ids: list[int] | None = None) -> dict[str, Any]:
     scores = ValidationScore.objects.filter(assignment__submitted_at__isnull=False)
     decisions = ValidationDecision.objects.all()
     sets = AcceptedSet.objects.all()
+    adjudications = Adjudication.objects.all()
     if batch_ids is not None:
+        adjudications = adjudications.filter(object__batch_id__in=batch_ids)
         batches = batches.filter(pk__in=batch_ids)
         objects = objects.filter(batch_id__in=batch_ids)
         scores = scores.filter(assignment__object__batch_id__in=batch_ids)
@@ -239,6 +242,10 @@ def report_size(*, batch_ids: list[int] | None = None) -> dict[str, Any]:
         ).items()
     }
     size |= {f"sets_{k}": v for k, v in sets.aggregate(n=Count("pk"), last=Max("pk")).items()}
+    size |= {
+        f"adjudications_{k}": v
+        for k, v in adjudications.aggregate(n=Count("pk"), last=Max("pk")).items()
+    }
     return {k: str(v) for k, v in size.items()}
 
 
@@ -248,7 +255,9 @@ def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[Any]]:
     ``objects``: id, batch, kind, effective outcome ("" before any decision);
     ``ratings``: every submitted score as (criterion, object id, value), in no set
     order (the object's kind is in ``objects``);
-    ``accepted_sets``: the newest version of each batch's accepted set.
+    ``accepted_sets``: the newest version of each batch's accepted set;
+    ``settled``: (object id, criterion, value) of every score a reviewer's decision in
+    force settled; ``objects`` also carry the rules' own ``rule_outcome``.
     """
     objects = ValidationObject.objects.all()
     ratings = ValidationScore.objects.filter(assignment__submitted_at__isnull=False)
@@ -271,6 +280,19 @@ def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[Any]]:
                 "created_at": s.created_at,
             },
         )
+    adjudications = Adjudication.objects.all()
+    if batch_ids is not None:
+        adjudications = adjudications.filter(object__batch_id__in=batch_ids)
+    in_force: dict[int, dict[str, int]] = {}
+    seen: set[int] = set()
+    # The newest row of each object is in force; an empty outcome withdrew it.
+    for object_id, outcome, settled in adjudications.order_by("object_id", "-pk").values_list(
+        "object_id", "outcome", "settled_scores"
+    ):
+        if object_id not in seen:
+            seen.add(object_id)
+            if outcome:
+                in_force[object_id] = settled or {}
     return {
         "objects": [
             {
@@ -278,6 +300,8 @@ def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[Any]]:
                 "batch": r["batch_id"],
                 "kind": r["kind"],
                 "outcome": r["decision__override_outcome"] or r["decision__outcome"] or "",
+                "rule_outcome": r["decision__outcome"] or "",
+                "adjudicated": r["pk"] in in_force,
             }
             for r in objects.order_by("pk").values(
                 "pk", "batch_id", "kind", "decision__outcome", "decision__override_outcome"
@@ -289,6 +313,11 @@ def report_data(*, batch_ids: list[int] | None = None) -> dict[str, list[Any]]:
             ratings.order_by().values_list("criterion", "assignment__object_id", "value")
         ),
         "accepted_sets": list(latest.values()),
+        "settled": [
+            (object_id, criterion, value)
+            for object_id, settled in sorted(in_force.items())
+            for criterion, value in sorted(settled.items())
+        ],
     }
 
 

@@ -30,6 +30,7 @@ from studies.assignment import items_assign_with_room
 
 from ...models import (
     AcceptedSet,
+    Adjudication,
     DecisionRule,
     GeneratedStage,
     GenerationJob,
@@ -545,29 +546,114 @@ def accepted_set_snapshot(
     )
 
 
-@transaction.atomic
 def validation_decision_override(
     *, obj: ValidationObject, outcome: str, reason: str, overridden_by
 ) -> ValidationDecision:
-    """A researcher's override of the rules' outcome, with a reason (required).
+    """A researcher's override of the rules' outcome from the batch page, with a reason
+    (required). ``outcome`` "" removes the override. Recorded like a reviewer's decision
+    (:func:`validation_adjudicate`), so its history stays too."""
+    return validation_adjudicate(obj=obj, outcome=outcome, reason=reason, reviewer=overridden_by)
 
-    ``outcome`` "" removes the override. The computed outcome stays as it is; the
-    stage, the generated stage and the accepted set follow the effective outcome.
+
+@transaction.atomic
+def validation_adjudicate(
+    *,
+    obj: ValidationObject,
+    reviewer,
+    reason: str,
+    outcome: str = "",
+    settled: Mapping[str, int] | None = None,
+    withdraw: bool = False,
+) -> ValidationDecision:
+    """Settle a disagreement on ``obj``: the outcome in force from now on, and/or the
+    settled score of each criterion, with the reviewer's reason (required).
+
+    With settled scores and no ``outcome``, the outcome is the rules' applied to the
+    settled scores as one annotator's. An :class:`~annotation.models.Adjudication` row
+    records it with the annotators' submitted answers it settled and the rules' outcome
+    before; the decision's ``override_*`` fields mirror it, so the stage, the generated
+    stage and the accepted set follow. ``withdraw`` (or no outcome and no settled
+    scores) undoes the decision in force: a new row, the history kept, the rules decide
+    again. The rules' own outcome is never touched.
     """
-    if outcome and outcome not in rules_lang.OUTCOMES:
-        raise ValidationError(f"outcome must be one of {', '.join(rules_lang.OUTCOMES)}")
-    if outcome and not reason.strip():
-        raise ValidationError("say why you override the rules")
     decision, _ = ValidationDecision.objects.select_for_update().get_or_create(
         object=obj,
         defaults={"outcome": rules_lang.PENDING, "reason": "not yet computed"},
     )
-    decision.override_outcome = outcome
-    decision.override_reason = reason.strip() if outcome else ""
-    decision.overridden_by = overridden_by if outcome else None
-    decision.overridden_at = timezone.now() if outcome else None
+    settled = dict(settled or {})
+    if settled:
+        criteria = active_rubrics()[obj.kind].criteria
+        labels = {c["key"]: c for c in criteria}
+        for key, value in settled.items():
+            if key not in labels:
+                raise ValidationError(f"{key!r} is not a criterion of this rubric")
+            if value not in SCALE_VALUES[labels[key]["scale"]]:
+                raise ValidationError(f"{labels[key]['label']}: {value} is not on its scale")
+        if not outcome:
+            if set(settled) != set(labels):
+                missing = ", ".join(c["label"] for c in criteria if c["key"] not in settled)
+                raise ValidationError(
+                    f"choose an outcome, or settle every criterion so the rules decide "
+                    f"(missing: {missing})"
+                )
+            outcome = rules_lang.decide(
+                active_rules()[obj.kind].spec,
+                {key: [value] for key, value in settled.items()},
+                criterion_keys=criterion_keys(criteria),
+                submitted=1,
+                k=1,
+            ).outcome
+            if outcome not in (rules_lang.KEEP, rules_lang.DISCARD, rules_lang.REGENERATE):
+                raise ValidationError(
+                    f"the rules leave these settled scores {outcome}: choose an outcome"
+                )
+    withdraw = withdraw or not outcome
+    if not withdraw and outcome not in rules_lang.OUTCOMES:
+        raise ValidationError(f"outcome must be one of {', '.join(rules_lang.OUTCOMES)}")
+    reason = reason.strip()
+    if not withdraw and not reason:
+        raise ValidationError("reason: say why you decide so")
+    answers = [
+        {
+            "annotator": a.annotator.get_username(),
+            "scores": {s.criterion: s.value for s in a.scores.all()},
+            "comment": a.comment,
+            "submitted_at": a.submitted_at.isoformat(),
+        }
+        for a in ValidationAssignment.objects.filter(object=obj, submitted_at__isnull=False)
+        .select_related("annotator")
+        .prefetch_related("scores")
+        .order_by("pk")
+    ]
+    Adjudication.objects.create(
+        object=obj,
+        reviewer=reviewer,
+        outcome="" if withdraw else outcome,
+        settled_scores={} if withdraw else settled,
+        reason=reason,
+        answers=answers,
+        rule_outcome=decision.outcome,
+        rule_reason=decision.reason,
+    )
+    decision.override_outcome = "" if withdraw else outcome
+    decision.override_reason = "" if withdraw else reason
+    decision.overridden_by = None if withdraw else reviewer
+    decision.overridden_at = None if withdraw else timezone.now()
     decision.save(
         update_fields=["override_outcome", "override_reason", "overridden_by", "overridden_at"]
     )
     _stages_settle({obj.vstage_id})
     return decision
+
+
+@transaction.atomic
+def validation_review_threshold_set(
+    *, batch: ValidationBatch, spread: int, split: bool
+) -> ValidationBatch:
+    """Set the batch's reviewer-queue threshold: a score spread from 1 to 4, and
+    whether a split keep/discard among the annotators counts as a disagreement."""
+    if not 1 <= spread <= 4:
+        raise ValidationError("spread: a whole number from 1 to 4")
+    batch.review_spread, batch.review_split = spread, split
+    batch.save(update_fields=["review_spread", "review_split"])
+    return batch
