@@ -92,13 +92,18 @@ class RunViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
         services.run_cancel(run_id=run.pk)
         return self._fresh(run.pk)
 
-    @extend_schema(request=None, responses=serializers.RunSerializer)
+    @extend_schema(
+        request=serializers.RunResumeInputSerializer, responses=serializers.RunSerializer
+    )
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str, **kwargs: object) -> Response:
-        """Queue a stopped or failed run again; done calls are not repeated."""
+        """Queue a stopped or failed run again; done calls are not repeated, except, with
+        ``send_again``, those answered from the cache. The body may be left out."""
         run = self.get_object()
+        data = serializers.RunResumeInputSerializer(data=request.data or {})
+        data.is_valid(raise_exception=True)
         try:
-            services.run_resume(run_id=run.pk)
+            services.run_resume(run_id=run.pk, send_again=data.validated_data["send_again"])
         except ValueError as exc:
             raise _service_error(exc) from None
         return self._fresh(run.pk)
