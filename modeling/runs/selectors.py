@@ -7,15 +7,15 @@ from typing import Any
 
 from django.db.models import (
     Avg,
-    Exists,
-    OuterRef,
     Case,
     CharField,
     Count,
+    Exists,
     F,
     FloatField,
     Func,
     IntegerField,
+    OuterRef,
     Q,
     QuerySet,
     Subquery,

@@ -16,8 +16,8 @@ from modeling.pipelines.generic import parse_categories
 from modeling.runs.executor import RunInterrupt, run_execute
 from modeling.runs.leases import RunLeased
 from modeling.runs.outcome import run_status_label
-from modeling.runs.selectors import run_cached_calls
 from modeling.runs.recording import NO_CACHE, RunProgress
+from modeling.runs.selectors import run_cached_calls
 from modeling.runs.services import run_cancel, run_create, run_plan, run_resume
 
 # How often --wait polls a held run and redraws its countdown.
