@@ -202,11 +202,15 @@ class NoteBatchExportApi(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "name",
+                "batch_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="batch id"
+            ),
+            OpenApiParameter(
+                "table",
                 OpenApiTypes.STR,
                 OpenApiParameter.PATH,
-                enum=[f"{table}.{fmt}" for table, fmt in NOTE_BATCH_EXPORTS],
-            )
+                enum=["constructions", "provenance"],
+            ),
+            OpenApiParameter("fmt", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["json", "csv"]),
         ],
         responses={
             (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
@@ -214,12 +218,13 @@ class NoteBatchExportApi(APIView):
         },
         summary="Download a construction batch's export",
     )
-    def get(self, request: Request, batch_id: int, name: str, **kwargs: object) -> HttpResponse:
+    def get(
+        self, request: Request, batch_id: str, table: str, fmt: str, **kwargs: object
+    ) -> HttpResponse:
         batch = _note_batch(self)
-        table, _, fmt = name.partition(".")
         if (table, fmt) not in NOTE_BATCH_EXPORTS:
             choices = ", ".join(f"{t}.{f}" for t, f in NOTE_BATCH_EXPORTS)
-            raise Http404(f"name: no export {name!r}; choose {choices}")
+            raise Http404(f"no export {table}.{fmt}; choose {choices}")
         build, content_type = NOTE_BATCH_EXPORTS[table, fmt]
         response = HttpResponse(build(batch), content_type=content_type)
         response["Content-Disposition"] = (

@@ -145,7 +145,7 @@ def api(client, researcher):
 
 def test_validation_batches_objects_and_decisions(api, rows, django_assert_max_num_queries):
     batch = rows["batch"]
-    listed = api.get(f"{API}/validation/batches/").json()
+    listed = api.get(f"{API}/validation-batches/").json()
     assert listed["count"] == 1
     assert listed["results"][0] | {"created_at": None} == {
         "id": batch.pk,
@@ -158,12 +158,12 @@ def test_validation_batches_objects_and_decisions(api, rows, django_assert_max_n
         "created_by": None,
         "created_at": None,
     }
-    detail = api.get(f"{API}/validation/batches/{batch.pk}/").json()
+    detail = api.get(f"{API}/validation-batches/{batch.pk}/").json()
     assert detail["progress"] == [{"annotator": "ann", "submitted": 1, "assigned": 1}]
     assert detail["accepted_sets"][0]["version"] == 1
 
     with django_assert_max_num_queries(12):
-        objects = api.get(f"{API}/validation/batches/{batch.pk}/objects/").json()
+        objects = api.get(f"{API}/validation-batches/{batch.pk}/objects/").json()
     (obj,) = objects["results"]
     assert (obj["stage"], obj["kind"], obj["ref"], obj["k"]) == (
         "job 1 stage 1",
@@ -176,7 +176,7 @@ def test_validation_batches_objects_and_decisions(api, rows, django_assert_max_n
     assert slot["rubric_version"] == 1 and slot["submitted_at"]
     assert obj["decision"]["effective_outcome"] == "keep"
 
-    (decision,) = api.get(f"{API}/validation/batches/{batch.pk}/decisions/").json()["results"]
+    (decision,) = api.get(f"{API}/validation-batches/{batch.pk}/decisions/").json()["results"]
     assert decision["object"] == rows["object"].pk
     assert (decision["outcome"], decision["reason"], decision["rule_version"]) == (
         "discard",
@@ -189,31 +189,31 @@ def test_validation_batches_objects_and_decisions(api, rows, django_assert_max_n
 
 def test_generation_jobs_and_stages(api, rows):
     job = rows["job"]
-    (listed,) = api.get(f"{API}/generation/jobs/").json()["results"]
+    (listed,) = api.get(f"{API}/generation-jobs/").json()["results"]
     assert listed["id"] == job.pk and listed["backend"] == "gen"
     # The pages' label: none of the stages is usable.
     assert listed["status_display"] == "succeeded: 0 of 1 stage usable"
     assert (listed["stage_total"], listed["usable_stages"]) == (1, 0)
-    assert api.get(f"{API}/generation/jobs/{job.pk}/").json()["id"] == job.pk
-    (stage,) = api.get(f"{API}/generation/jobs/{job.pk}/stages/").json()["results"]
+    assert api.get(f"{API}/generation-jobs/{job.pk}/").json()["id"] == job.pk
+    (stage,) = api.get(f"{API}/generation-jobs/{job.pk}/stages/").json()["results"]
     assert (stage["index"], stage["status"], stage["decided_by"]) == (1, "discarded", "res")
     assert stage["decision_reason"] == "the dialogue repeats itself"
 
 
 def test_chartom_batches_tasks_and_exports(api, rows):
     notes = rows["notes"]
-    (listed,) = api.get(f"{API}/chartom/batches/").json()["results"]
+    (listed,) = api.get(f"{API}/chartom-batches/").json()["results"]
     assert listed["id"] == notes.pk
     assert (listed["note_count"], listed["construction_count"], listed["published_count"]) == (
         1,
         1,
         0,
     )
-    detail = api.get(f"{API}/chartom/batches/{notes.pk}/").json()
+    detail = api.get(f"{API}/chartom-batches/{notes.pk}/").json()
     extract = next(row for row in detail["stages"] if row["stage"] == "extract")
     assert extract["total"] == 1 and extract["states"] == {"waiting_human": 1}
 
-    (task,) = api.get(f"{API}/chartom/batches/{notes.pk}/tasks/").json()["results"]
+    (task,) = api.get(f"{API}/chartom-batches/{notes.pk}/tasks/").json()["results"]
     assert (task["kind"], task["construction"], task["closed"]) == (
         "extract",
         rows["task"].construction_id,
@@ -232,7 +232,7 @@ def test_chartom_batches_tasks_and_exports(api, rows):
         ("constructions.csv", exports_board.constructions_csv(notes), "text/csv"),
         ("provenance.csv", exports_board.provenance_csv(notes), "text/csv"),
     ):
-        response = api.get(f"{API}/chartom/batches/{notes.pk}/exports/{name}", HTTP_ACCEPT=kind)
+        response = api.get(f"{API}/chartom-batches/{notes.pk}/exports/{name}", HTTP_ACCEPT=kind)
         assert response.status_code == 200, name
         assert response["Content-Type"].startswith(kind)
         assert f'filename="chartom-batch-{notes.pk}-{name}"' in response["Content-Disposition"]
@@ -240,23 +240,23 @@ def test_chartom_batches_tasks_and_exports(api, rows):
     rows_out = list(csv.DictReader(io.StringIO(exports_board.provenance_csv(notes))))
     assert rows_out and rows_out[0]["field"] == "filter_verdict"
 
-    missing = api.get(f"{API}/chartom/batches/{notes.pk}/exports/notes.xlsx")
+    missing = api.get(f"{API}/chartom-batches/{notes.pk}/exports/provenance.json")
     assert missing.status_code == 404
-    assert "name: no export 'notes.xlsx'" in missing.json()["detail"]
+    assert "no export provenance.json; choose" in missing.json()["detail"]
 
 
 ENDPOINTS = (
-    "validation/batches/",
-    "validation/batches/{batch}/",
-    "validation/batches/{batch}/objects/",
-    "validation/batches/{batch}/decisions/",
-    "generation/jobs/",
-    "generation/jobs/{job}/",
-    "generation/jobs/{job}/stages/",
-    "chartom/batches/",
-    "chartom/batches/{notes}/",
-    "chartom/batches/{notes}/tasks/",
-    "chartom/batches/{notes}/exports/constructions.csv",
+    "validation-batches/",
+    "validation-batches/{batch}/",
+    "validation-batches/{batch}/objects/",
+    "validation-batches/{batch}/decisions/",
+    "generation-jobs/",
+    "generation-jobs/{job}/",
+    "generation-jobs/{job}/stages/",
+    "chartom-batches/",
+    "chartom-batches/{notes}/",
+    "chartom-batches/{notes}/tasks/",
+    "chartom-batches/{notes}/exports/constructions.csv",
 )
 
 
@@ -280,7 +280,7 @@ def test_another_workspace_finds_nothing(client, rows):
     client.force_login(outsider)
     for url in _urls(rows):
         response = client.get(url)
-        if url.endswith(("/batches/", "/jobs/")):
+        if url.endswith(("-batches/", "-jobs/")):
             assert response.status_code == 200 and response.json()["count"] == 0, url
         else:
             assert response.status_code == 404, url
@@ -288,5 +288,5 @@ def test_another_workspace_finds_nothing(client, rows):
 
 def test_writes_are_not_allowed(api, rows):
     batch = rows["batch"]
-    assert api.post(f"{API}/validation/batches/", {}).status_code == 405
-    assert api.delete(f"{API}/validation/batches/{batch.pk}/").status_code == 405
+    assert api.post(f"{API}/validation-batches/", {}).status_code == 405
+    assert api.delete(f"{API}/validation-batches/{batch.pk}/").status_code == 405
