@@ -208,41 +208,41 @@ def backend_list() -> QuerySet[Backend]:
     return Backend.objects.order_by("name")
 
 
-def run_predictions(*, run: Run) -> QuerySet[Prediction]:
-    """A run's predictions with their item's natural keys as annotations.
+def run_predictions(*, run: Run, q: str = "") -> QuerySet[Prediction]:
+    """A run's predictions with their item's natural keys as annotations; ``q`` keeps
+    those whose prompt or reply holds it, as the explorer's search (:func:`_search`).
 
     Annotations rather than select_related: a DynToM stage row carries large JSON
     (profiles, trajectory), which a page of predictions must not load per row.
     """
-    return (
-        Prediction.objects.filter(run=run)
-        .annotate(
-            work_key=Coalesce(
-                F("dyntom_question__stage__work__key"),
-                F("qa_item__work__key"),
-                F("speaker_instance__scene__work__key"),
-                F("mc_item__work__key"),
+    predictions = Prediction.objects.filter(run=run)
+    if q:
+        predictions = _search(predictions, q)
+    return predictions.annotate(
+        work_key=Coalesce(
+            F("dyntom_question__stage__work__key"),
+            F("qa_item__work__key"),
+            F("speaker_instance__scene__work__key"),
+            F("mc_item__work__key"),
+        ),
+        reply_text=Coalesce(
+            NullIf(F("raw_output"), Value("")),
+            F("call__raw_output"),
+            Value(""),
+            output_field=TextField(),
+        ),
+        item_key=Coalesce(
+            F("dyntom_question__key"),
+            F("qa_item__natural_key"),
+            # Before the Concat, which is never NULL (SQLite joins NULL as "").
+            F("mc_item__item_id"),
+            Concat(
+                F("speaker_instance__scene__source_id"),
+                Value(" "),
+                F("speaker_instance__code"),
             ),
-            reply_text=Coalesce(
-                NullIf(F("raw_output"), Value("")),
-                F("call__raw_output"),
-                Value(""),
-                output_field=TextField(),
-            ),
-            item_key=Coalesce(
-                F("dyntom_question__key"),
-                F("qa_item__natural_key"),
-                # Before the Concat, which is never NULL (SQLite joins NULL as "").
-                F("mc_item__item_id"),
-                Concat(
-                    F("speaker_instance__scene__source_id"),
-                    Value(" "),
-                    F("speaker_instance__code"),
-                ),
-            ),
-        )
-        .order_by("pk")
-    )
+        ),
+    ).order_by("pk")
 
 
 def run_mental_states(*, run: Run, character_id: int | None = None):

@@ -307,6 +307,16 @@ def test_search_pages_and_bad_queries(searched_run, client_researcher):
     assert status == 200 and "q: the search text holds a NUL byte" in page
 
 
+def test_the_predictions_api_searches_too(searched_run, client_researcher, dyntom_stages):
+    url = f"/api/modeling/runs/{searched_run.pk}/predictions/"
+    found = client_researcher.get(url, {"q": "AUCUNE idée", "page_size": 1}).json()
+    assert found["count"] == dyntom_stages[1].questions.count()
+    assert "aucune idée" in found["results"][0]["raw_output"]
+    refused = client_researcher.get(url, {"q": "x" * 201})
+    assert refused.status_code == 400
+    assert refused.json() == {"q": ["search for at most 200 characters"]}
+
+
 def test_search_query_count_does_not_grow_with_the_rows(
     searched_run, client_researcher, django_assert_max_num_queries
 ):
