@@ -340,3 +340,25 @@ def test_the_prompt_search_reads_json_escapes_as_text(openai_backend, llm_server
     for query in ('"zoë"', "ZOë", 'ask "Zoë"', 'Zoë"\nabout'):
         assert selectors.prediction_rows(run=run, q=query).exists(), query
     assert not selectors.prediction_rows(run=run, q="content").exists()
+
+
+def test_direct_calls_send_again_and_replace_the_cache(openai_backend, llm_server):
+    """Calls a job or a pipeline's preparing makes one by one honour the mark too."""
+    from modeling.runs.direct import run_direct_call, run_direct_create
+
+    messages = [{"role": "user", "content": "Say hello."}]
+    llm_server.enqueue("hello")
+    llm_server.enqueue("hello again")
+    plain = run_direct_create(name="a", benchmark="dyntom", method="x", backend=openai_backend)
+    assert run_direct_call(run=plain, unit_key="u", messages=messages).raw_output == "hello"
+    cached = run_direct_create(name="b", benchmark="dyntom", method="x", backend=openai_backend)
+    assert run_direct_call(run=cached, unit_key="u", messages=messages).from_cache
+    assert llm_server.request_count == 1
+
+    again = run_direct_create(
+        name="c", benchmark="dyntom", method="x", backend=openai_backend, params={NO_CACHE: True}
+    )
+    call = run_direct_call(run=again, unit_key="u", messages=messages)
+    assert (call.raw_output, call.from_cache) == ("hello again", False)
+    assert llm_server.request_count == 2
+    assert CachedResponse.objects.get(key=call.cache_key).text == "hello again"
