@@ -3,6 +3,7 @@ from django.urls import include, path
 from interop.api import HarnessExportApi
 
 urlpatterns = [
+    path("annotation/", include("annotation.api.urls")),
     path("benchmarks/", include("benchmarks.api.urls")),
     path("imports/", include("benchmarks.api.import_urls")),
     path("modeling/", include("modeling.api.urls")),

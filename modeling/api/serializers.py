@@ -15,7 +15,7 @@ from common.scoping import scoped
 from modeling.models import Backend, Prediction, PromptTemplate, Run
 from modeling.pipelines import get_pipeline, pipeline_benchmarks
 from modeling.runs.outcome import run_status_label
-from modeling.runs.selectors import run_origin
+from modeling.runs.selectors import run_cached_calls, run_origin
 
 
 class ScopedSlugRelatedField(serializers.SlugRelatedField):
@@ -117,6 +117,10 @@ class RunSerializer(serializers.ModelSerializer):
         help_text='where the predictions came from: "engine", "trained baseline", '
         '"Inspect", "lm-eval" or "predictions file"'
     )
+    cached_calls = serializers.SerializerMethodField(
+        help_text="calls answered from the response cache instead of the model; "
+        'params.no_cache is true for a run that sends every call again ("send again")'
+    )
 
     class Meta:
         model = Run
@@ -138,6 +142,7 @@ class RunSerializer(serializers.ModelSerializer):
             "unparseable",
             "is_finished",
             "progress",
+            "cached_calls",
             "prompt_tokens",
             "completion_tokens",
             "cost",
@@ -157,6 +162,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_origin(self, run: Run) -> str:
         return run_origin(run)
+
+    def get_cached_calls(self, run: Run) -> int:
+        return run_cached_calls(run=run)
 
 
 class PredictionSerializer(serializers.ModelSerializer):
@@ -256,10 +264,23 @@ class RunParamsSerializer(StrictSerializer):
         min_value=1, max_value=50, required=False, help_text="samples per prompt, averaged"
     )
     seed = serializers.IntegerField(required=False)
+    no_cache = serializers.BooleanField(
+        required=False,
+        help_text="send again, do not use the cache: ask the model every call; the new "
+        "replies replace the cached ones",
+    )
     options = serializers.DictField(
         required=False,
         help_text='the method\'s run options, e.g. {"shots": 20, "perturb_names": true}; '
         'generic (mapped) benchmarks: {"shuffle": true, "shuffle_seed": 7}',
+    )
+
+
+class RunResumeInputSerializer(StrictSerializer):
+    send_again = serializers.BooleanField(
+        default=False,
+        help_text="send again, do not use the cache: ask the model for the replies that came "
+        "from the cache, and take none from it from now on",
     )
 
 

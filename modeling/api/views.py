@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -92,18 +93,33 @@ class RunViewSet(ScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
         services.run_cancel(run_id=run.pk)
         return self._fresh(run.pk)
 
-    @extend_schema(request=None, responses=serializers.RunSerializer)
+    @extend_schema(
+        request=serializers.RunResumeInputSerializer, responses=serializers.RunSerializer
+    )
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str, **kwargs: object) -> Response:
-        """Queue a stopped or failed run again; done calls are not repeated."""
+        """Queue a stopped or failed run again; done calls are not repeated, except, with
+        ``send_again``, those answered from the cache. The body may be left out."""
         run = self.get_object()
+        data = serializers.RunResumeInputSerializer(data=request.data or {})
+        data.is_valid(raise_exception=True)
         try:
-            services.run_resume(run_id=run.pk)
+            services.run_resume(run_id=run.pk, send_again=data.validated_data["send_again"])
         except ValueError as exc:
             raise _service_error(exc) from None
         return self._fresh(run.pk)
 
 
+@extend_schema(
+    parameters=[
+        OpenApiParameter(
+            "q",
+            OpenApiTypes.STR,
+            description="text in the prompt sent or the raw reply (case-insensitive, "
+            "at most 200 characters), as the prediction explorer's search",
+        )
+    ]
+)
 class RunPredictionListApi(generics.ListAPIView):
     """A run's predictions, in the order they were made, with raw outputs."""
 
@@ -114,4 +130,9 @@ class RunPredictionListApi(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Prediction]:
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Prediction.objects.none()
-        return selectors.run_predictions(run=get_object_or_404(Run, pk=self.kwargs["run_id"]))
+        run = get_object_or_404(Run, pk=self.kwargs["run_id"])
+        try:
+            q = selectors.prediction_search_clean(self.request.query_params.get("q", ""))
+        except ValueError as exc:
+            raise ValidationError({"q": [str(exc).removeprefix("q: ")]}) from None
+        return selectors.run_predictions(run=run, q=q)

@@ -18,7 +18,7 @@ from ..backends import BackendError, ChatRequest, ChatResult, get_backend
 from ..backends.secrets import mask_secrets
 from ..models import Backend, CachedResponse, Run, RunCall
 from ..pipelines import CallUnit
-from .recording import _Budget, _cost, _estimate, _request_for
+from .recording import _Budget, _cost, _estimate, _request_for, sends_again
 from .services import DIRECT_CALLS
 from .signals import run_finished
 
@@ -129,7 +129,7 @@ def run_direct_calls(*, run: Run, requests: list[DirectRequest]) -> list[RunCall
         unit = CallUnit(key=asked.unit_key, messages=asked.messages, item_ids=[])
         request = _request_for(run, unit, asked.sample_index, asked.params)
         cache_key = request.cache_key(run.backend.name)
-        hit = CachedResponse.objects.filter(key=cache_key).first()
+        hit = None if sends_again(run) else CachedResponse.objects.filter(key=cache_key).first()
         todo.append((position, _Direct(call, request, cache_key, hit)))
     for position, item in todo:
         if item.hit is not None:
@@ -208,6 +208,8 @@ def _direct_send(
                     failure = result if masked == str(result) else type(result)(masked)
                 continue
             cost = _cost(run.backend, result.prompt_tokens, result.completion_tokens)
+            # A run that sends again replaces the cached reply (see recording.NO_CACHE).
+            replace = sends_again(run)
             CachedResponse.objects.bulk_create(
                 [
                     CachedResponse(
@@ -222,12 +224,29 @@ def _direct_send(
                         latency_ms=result.latency_ms,
                     )
                 ],
-                ignore_conflicts=True,
+                ignore_conflicts=not replace,
+                update_conflicts=replace,
+                unique_fields=["key"] if replace else None,
+                update_fields=_CACHE_REPLACED if replace else None,
             )
             done[position] = _direct_record(run, item, result, cost)
     finally:
         backend.close()
     return failure
+
+
+# What a fresh reply replaces in the cache row of its request.
+_CACHE_REPLACED = [
+    "backend_name",
+    "model",
+    "request",
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "created_at",
+]
 
 
 def _direct_error(run: Run, call: RunCall, masked: str) -> None:

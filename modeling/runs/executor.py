@@ -41,6 +41,7 @@ from .recording import (
     _Outcome,
     _Recorder,
     _request_for,
+    sends_again,
 )
 
 # Predictions written per transaction at most, so a reply that arrives meanwhile
@@ -194,9 +195,13 @@ def _execute_units(
     if retried := [c.pk for c in rest if c.status != RunCall.Status.PENDING]:
         RunCall.objects.filter(pk__in=retried).update(status=RunCall.Status.PENDING, error="")
 
-    # Responses already paid for by any earlier run.
+    # Responses already paid for by any earlier run; none for a run that sends again.
     keys = {c.pk: recorder.cache_keys[c.pk] for c in rest}
-    cached = {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+    cached = (
+        {}
+        if sends_again(run)
+        else {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+    )
     cache_secrets = backend_secret_values(run.backend) if cached and run.backend else []
     hits: list[_Outcome] = []
     to_call: list[RunCall] = []

@@ -1,6 +1,7 @@
 """The prediction explorer and run comparison, for researchers only.
 
-A run's predictions filtered by status, work and question type (or dimension), each
+A run's predictions filtered by status, work, question type (or dimension) and text
+in the prompt or reply, each
 opening the prompt sent, the raw reply, the parse and the gold; the filtered set as
 CSV or JSONL. Two runs of one benchmark compared item by item. Every row shown or
 exported comes from one selector (:func:`selectors.prediction_rows`,
@@ -48,8 +49,12 @@ def _jsonl(rows: Iterable[dict[str, Any]], columns: tuple[str, ...]) -> Iterator
 @researcher_required
 def prediction_list(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
-    filters = {key: request.GET.get(key, "") for key in ("status", "work", "kind")}
+    filters = {key: request.GET.get(key, "") for key in ("status", "work", "kind", "q")}
     error = ""
+    try:
+        filters["q"] = selectors.prediction_search_clean(filters["q"])
+    except ValueError as exc:
+        error, filters["q"] = str(exc), ""
     choices = selectors.prediction_filter_choices(run=run)
     # Only values the run has: anything else (a typo, bytes a database refuses) is named.
     for key, allowed in (("work", choices["works"]), ("kind", choices["kinds"])):
@@ -77,7 +82,7 @@ def prediction_list(request: HttpRequest, run_id: int) -> HttpResponse:
         "error": error,
         "page": page,
         "counts": selectors.prediction_status_counts(
-            run=run, work=filters["work"], kind=filters["kind"]
+            run=run, work=filters["work"], kind=filters["kind"], q=filters["q"]
         ),
         "choices": choices,
     }

@@ -18,6 +18,7 @@ from ..models import PromptTemplate
 from ..pipelines import get_pipeline, pipeline_benchmarks
 from ..pipelines.generic import parse_categories
 from .backend_services import backend_selectable
+from .recording import NO_CACHE
 
 # Sampling parameters the form offers; a blank field means "the pipeline's default".
 PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "samples", "seed")
@@ -133,6 +134,12 @@ class RunForm(forms.Form):
         min_value=0,
         required=False,
         help_text="Sampling seed, for servers that honour it; sample i uses seed + i.",
+    )
+    send_again = forms.BooleanField(
+        required=False,
+        label="Send again, do not use the cache",
+        help_text="Ask the model every call, even one a run asked before; the new replies "
+        "replace the cached ones.",
     )
     budget_tokens = forms.IntegerField(
         min_value=1, required=False, label="Budget (tokens)", help_text="Stop before exceeding."
@@ -287,6 +294,8 @@ class RunForm(forms.Form):
                 options["shuffle_seed"] = data["shuffle_seed"]
         if options:
             params["options"] = options
+        if data.get("send_again"):
+            params[NO_CACHE] = True
         return {
             "benchmark": data["benchmark"],
             "method": data["method"],

@@ -24,6 +24,10 @@ from ..pipelines import CallUnit, Pipeline
 
 # Sampling parameters sent to backends; everything else in Run.params is engine-only.
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+# Run.params key of a run that sends every call again ("send again, do not use the
+# cache"): no reply is taken from the cache, and each fresh reply replaces the cache
+# row of its request, so a later run that uses the cache gets the newest reply.
+NO_CACHE = "no_cache"
 # Progress hooks and the run's counters are refreshed at most this often: a query and
 # a redraw per reply would cost the request window its refills at high concurrency.
 PROGRESS_INTERVAL_S = 0.25
@@ -45,6 +49,11 @@ ProgressHook = Callable[[RunProgress], None]
 
 
 # --- recording replies -------------------------------------------------------------------
+
+
+def sends_again(run: Run) -> bool:
+    """Whether ``run`` asks every call afresh (see :data:`NO_CACHE`)."""
+    return bool((run.params or {}).get(NO_CACHE))
 
 
 def _cost(backend: Backend, prompt_tokens: int, completion_tokens: int) -> Decimal:
@@ -241,14 +250,23 @@ class _Recorder:
             "created_at",
         ]
         calls, runs = quote(RunCall._meta.db_table), quote(Run._meta.db_table)
+        # The request arrives as JSON text (see RequestCodec); PostgreSQL casts it.
+        cache = insert(
+            CachedResponse,
+            cache_columns,
+            {"request": "::jsonb"} if connection.vendor == "postgresql" else None,
+        )
+        if sends_again(self.run):
+            # The fresh reply replaces the one cached before (both databases' upsert).
+            updated = ", ".join(
+                f"{quote(c)} = excluded.{quote(c)}" for c in cache_columns if c != "key"
+            )
+            cache = cache.replace(
+                "ON CONFLICT DO NOTHING", f"ON CONFLICT ({quote('key')}) DO UPDATE SET {updated}"
+            )
         sql = {
             "prediction": insert(Prediction, prediction_columns),
-            # The request arrives as JSON text (see RequestCodec); PostgreSQL casts it.
-            "cache": insert(
-                CachedResponse,
-                cache_columns,
-                {"request": "::jsonb"} if connection.vendor == "postgresql" else None,
-            ),
+            "cache": cache,
             # %%s: the id list's placeholders are filled in per batch.
             "done": f"UPDATE {calls} SET status = %%s, finished_at = %%s "
             "WHERE status = %%s AND id IN (%s) RETURNING id",
@@ -379,7 +397,8 @@ class _Recorder:
             elif new_rows:
                 cursor.executemany(sql["prediction"], new_rows)
             if cache_rows:
-                # A concurrent run may have paid for the same request first: keep its row.
+                # A concurrent run may have paid for the same request first: keep its row
+                # (unless this run sends again: then the newest reply wins).
                 cursor.executemany(sql["cache"], cache_rows)
             for outcome in errors:
                 RunCall.objects.filter(pk=outcome.call.pk).exclude(

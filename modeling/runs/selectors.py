@@ -10,12 +10,15 @@ from django.db.models import (
     Case,
     CharField,
     Count,
+    Exists,
     F,
     FloatField,
     Func,
     IntegerField,
+    OuterRef,
     Q,
     QuerySet,
+    Subquery,
     TextField,
     Value,
     When,
@@ -40,12 +43,35 @@ from .outcome import NOT_PARSED, unparseable_count
 
 def run_list() -> QuerySet[Run]:
     """Runs, newest first, with what a list row shows (backend name, template version,
-    and ``unparseable``, the count :func:`~modeling.runs.outcome.run_status_label` reads)."""
+    ``unparseable``, the count :func:`~modeling.runs.outcome.run_status_label` reads, and
+    ``cached_calls``, see :func:`run_cached_calls`)."""
     return (
         Run.objects.select_related("backend", "template")
-        .annotate(unparseable=unparseable_count())
+        .annotate(unparseable=unparseable_count(), cached_calls=cached_call_count())
         .order_by("-created_at", "-pk")
     )
+
+
+def cached_call_count() -> Coalesce:
+    """Per run, its calls answered from the cache: for ``annotate(cached_calls=…)``."""
+    counted = (
+        RunCall.objects.filter(run=OuterRef("pk"), from_cache=True)
+        .order_by()
+        .values("run")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def run_cached_calls(*, run: Run) -> int:
+    """How many of ``run``'s replies came from the cache (``RunCall.from_cache``): the
+    count the run page, the API and ``run_model`` show. Reads the ``cached_calls``
+    annotation of :func:`run_list` when the run has it, else counts (one query)."""
+    annotated = getattr(run, "cached_calls", None)
+    if annotated is not None:
+        return annotated
+    return RunCall.objects.filter(run=run, from_cache=True).count()
 
 
 # Where a run's predictions came from, as the run pages and the API name it. The
@@ -182,41 +208,41 @@ def backend_list() -> QuerySet[Backend]:
     return Backend.objects.order_by("name")
 
 
-def run_predictions(*, run: Run) -> QuerySet[Prediction]:
-    """A run's predictions with their item's natural keys as annotations.
+def run_predictions(*, run: Run, q: str = "") -> QuerySet[Prediction]:
+    """A run's predictions with their item's natural keys as annotations; ``q`` keeps
+    those whose prompt or reply holds it, as the explorer's search (:func:`_search`).
 
     Annotations rather than select_related: a DynToM stage row carries large JSON
     (profiles, trajectory), which a page of predictions must not load per row.
     """
-    return (
-        Prediction.objects.filter(run=run)
-        .annotate(
-            work_key=Coalesce(
-                F("dyntom_question__stage__work__key"),
-                F("qa_item__work__key"),
-                F("speaker_instance__scene__work__key"),
-                F("mc_item__work__key"),
+    predictions = Prediction.objects.filter(run=run)
+    if q:
+        predictions = _search(predictions, q)
+    return predictions.annotate(
+        work_key=Coalesce(
+            F("dyntom_question__stage__work__key"),
+            F("qa_item__work__key"),
+            F("speaker_instance__scene__work__key"),
+            F("mc_item__work__key"),
+        ),
+        reply_text=Coalesce(
+            NullIf(F("raw_output"), Value("")),
+            F("call__raw_output"),
+            Value(""),
+            output_field=TextField(),
+        ),
+        item_key=Coalesce(
+            F("dyntom_question__key"),
+            F("qa_item__natural_key"),
+            # Before the Concat, which is never NULL (SQLite joins NULL as "").
+            F("mc_item__item_id"),
+            Concat(
+                F("speaker_instance__scene__source_id"),
+                Value(" "),
+                F("speaker_instance__code"),
             ),
-            reply_text=Coalesce(
-                NullIf(F("raw_output"), Value("")),
-                F("call__raw_output"),
-                Value(""),
-                output_field=TextField(),
-            ),
-            item_key=Coalesce(
-                F("dyntom_question__key"),
-                F("qa_item__natural_key"),
-                # Before the Concat, which is never NULL (SQLite joins NULL as "").
-                F("mc_item__item_id"),
-                Concat(
-                    F("speaker_instance__scene__source_id"),
-                    Value(" "),
-                    F("speaker_instance__code"),
-                ),
-            ),
-        )
-        .order_by("pk")
-    )
+        ),
+    ).order_by("pk")
 
 
 def run_mental_states(*, run: Run, character_id: int | None = None):
@@ -271,8 +297,49 @@ def _prediction_status() -> Case:
     )
 
 
-def _annotated_predictions(*, run: Run, work: str = "", kind: str = "") -> QuerySet[Prediction]:
-    predictions = Prediction.objects.filter(run=run).annotate(
+# The explorer's text search: the longest query taken, and how many of a prompt's
+# messages it reads (the pipelines send a system and a user message; a DynToM generation
+# retry sends four).
+SEARCH_MAX_LENGTH = 200
+PROMPT_MESSAGES_SEARCHED = 6
+
+
+def prediction_search_clean(q: str) -> str:
+    """The search text as the explorer uses it (stripped); ValueError naming ``q`` when
+    it is too long or holds a NUL byte (which PostgreSQL refuses in any text)."""
+    q = (q or "").strip()
+    if len(q) > SEARCH_MAX_LENGTH:
+        raise ValueError(f"q: search for at most {SEARCH_MAX_LENGTH} characters")
+    if "\x00" in q:
+        raise ValueError("q: the search text holds a NUL byte")
+    return q
+
+
+def _search(predictions: QuerySet[Prediction], q: str) -> QuerySet[Prediction]:
+    """Predictions whose reply or prompt contains ``q`` (case-insensitive substring).
+
+    The reply is the prediction's own (imported runs) or its call's. The prompt is the
+    messages the call sent, as its cache row stores them (keyed by the call's cache
+    key, which the engine records with every reply): each message's content is read as
+    text, so quotes, line breaks and non-ASCII letters match as typed. A run's rows only,
+    as every explorer query; the page is paginated.
+    """
+    content = Q()
+    for index in range(PROMPT_MESSAGES_SEARCHED):
+        content |= Q(**{f"request__messages__{index}__content__icontains": q})
+    sent = CachedResponse.objects.filter(content, key=OuterRef("call__cache_key"))
+    return predictions.filter(
+        Q(raw_output__icontains=q) | Q(call__raw_output__icontains=q) | Exists(sent)
+    )
+
+
+def _annotated_predictions(
+    *, run: Run, work: str = "", kind: str = "", q: str = ""
+) -> QuerySet[Prediction]:
+    predictions = Prediction.objects.filter(run=run)
+    if q:
+        predictions = _search(predictions, q)
+    predictions = predictions.annotate(
         item_id=Coalesce(
             F("dyntom_question_id"), F("qa_item_id"), F("speaker_instance_id"), F("mc_item_id")
         ),
@@ -354,11 +421,12 @@ _ITEM_ORDER = (
 
 
 def prediction_rows(
-    *, run: Run, status: str = "", work: str = "", kind: str = ""
+    *, run: Run, status: str = "", work: str = "", kind: str = "", q: str = ""
 ) -> QuerySet[Prediction, dict[str, Any]]:
     """A run's predictions as rows of :data:`PREDICTION_COLUMNS` (plain dicts, in item
-    order), filtered by status (one of :data:`PREDICTION_STATUSES`), work key and question
-    type or dimension; "" leaves a filter off.
+    order), filtered by status (one of :data:`PREDICTION_STATUSES`), work key, question
+    type or dimension, and text in the prompt or reply (``q``, see :func:`_search`);
+    "" leaves a filter off.
 
     The explorer page, its CSV and its JSONL all read these rows, so they cannot differ.
     One query whatever the number of rows: the item's fields are annotations, no
@@ -366,17 +434,19 @@ def prediction_rows(
     """
     if status and status not in PREDICTION_STATUSES:
         raise ValueError(f"status: choose one of {', '.join(PREDICTION_STATUSES)}")
-    rows = _annotated_predictions(run=run, work=work, kind=kind)
+    rows = _annotated_predictions(run=run, work=work, kind=kind, q=q)
     if status:
         rows = rows.filter(status=status)
     return rows.values(*PREDICTION_COLUMNS).order_by(*_ITEM_ORDER)
 
 
-def prediction_status_counts(*, run: Run, work: str = "", kind: str = "") -> dict[str, int]:
-    """How many of the run's predictions (within the work/kind filters) have each status,
-    every status listed, zeros included (one query)."""
+def prediction_status_counts(
+    *, run: Run, work: str = "", kind: str = "", q: str = ""
+) -> dict[str, int]:
+    """How many of the run's predictions (within the work/kind/search filters) have each
+    status, every status listed, zeros included (one query)."""
     counted = (
-        _annotated_predictions(run=run, work=work, kind=kind)
+        _annotated_predictions(run=run, work=work, kind=kind, q=q)
         .order_by()
         .values("status")
         .annotate(n=Count("pk"))

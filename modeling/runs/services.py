@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from common.queueing import job_tasks_register
@@ -28,10 +29,11 @@ from common.tasks import task_send_on_commit
 
 from ..backends import ChatRequest
 from ..backends.token_count import prompt_token_counter
-from ..models import Backend, PromptTemplate, Run
+from ..models import Backend, Prediction, PromptTemplate, Run, RunCall
 from ..pipelines import get_pipeline
 from .leases import _RELEASED, RunLeased, _holder_gone
 from .prompt_templates import active_template
+from .recording import NO_CACHE
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ def _resolve(
     samples = int(merged["samples"])
     if samples < 1:
         raise ValueError("samples must be at least 1")
+    # Stored only when set, so the parameters of an ordinary run read as before.
+    if merged.pop(NO_CACHE, False):
+        merged[NO_CACHE] = True
     model = merged.pop("model", None) or backend.default_model or backend.model_path
     if not model:
         raise ValueError(f"backend {backend.name} has no default model; pass a model")
@@ -208,8 +213,13 @@ def run_cancel(*, run_id: int) -> Run:
     return Run.objects.get(pk=run_id)
 
 
-def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
+def run_resume(*, run_id: int, enqueue: bool = True, send_again: bool = False) -> Run:
     """Make a stopped, failed or orphaned run runnable again; done calls are not repeated.
+
+    ``send_again`` ("send again, do not use the cache") marks the run so that it takes
+    no reply from the cache from now on (``Run.params["no_cache"]``) and reopens the
+    calls whose replies came from the cache, so they are asked again; the replies the
+    run got from the model itself stay. A succeeded run is left as it is.
 
     A run still marked running is taken over at once when its holder is gone (the
     lease was released, has expired, or names a process on this host that no longer
@@ -230,6 +240,8 @@ def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
             return run
         if run.status == Run.Status.RUNNING and not _holder_gone(run):
             raise RunLeased(run)
+        if send_again:
+            _run_send_again(run)
         if run.status != Run.Status.QUEUED:
             run.status = Run.Status.QUEUED
             run.error = ""
@@ -250,6 +262,49 @@ def run_resume(*, run_id: int, enqueue: bool = True) -> Run:
         if enqueue:
             _enqueue(run)
     return run
+
+
+def _run_send_again(run: Run) -> None:
+    """Mark ``run`` as sending again and reopen its calls answered from the cache.
+
+    Their predictions go (the fresh replies make new ones) and the run's counters drop
+    what those calls had added, so the totals count each call once. Called under the
+    run's row lock, by :func:`run_resume` only: a run is never executing here.
+    """
+    if run.kind == Run.Kind.TRAINED:
+        raise ValueError("a trained baseline makes no model calls to send again")
+    run.params = {**run.params, NO_CACHE: True}
+    run.save(update_fields=["params"])
+    cached = RunCall.objects.filter(
+        run=run,
+        from_cache=True,
+        status__in=[RunCall.Status.RECEIVED, RunCall.Status.DONE],
+    )
+    used = cached.aggregate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost")
+    )
+    done = cached.filter(status=RunCall.Status.DONE).count()
+    Prediction.objects.filter(call__in=cached).delete()
+    reopened = cached.update(
+        status=RunCall.Status.PENDING,
+        from_cache=False,
+        raw_output="",
+        finish_reason="",
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost=Decimal(0),
+        latency_ms=0,
+        error="",
+        finished_at=None,
+    )
+    if reopened:
+        Run.objects.filter(pk=run.pk).update(
+            done_calls=F("done_calls") - done,
+            prompt_tokens=F("prompt_tokens") - (used["prompt"] or 0),
+            completion_tokens=F("completion_tokens") - (used["completion"] or 0),
+            cost=F("cost") - (used["cost"] or Decimal(0)),
+        )
+        run.refresh_from_db(fields=["done_calls", "prompt_tokens", "completion_tokens", "cost"])
 
 
 def runs_requeue_orphaned() -> list[int]:

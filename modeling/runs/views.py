@@ -105,6 +105,7 @@ def _progress_context(run: Run) -> dict[str, Any]:
         "summary": selectors.run_prediction_summary(run=run),
         # The explorer's own counts, each linking to its filtered list.
         "prediction_counts": selectors.prediction_status_counts(run=run),
+        "cached_calls": selectors.run_cached_calls(run=run),
         "status_label": status_label,
         # What the model said when nothing it said could be read: the first thing to look at.
         "first_reply": run_first_reply(run=run) if status_label.no_parseable_reply else "",
@@ -291,11 +292,12 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @researcher_required
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     """Queue the run again; a run whose holder is gone is taken over at once, one held by
-    a live process is refused with a line saying who holds it and when to retry."""
+    a live process is refused with a line saying who holds it and when to retry.
+    ``send_again=1`` asks the model again for the replies that came from the cache."""
     get_object_or_404(Run, pk=run_id)
     error = ""
     try:
-        services.run_resume(run_id=run_id)
+        services.run_resume(run_id=run_id, send_again=request.POST.get("send_again") == "1")
     except ValueError as exc:  # RunLeased included
         error = str(exc)
     run = selectors.run_list().get(pk=run_id)

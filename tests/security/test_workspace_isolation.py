@@ -184,6 +184,10 @@ def _default_objects(annotator: Client) -> dict[str, list]:
         "import_job": ids(ImportJob, workspace=default),
         "report_job": ids(ReportJob, workspace=default),
         "generation_job": ids(GenerationJob, workspace=default),
+        # The annotation API's viewsets (api/annotation/^<resource>/<pk>/).
+        "generation-jobs": ids(GenerationJob, workspace=default),
+        "validation-batches": ids(ValidationBatch, workspace=default),
+        "chartom-batches": ids(apps.get_model("annotation", "NoteBatch"), workspace=default),
         "validation_batch": ids(ValidationBatch, workspace=default),
         "note_batch": ids(apps.get_model("annotation", "NoteBatch"), workspace=default),
         "qset_id": ids(QualificationSet, workspace=default),

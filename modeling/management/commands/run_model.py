@@ -16,7 +16,8 @@ from modeling.pipelines.generic import parse_categories
 from modeling.runs.executor import RunInterrupt, run_execute
 from modeling.runs.leases import RunLeased
 from modeling.runs.outcome import run_status_label
-from modeling.runs.recording import RunProgress
+from modeling.runs.recording import NO_CACHE, RunProgress
+from modeling.runs.selectors import run_cached_calls
 from modeling.runs.services import run_cancel, run_create, run_plan, run_resume
 
 # How often --wait polls a held run and redraws its countdown.
@@ -107,6 +108,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed", type=int, help="sampling seed; with --samples, sample i uses seed + i"
         )
+        parser.add_argument(
+            "--no-cache",
+            action="store_true",
+            dest="no_cache",
+            help="send again, do not use the cache: ask the model every call (with --resume: "
+            "the calls answered from the cache); the new replies replace the cached ones",
+        )
         parser.add_argument("--budget-tokens", type=int, dest="budget_tokens")
         parser.add_argument("--budget-cost", type=Decimal, dest="budget_cost")
         parser.add_argument("--name", default="")
@@ -146,7 +154,12 @@ class Command(BaseCommand):
             self.stdout.write(f"run {run.pk}: {run.status}")
             return
         if opts["resume"]:
-            self._resume(opts["resume"], background=opts["background"], wait=opts["wait"])
+            self._resume(
+                opts["resume"],
+                background=opts["background"],
+                wait=opts["wait"],
+                send_again=opts["no_cache"],
+            )
             return
         for required in ("benchmark", "method", "backend"):
             if not opts[required]:
@@ -190,6 +203,8 @@ class Command(BaseCommand):
             options["shuffle_seed"] = opts["shuffle_seed"]
         if options:
             params["options"] = options
+        if opts["no_cache"]:
+            params[NO_CACHE] = True
         kwargs = dict(
             benchmark=opts["benchmark"],
             method=opts["method"],
@@ -255,13 +270,13 @@ class Command(BaseCommand):
             for message in plan.first_messages:
                 self.stdout.write(f"[{message['role']}]\n{message['content']}\n")
 
-    def _resume(self, run_id: int, *, background: bool, wait: bool) -> None:
+    def _resume(self, run_id: int, *, background: bool, wait: bool, send_again: bool) -> None:
         """Take the run over (at once when its holder is gone) or say who holds it."""
         if not Run.objects.filter(pk=run_id).exists():
             raise CommandError(f"no run {run_id}")
         while True:
             try:
-                run = run_resume(run_id=run_id, enqueue=background)
+                run = run_resume(run_id=run_id, enqueue=background, send_again=send_again)
                 break
             except RunLeased as exc:
                 if not wait:
@@ -361,12 +376,21 @@ class Command(BaseCommand):
             f"{run.error_calls} errors, {run.prompt_tokens:,} prompt + "
             f"{run.completion_tokens:,} completion tokens, cost {run.cost:.4f}"
         )
+        cached = run_cached_calls(run=run)
+        if cached:
+            self.stdout.write(f"  {cached} of the replies came from the cache")
         if run.error:
             self.stdout.write(f"  {run.error}")
-        # A run with no parseable reply has every call done: resuming would ask nothing.
+        # A run with no parseable reply has every call done: resuming would ask nothing,
+        # unless it sends again the calls the cache answered.
         resumable = (Run.Status.STOPPED, Run.Status.FAILED, Run.Status.BUDGET_EXHAUSTED)
         if status in resumable and not label.no_parseable_reply:
             self.stdout.write(
                 f"  resume with: python manage.py run_model --resume {run.pk}"
                 + (" (after raising the budget)" if status == Run.Status.BUDGET_EXHAUSTED else "")
+            )
+        elif status == Run.Status.FAILED and cached:
+            self.stdout.write(
+                f"  ask the model again with: python manage.py run_model --resume {run.pk} "
+                "--no-cache"
             )
