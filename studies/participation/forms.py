@@ -101,6 +101,7 @@ class RunningForm(forms.Form):
         min_value=0,
         max_value=100,
         initial=0,
+        required=False,
         help_text="the attention checks that tell which option to choose",
     )
     floor_wpm = NumberField(
@@ -108,6 +109,7 @@ class RunningForm(forms.Form):
         min_value=0,
         max_value=10000,
         initial=0,
+        required=False,
         help_text="a page read faster than this is under the floor, e.g. 600 (very fast "
         "skimming); 0: off",
     )

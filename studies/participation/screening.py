@@ -3,7 +3,7 @@
 The cohort rule (``ledger``: a median time under a share of the cohort's) misses a cohort
 that is fast as a whole. The reading floor does not compare people: each page a
 participant went through, a work's history ("I have read it") or an item answered, has
-the words the time estimate counts (``recruitment.study_item_words`` and
+the words the time estimate counts (``words.study_item_words`` and
 ``study_history_words``), and reading them at ``Study.floor_wpm`` words a minute takes a
 least time. A page done in less is under the floor.
 
@@ -26,6 +26,7 @@ from datetime import timedelta
 from django.db.models import Min, Q
 
 from ..models import Assignment, Participant, Study, StudyItem, WorkSession
+from .words import study_history_words, study_item_words
 
 FLOOR_REASON = "reading floor"
 
@@ -62,9 +63,6 @@ def reading_paces(study: Study, participants: list[Participant]) -> dict[int, Re
     warm-up and an attention check is answered without reading. An item without a
     server time (published annotations imported as a study) is left out.
     """
-    # Imported here: recruitment imports the study services, which import the ledger
-    # that imports this module.
-    from .recruitment import study_history_words, study_item_words
 
     wpm = study.floor_wpm
     ids = [p.pk for p in participants]

@@ -531,6 +531,8 @@ SCHEMA_PATHS = {
     "/api/studies/{study_id}/participants/": {"get"},
     "/api/studies/{study_id}/responses/": {"get"},
     "/api/studies/{study_id}/exit-answers/": {"get"},
+    "/api/studies/{study_id}/exit-wide/": {"get"},
+    "/api/studies/{study_id}/exit-codebook/": {"get"},
     "/api/studies/{study_id}/package/": {"get"},  # the replication package (reports)
 }
 

@@ -270,7 +270,9 @@ class Command(BaseCommand):
             for message in plan.first_messages:
                 self.stdout.write(f"[{message['role']}]\n{message['content']}\n")
 
-    def _resume(self, run_id: int, *, background: bool, wait: bool, send_again: bool) -> None:
+    def _resume(
+        self, run_id: int, *, background: bool, wait: bool, send_again: bool = False
+    ) -> None:
         """Take the run over (at once when its holder is gone) or say who holds it."""
         if not Run.objects.filter(pk=run_id).exists():
             raise CommandError(f"no run {run_id}")
