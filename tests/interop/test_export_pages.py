@@ -482,3 +482,9 @@ def test_a_harness_run_s_page_shows_its_provenance(researcher_client, runs_of_ea
     assert rows["<code>generate_config.temperature</code>"] == "0.0"
     assert rows["<code>unknown_samples</code>"].endswith("x9 … (25 in all)")
     assert list(rows)[:4] == ["File", "Task", "Task version", "Inspect version"]
+    # No "0 / 0 calls done" and empty progress bar: nothing was called here.
+    assert 'data-testid="run-imported">imported: no calls made here<' in html
+    assert 'role="progressbar"' not in html
+    engine = runs_of_each_origin["engine"]
+    html = researcher_client.get(reverse("modeling:run-detail", args=[engine.pk])).content.decode()
+    assert 'role="progressbar"' in html and "run-imported" not in html
