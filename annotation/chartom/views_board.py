@@ -32,6 +32,7 @@ from ..dyntom.validation.views import annotator_required
 from . import board, exports_board
 from .batch_upload import BatchUploadError, note_batch_upload
 from .bonus_review import bonus_review_submit, bonus_review_take
+from .demo import DEMO_BACKEND_URL
 from .distractor_review import distractor_review_submit, distractor_review_take
 from .forms_board import NoteBatchUploadForm, json_list, lines
 from .llm_steps import stale_steps
@@ -140,6 +141,9 @@ def _progress_context(batch: NoteBatch) -> dict[str, Any]:
             else []
         ),
         "annotators": board.batch_annotator_progress(batch),
+        # The demo's backend answers only what the demo recorded: its failures are where
+        # the recording ends, which the page says plainly instead of a connection error.
+        "recorded_backend": bool(batch.backend_id and batch.backend.base_url == DEMO_BACKEND_URL),
     }
 
 

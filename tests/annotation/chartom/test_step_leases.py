@@ -174,6 +174,26 @@ def test_a_step_taken_over_meanwhile_stops_without_writing(at, llm_server) -> No
 # --- retry and the worker's start ---------------------------------------------------------
 
 
+def test_failures_on_the_demos_recorded_backend_say_the_recording_ends(at, client, researcher):
+    from annotation.chartom.demo import DEMO_BACKEND_URL
+
+    failed = at(dimension="desire")
+    Construction.objects.filter(pk=failed.pk).update(
+        state="needs_retry", error="filter: APIConnectionError: Connection error."
+    )
+    batch = failed.note.batch
+    client.force_login(researcher)
+    url = reverse("annotation:chartom-batch", args=[batch.pk])
+    page = client.get(url).content.decode()
+    assert "APIConnectionError" in page and "recorded-backend-end" not in page
+
+    type(batch.backend).objects.filter(pk=batch.backend_id).update(base_url=DEMO_BACKEND_URL)
+    page = client.get(url).content.decode()
+    assert 'data-testid="recorded-backend-end"' in page
+    assert "The recording has no reply for this step." in page
+    assert "APIConnectionError" not in page
+
+
 def test_retry_offers_a_running_step_once_its_lease_is_stale(
     at, client, researcher, django_capture_on_commit_callbacks
 ) -> None:
