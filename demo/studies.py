@@ -16,6 +16,8 @@ as it is.
 from __future__ import annotations
 
 import json
+import random
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,12 @@ from studies.choice.services import (
     option_order,
 )
 from studies.models import Assignment, Participant, Study, StudyWork
-from studies.participation.services import participant_consent, participants_invite
+from studies.participation.services import (
+    participant_consent,
+    participant_finish,
+    participants_invite,
+)
+from studies.participation.words import study_item_words
 from studies.scene.cache import scene_speakers
 from studies.scene.services import (
     familiarity_declare,
@@ -92,6 +99,35 @@ def _answerers(study: Study, answers: dict[str, Any]) -> list[tuple[Participant,
     ]
 
 
+# A demo participant reads at about this speed, and takes this long to answer an item
+# on top of reading it: times a reader of the ledger believes (the services record the
+# instant the demo loads them otherwise).
+DEMO_WPM = 220
+DEMO_ANSWER_SECONDS = (12, 40)
+
+
+def _finish_with_believable_times(participant: Participant) -> None:
+    """Spread the participant's answered items over a sitting, from their consent on:
+    each item's words at ``DEMO_WPM`` plus an answering time drawn with a seed of the
+    participant's label (the same on every load), then mark them finished."""
+    words = study_item_words(study=participant.study)
+    rng = random.Random(f"demo-times:{participant.label}")
+    at = participant.consented_at
+    rows = Assignment.objects.filter(participant=participant, submitted_at__isnull=False)
+    for assignment in rows.order_by("position", "pk"):
+        seconds = words.get(assignment.study_item_id, 0) * 60 / DEMO_WPM
+        seconds += rng.uniform(*DEMO_ANSWER_SECONDS)
+        shown, at = at, at + timedelta(seconds=seconds)
+        Assignment.objects.filter(pk=assignment.pk).update(
+            first_shown_at=shown,
+            last_event_at=at,
+            submitted_at=at,
+            active_ms=round(seconds * 1000),
+            total_ms=round(seconds * 1000),
+        )
+    participant_finish(participant=participant)
+
+
 # --- "who is speaking?" (ToM-in-AMC) ---------------------------------------------------
 
 
@@ -144,6 +180,7 @@ def scene_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
                 answers=form,
                 history_needed=rater["needed_earlier_scenes"],
             )
+        _finish_with_believable_times(participant)
     _invite(study)
     return study, True
 
@@ -264,6 +301,7 @@ def dyntom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]
                 shown=ord(letter) - ord("a"),
                 question_id=question.pk,
             )
+        _finish_with_believable_times(participant)
     _invite(study)
     return study, True
 
@@ -315,5 +353,6 @@ def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool
                 action="submit",
                 shown=order.index(ord(letter) - ord("A")),
             )
+        _finish_with_believable_times(participant)
     _invite(study)
     return study, True

@@ -420,3 +420,22 @@ def test_demo_mapped_benchmark_has_a_study_answers_and_a_recorded_run(client):
     assert f"/s/{participant.token}/" in out
     client.post(f"/s/{participant.token}/consent/")
     assert client.get(f"/s/{participant.token}/").status_code == 200
+
+
+def test_demo_answerers_are_finished_with_believable_times():
+    """Issue 49's walk: the loaded participants read as finished in the ledger, and each
+    answer took a reader's time (the words at about 220 wpm plus 12 to 40 s), not 0 s."""
+    from studies.models import Assignment, Participant
+
+    run_demo()
+    loaded = Participant.objects.filter(label__contains="answers loaded").exclude(
+        study__benchmark="chartom-qa"  # they answer their first few and leave, on purpose
+    )
+    assert loaded.count() >= 7
+    assert not loaded.filter(finished_at__isnull=True).exists()
+    answered = Assignment.objects.filter(participant__in=loaded, submitted_at__isnull=False)
+    seconds = [ms / 1000 for ms in answered.values_list("total_ms", flat=True)]
+    assert seconds and min(seconds) >= 12 and max(seconds) < 60 * 20
+    first = answered.order_by("participant", "position", "pk").first()
+    assert first.first_shown_at >= first.participant.consented_at
+    assert first.submitted_at > first.first_shown_at
