@@ -13,12 +13,9 @@ from typing import Any
 
 from benchmarks.importers.base import ProgressCallback
 from benchmarks.uploads import DATA, OPTION_LABELS, UploadOutcome, UploadSource
-from modeling.models import Prediction
+from modeling.runs.prediction_upload import predictions_upload_preview
 
 from .inspect_import import LOG_SUFFIXES, inspect_logs_import
-
-PREVIEW_PREDICTIONS = 3
-RAW_PREVIEW_CHARS = 400
 
 
 def inspect_upload_layout(folder: Path, files: list[Path], options: dict[str, Any]) -> Path:
@@ -57,38 +54,6 @@ def inspect_upload_run(
     )
 
 
-def _item_label(prediction: Prediction) -> str:
-    if prediction.mc_item_id:
-        return f"{prediction.mc_item.work.key} · {prediction.mc_item.item_id}"
-    if prediction.dyntom_question_id:
-        question = prediction.dyntom_question
-        return f"{question.stage.work.key} · {question.key}"
-    return ""
-
-
-def inspect_upload_preview(
-    path: Path, options: dict[str, Any], outcome: UploadOutcome
-) -> list[dict[str, Any]]:
-    predictions = (
-        Prediction.objects.filter(run_id__in=outcome.refs.get("runs", []))
-        .select_related("run", "mc_item__work", "dyntom_question__stage__work")
-        .order_by("run_id", "pk")[:PREVIEW_PREDICTIONS]
-    )
-    return [
-        {
-            "kind": "prediction",
-            "title": p.run.name,
-            "item": _item_label(p),
-            "model": p.model or p.run.model,
-            "raw_output": p.raw_output[:RAW_PREVIEW_CHARS],
-            "parsed_answer": p.parsed_answer,
-            "parse_status": p.parse_status,
-            "correct": p.correct,
-        }
-        for p in predictions
-    ]
-
-
 INSPECT_SOURCE = UploadSource(
     name="inspect",
     label="Inspect log",
@@ -98,7 +63,7 @@ INSPECT_SOURCE = UploadSource(
     options=("name", "keep_unknown"),
     layout=inspect_upload_layout,
     run=inspect_upload_run,
-    preview=inspect_upload_preview,
+    preview=predictions_upload_preview,
     option_labels={
         "name": (
             OPTION_LABELS["name"][0],

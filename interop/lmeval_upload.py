@@ -27,8 +27,8 @@ from benchmarks.uploads import (
     safe_name,
     zip_extract,
 )
+from modeling.runs.prediction_upload import predictions_upload_preview
 
-from .inspect_upload import inspect_upload_preview
 from .lmeval_import import SIZE_LIMIT, lm_eval_file, lmeval_import
 
 EXTENSIONS = (".jsonl", ".json", ".zip")
@@ -109,7 +109,7 @@ LM_EVAL_SOURCE = UploadSource(
     layout=lmeval_upload_layout,
     run=lmeval_upload_run,
     # The first predictions of the runs, as an Inspect log's upload shows them.
-    preview=inspect_upload_preview,
+    preview=predictions_upload_preview,
     clean=lmeval_upload_clean,
     option_labels={
         "name": (

@@ -57,12 +57,16 @@ def _item_label(prediction: Prediction) -> str:
     if prediction.qa_item_id:
         item = prediction.qa_item
         return f"{item.work.title} · {item.question[:120]}"
+    if prediction.mc_item_id:
+        return f"{prediction.mc_item.work.key} · {prediction.mc_item.item_id}"
     return ""
 
 
 def predictions_upload_preview(
     path: Path, options: dict[str, Any], outcome: UploadOutcome
 ) -> list[dict[str, Any]]:
+    """The first predictions of the runs an upload imported: of a predictions file, and
+    of a harness's results (``interop`` uses it for Inspect logs and lm-eval samples)."""
     predictions = (
         Prediction.objects.filter(run_id__in=outcome.refs.get("runs", []))
         .select_related(
@@ -70,6 +74,7 @@ def predictions_upload_preview(
             "speaker_instance__scene__work",
             "dyntom_question__stage__work",
             "qa_item__work",
+            "mc_item__work",
         )
         .order_by("run_id", "pk")[:PREVIEW_PREDICTIONS]
     )
