@@ -208,6 +208,33 @@ def backend_list() -> QuerySet[Backend]:
     return Backend.objects.order_by("name")
 
 
+def _work_key() -> Coalesce:
+    """A prediction's work key, whichever item it answers."""
+    return Coalesce(
+        F("dyntom_question__stage__work__key"),
+        F("qa_item__work__key"),
+        F("speaker_instance__scene__work__key"),
+        F("mc_item__work__key"),
+        output_field=CharField(),
+    )
+
+
+def _item_key() -> Coalesce:
+    """A prediction's item key within its work, whichever item it answers."""
+    return Coalesce(
+        F("dyntom_question__key"),
+        F("qa_item__natural_key"),
+        # Before the Concat, which is never NULL (SQLite joins NULL as "").
+        F("mc_item__item_id"),
+        Concat(
+            F("speaker_instance__scene__source_id"),
+            Value(" "),
+            F("speaker_instance__code"),
+        ),
+        output_field=CharField(),
+    )
+
+
 def run_predictions(*, run: Run, q: str = "") -> QuerySet[Prediction]:
     """A run's predictions with their item's natural keys as annotations; ``q`` keeps
     those whose prompt or reply holds it, as the explorer's search (:func:`_search`).
@@ -219,29 +246,14 @@ def run_predictions(*, run: Run, q: str = "") -> QuerySet[Prediction]:
     if q:
         predictions = _search(predictions, q)
     return predictions.annotate(
-        work_key=Coalesce(
-            F("dyntom_question__stage__work__key"),
-            F("qa_item__work__key"),
-            F("speaker_instance__scene__work__key"),
-            F("mc_item__work__key"),
-        ),
+        work_key=_work_key(),
         reply_text=Coalesce(
             NullIf(F("raw_output"), Value("")),
             F("call__raw_output"),
             Value(""),
             output_field=TextField(),
         ),
-        item_key=Coalesce(
-            F("dyntom_question__key"),
-            F("qa_item__natural_key"),
-            # Before the Concat, which is never NULL (SQLite joins NULL as "").
-            F("mc_item__item_id"),
-            Concat(
-                F("speaker_instance__scene__source_id"),
-                Value(" "),
-                F("speaker_instance__code"),
-            ),
-        ),
+        item_key=_item_key(),
     ).order_by("pk")
 
 
@@ -343,25 +355,8 @@ def _annotated_predictions(
         item_id=Coalesce(
             F("dyntom_question_id"), F("qa_item_id"), F("speaker_instance_id"), F("mc_item_id")
         ),
-        item_key=Coalesce(
-            F("dyntom_question__key"),
-            F("qa_item__natural_key"),
-            # Before the Concat, which is never NULL (SQLite joins NULL as "").
-            F("mc_item__item_id"),
-            Concat(
-                F("speaker_instance__scene__source_id"),
-                Value(" "),
-                F("speaker_instance__code"),
-            ),
-            output_field=CharField(),
-        ),
-        work=Coalesce(
-            F("dyntom_question__stage__work__key"),
-            F("qa_item__work__key"),
-            F("speaker_instance__scene__work__key"),
-            F("mc_item__work__key"),
-            output_field=CharField(),
-        ),
+        item_key=_item_key(),
+        work=_work_key(),
         # DynToM's question type, CharToM-QA's dimension, a ToM-in-AMC scene's id, a
         # mapped item's first category.
         kind=Coalesce(
