@@ -252,6 +252,9 @@ def test_history_reader_and_side_panel_with_perturbed_names(
 
     expect(page.get_by_test_id("progress")).to_contain_text("Scene 1 / ")
     expect(page.get_by_role("radio", name="Karen", exact=True).first).to_be_visible()
+    # The panel loads on a "toggle" that the deferred study.js listens for: opened
+    # before the script runs (CI lost one so), it would show only its fallback link.
+    expect(page.locator("form#guess-form[data-keys=ready]")).to_have_count(1)
     page.get_by_text("Earlier scenes (history)").click()
     panel = page.locator(".history-panel .history-body")
     expect(panel).to_contain_text("Karen, we need to talk.")
