@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.importers.base import ImportDataError, ImportReport
+from benchmarks.importers.base import ImportDataError, ImportReport, ProgressCallback
+from benchmarks.uploads import UploadOutcome
 from modeling.runs.prediction_import import RunSummary
 
 # Sample ids named in an error or kept on a run: enough to recognise the task.
@@ -46,6 +47,17 @@ class HarnessImportResult:
                 f"aside: {', '.join(self.unknown[:UNKNOWN_SHOWN])}"
             )
         return notes
+
+
+def upload_outcome(result: HarnessImportResult, progress: ProgressCallback) -> UploadOutcome:
+    """What an upload of harness results reports: its runs, notes and counts. The imports
+    report no progress as they go: every prediction is counted at the end."""
+    progress(sum(sum(s.predictions.values()) for s in result.runs))
+    return UploadOutcome(
+        report=result.report,
+        notes=result.notes(),
+        refs={"runs": [s.run.pk for s in result.runs]},
+    )
 
 
 def unknown_refusal(path: Path, ids: list[Any], *, what: str = "sample") -> ImportDataError:

@@ -15,6 +15,7 @@ from benchmarks.importers.base import ProgressCallback
 from benchmarks.uploads import DATA, OPTION_LABELS, UploadOutcome, UploadSource
 from modeling.runs.prediction_upload import predictions_upload_preview
 
+from .importing import upload_outcome
 from .inspect_import import LOG_SUFFIXES, inspect_logs_import
 
 
@@ -45,13 +46,7 @@ def inspect_upload_run(
         name=options.get("name", ""),
         keep_unknown=options.get("keep_unknown") == "yes",
     )
-    # The import reports no progress as it goes: every log's predictions at the end.
-    progress(sum(sum(s.predictions.values()) for s in result.runs))
-    return UploadOutcome(
-        report=result.report,
-        notes=result.notes(),
-        refs={"runs": [s.run.pk for s in result.runs]},
-    )
+    return upload_outcome(result, progress)
 
 
 INSPECT_SOURCE = UploadSource(

@@ -29,6 +29,7 @@ from benchmarks.uploads import (
 )
 from modeling.runs.prediction_upload import predictions_upload_preview
 
+from .importing import upload_outcome
 from .lmeval_import import SIZE_LIMIT, lm_eval_file, lmeval_import
 
 EXTENSIONS = (".jsonl", ".json", ".zip")
@@ -89,13 +90,7 @@ def lmeval_upload_run(
         item_map=options.get("item_map"),
         keep_unknown=options.get("keep_unknown") == "yes",
     )
-    # The import reports no progress as it goes: every task's predictions at the end.
-    progress(sum(sum(s.predictions.values()) for s in result.runs))
-    return UploadOutcome(
-        report=result.report,
-        notes=result.notes(),
-        refs={"runs": [s.run.pk for s in result.runs]},
-    )
+    return upload_outcome(result, progress)
 
 
 LM_EVAL_SOURCE = UploadSource(
