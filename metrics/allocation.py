@@ -196,6 +196,7 @@ def next_strata(
     *,
     min_per_item: int = 1,
     cap_per_item: int | None = None,
+    pending: Mapping[str, int] | None = None,
 ) -> list[str]:
     """The strata of the next ``n`` places, in order, by ``design``.
 
@@ -203,12 +204,15 @@ def next_strata(
     it is chosen before any other (the one furthest behind first). A stratum whose
     items all hold ``cap_per_item`` answers is full. Fewer than ``n`` keys come back
     when every stratum is full. The tallies are advanced as places are handed out, so
-    a batch of places spreads as the same places one by one would.
+    a batch of places spreads as the same places one by one would. ``pending`` counts
+    places already handed out but not yet answered, per stratum: they are treated as
+    answers to come, so two participants arriving together are not sent to the same
+    stratum for the same gap.
     """
     if design not in DESIGNS:
         raise ValueError(f"unknown allocation design {design!r}; one of {', '.join(DESIGNS)}")
     state = {key: tallies[key] for key in sorted(tallies) if tallies[key].items > 0}
-    planned: dict[str, int] = dict.fromkeys(state, 0)
+    planned: dict[str, int] = {key: (pending or {}).get(key, 0) for key in state}
     chosen: list[str] = []
     for _ in range(n):
         key = _pick(design, state, planned, min_per_item, cap_per_item)
