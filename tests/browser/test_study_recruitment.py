@@ -3,7 +3,8 @@ a recruited participant from the public link to the platform's completion URL, a
 refusal of consent, a practice scene and an attention check with the researcher's
 instruction, the break after a sitting's cap, an abandoned assignment going back to the
 pool, and a work with no earlier scenes (no history step, panel or flag; a refused
-submit redirects and marks the unanswered speaker). Screenshots at 1280 and 390 px land in var/screenshots/.
+submit redirects and marks the unanswered speaker). Screenshots at 1280 and 390 px land
+in var/screenshots/.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from studies.models import Assignment, Participant, StudyItem
 from studies.participation import recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
+from studies.scene.views import display_name
 from tests.browser.test_study_rater import (
     answer_with_keys,
     digit_for,
@@ -220,7 +222,8 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
             speakers = speakers_of(assignment)
             expect(said).to_have_text(
                 [
-                    f"Attention check: select '{s.gold_character.name}' for this speaker."
+                    f"Attention check: select '{display_name(s.gold_character.name, {})}' "
+                    "for this speaker."
                     for s in speakers
                 ]
             )
@@ -243,8 +246,8 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
     expect(row).to_contain_text("careless")
     expect(row).to_contain_text("1 / 1")
     expect(row.get_by_text("excluded")).to_be_visible()
-    badge = page.get_by_role("row").filter(has_text="careless").locator("[data-status]")
-    expect(badge).to_have_attribute(
+    ledger_row = page.get_by_test_id("ledger").get_by_role("row").filter(has_text="careless")
+    expect(ledger_row.locator("[data-status]")).to_have_attribute(
         "title", "rule: instructed-response items: 1 of 1 failed (allowed 0)"
     )
     screenshot("practice-3-quality")

@@ -224,3 +224,32 @@ def test_the_form_names_the_field_and_versions_the_instruction(client, researche
     live_study.benchmark = "dyntom"
     with pytest.raises(services.StudyError, match=r"^attention_instruction: only a scene"):
         services.study_attention_instruction_set(study=live_study, instruction=INSTRUCTION + "!")
+
+
+def test_with_perturbed_names_the_instruction_names_the_shown_character(client, friends):
+    """The name to select is the one the rater sees among the candidates."""
+    study = services.study_create(
+        name="perturbed checks", benchmark="tvshowguess", works=[friends], perturb_names=True
+    )
+    keep_scenes(study, 2)
+    items = list(study.study_items.filter(held_back=False).order_by("position"))
+    recruitment.item_roles_set(study=study, practice=None, attention=[items[1]])
+    services.study_attention_instruction_set(study=study, instruction=INSTRUCTION)
+    study = services.study_go_live(study=study)
+    name_map = study.study_works.get().name_map
+    participant = invite(study, "reader")
+    to_scenes(client, participant)
+    checks = 0
+    while (at := scene_page(client, participant))[0] is not None:
+        assignment, page = at
+        if assignment.study_item.role == StudyItem.Role.ATTENTION:
+            checks += 1
+            page = page.replace("&#x27;", "'")
+            for instance in instances(assignment):
+                gold = instance.gold_character.name
+                shown = display_name(gold, name_map)
+                assert shown.casefold() != gold.casefold()
+                assert INSTRUCTION.replace("{name}", shown) in page
+                assert INSTRUCTION.replace("{name}", display_name(gold, {})) not in page
+        submit(client, participant, assignment, {i.pk: 0 for i in instances(assignment)})
+    assert checks == 1
