@@ -56,6 +56,7 @@ class StudyAdmin(admin.ModelAdmin):
         "instructions",
         "consent",
         "exit_questions",
+        "attention_instruction",
         "created_at",
         "updated_at",
     )

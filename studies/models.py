@@ -75,7 +75,8 @@ class Study(WorkspaceOwned):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     instructions = models.TextField(blank=True, default="")
     consent = models.TextField(blank=True, default="")
-    # Bumped on every edit of instructions/consent; stamped on each response.
+    # Bumped on every edit of instructions/consent (and a scene study's attention-check
+    # instruction); stamped on each response.
     instructions_version = models.PositiveIntegerField(default=1)
     overlap = models.PositiveSmallIntegerField(default=2, help_text="raters per scene")
     min_seen = models.PositiveSmallIntegerField(
@@ -154,8 +155,13 @@ class Study(WorkspaceOwned):
         default=0.5, help_text="exclude above this share of pages under the floor"
     )
     # A mapped benchmark's attention checks are instructed-response items ("choose the
-    # option …"): more failed than this excludes, with a reason of their own.
+    # option …"), and a scene study's are when it has an ``attention_instruction``: more
+    # failed than this excludes, with a reason of their own.
     instructed_max_failures = models.PositiveSmallIntegerField(default=0)
+    # A scene study's attention checks as instructed-response items: shown on each
+    # masked speaker of a check with ``{name}`` filled in ("" : checks are scored against
+    # the gold, nothing said). One of the texts under ``instructions_version``.
+    attention_instruction = models.CharField(max_length=300, blank=True, default="")
     # Bumped whenever the exit questions change; each version's text is kept
     # (``StudyTextVersion``) so exports pair every answer with the question it answered.
     exit_questions_version = models.PositiveIntegerField(default=1)
@@ -614,17 +620,19 @@ class ChoiceAnswer(models.Model):
 
 class StudyTextVersion(models.Model):
     """Every version of a text a participant was shown: instructions, consent, the exit
-    questions. Exports and replication packages pair each answer with the text it
-    answered; ``content`` is the text, or the exit questions' list as stored on the study.
+    questions, a scene study's attention-check instruction. Exports and replication
+    packages pair each answer with the text it answered; ``content`` is the text, or the
+    exit questions' list as stored on the study.
     """
 
     class Kind(models.TextChoices):
         INSTRUCTIONS = "instructions", "instructions"
         CONSENT = "consent", "consent"
         EXIT_QUESTIONS = "exit_questions", "exit questions"
+        ATTENTION_INSTRUCTION = "attention_instruction", "attention-check instruction"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="text_versions")
-    kind = models.CharField(max_length=20, choices=Kind.choices)
+    kind = models.CharField(max_length=30, choices=Kind.choices)
     version = models.PositiveIntegerField()
     content = BulkJSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

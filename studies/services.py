@@ -24,6 +24,7 @@ from .models import (
     StudyTextVersion,
     StudyWork,
 )
+from .participation.ledger import SCENE_BENCHMARKS
 
 # ../shared/bench/annotation_load.py makes its load-check study with it from here.
 from .participation.services import participants_invite as participants_invite
@@ -350,33 +351,109 @@ def study_close(*, study: Study) -> Study:
     )
 
 
-@transaction.atomic
-def study_update_texts(*, study: Study, instructions: str, consent: str) -> Study:
-    """Edit the instructions/consent page; a new version is stamped on later answers.
+# -- texts --------------------------------------------------------------------------------
 
-    Both texts share ``instructions_version``; each version of each is kept
-    (:func:`text_version_ensure`), the outgoing one too, in case it was never written.
+# What a scene study's attention check tells the rater to select: ``{name}`` is each
+# masked speaker's character as the rater sees it (its gold, given away on purpose).
+NAME_PLACEHOLDER = "{name}"
+ATTENTION_INSTRUCTION_MAX = 300
+
+
+def attention_instruction_check(text: str) -> str:
+    """The attention-check instruction as it is stored (outer spaces cut, "" for none).
+
+    Raises :class:`StudyError` naming the ``attention_instruction`` field when it is too
+    long or does not say where the name goes.
     """
-    if (instructions, consent) != (study.instructions, study.consent):
-        for kind in (StudyTextVersion.Kind.INSTRUCTIONS, StudyTextVersion.Kind.CONSENT):
-            text_version_ensure(study=study, kind=kind)
-        study.instructions = instructions
-        study.consent = consent
-        study.instructions_version += 1
-        study.save(update_fields=["instructions", "consent", "instructions_version", "updated_at"])
-        for kind in (StudyTextVersion.Kind.INSTRUCTIONS, StudyTextVersion.Kind.CONSENT):
-            text_version_ensure(study=study, kind=kind)
+    text = (text or "").strip()
+    if len(text) > ATTENTION_INSTRUCTION_MAX:
+        raise StudyError(
+            f"attention_instruction: at most {ATTENTION_INSTRUCTION_MAX} characters "
+            f"(this one has {len(text)})"
+        )
+    if text and NAME_PLACEHOLDER not in text:
+        raise StudyError(
+            f"attention_instruction: write {NAME_PLACEHOLDER} where the name to select goes "
+            f"(e.g. “Attention check: select '{NAME_PLACEHOLDER}' for this speaker.”)"
+        )
+    return text
+
+
+def attention_instruction_text(instruction: str, name: str) -> str:
+    """The instruction a masked speaker of a check shows, its ``name`` filled in."""
+    return instruction.replace(NAME_PLACEHOLDER, name)
+
+
+def _shared_texts(study: Study) -> dict[str, str]:
+    """kind -> text of those ``instructions_version`` numbers: instructions and consent,
+    and the attention-check instruction while the study has one (none shown: none kept)."""
+    texts = {
+        StudyTextVersion.Kind.INSTRUCTIONS: study.instructions,
+        StudyTextVersion.Kind.CONSENT: study.consent,
+    }
+    if study.attention_instruction:
+        texts[StudyTextVersion.Kind.ATTENTION_INSTRUCTION] = study.attention_instruction
+    return texts
+
+
+def _texts_save(study: Study, **texts: str) -> Study:
+    """Store ``texts`` (fields under ``instructions_version``) as a new version when any
+    changed; each version of each is kept (:func:`text_version_ensure`), the outgoing one
+    too, in case it was never written."""
+    if all(getattr(study, name) == text for name, text in texts.items()):
+        return study
+    for kind in _shared_texts(study):
+        text_version_ensure(study=study, kind=kind)
+    for name, text in texts.items():
+        setattr(study, name, text)
+    study.instructions_version += 1
+    study.save(update_fields=[*texts, "instructions_version", "updated_at"])
+    for kind in _shared_texts(study):
+        text_version_ensure(study=study, kind=kind)
     return study
 
 
-def _current_text(study: Study, kind: str) -> tuple[int, Any]:
-    if kind == StudyTextVersion.Kind.INSTRUCTIONS:
-        return study.instructions_version, study.instructions
-    if kind == StudyTextVersion.Kind.CONSENT:
-        return study.instructions_version, study.consent
-    if kind == StudyTextVersion.Kind.EXIT_QUESTIONS:
-        return study.exit_questions_version, study.exit_questions
-    raise StudyError(f"no text kind {kind!r}")
+@transaction.atomic
+def study_update_texts(*, study: Study, instructions: str, consent: str) -> Study:
+    """Edit the instructions/consent page; a new version is stamped on later answers."""
+    return _texts_save(study, instructions=instructions, consent=consent)
+
+
+@transaction.atomic
+def study_attention_instruction_set(*, study: Study, instruction: str) -> Study:
+    """A scene study's attention-check instruction ("" for none): a new version of the
+    texts under ``instructions_version`` when it changed.
+
+    With one, every check is an instructed-response item (each masked speaker shows it
+    with the name to select) and counts under ``Study.instructed_max_failures``. Once
+    scenes have been handed out it can be reworded, not added or removed: the checks
+    already answered were answered with it or without it. Raises :class:`StudyError`
+    naming the ``attention_instruction`` field.
+    """
+    text = attention_instruction_check(instruction)
+    if text == study.attention_instruction:
+        return study
+    if study.benchmark not in SCENE_BENCHMARKS:
+        raise StudyError(
+            "attention_instruction: only a scene study's checks take it here (a "
+            "multiple-choice study's instruction is set with its items)"
+        )
+    handed_out = Assignment.objects.filter(study_item__study=study).exists()
+    if handed_out and not (text and study.attention_instruction):
+        raise StudyError(
+            "attention_instruction: scenes have been handed out: the instruction can be "
+            "reworded now, not added or removed"
+        )
+    return _texts_save(study, attention_instruction=text)
+
+
+def study_current_texts(study: Study) -> dict[str, tuple[int, Any]]:
+    """kind -> (version, content) of each text the study shows participants now."""
+    version = study.instructions_version
+    texts = {kind: (version, text) for kind, text in _shared_texts(study).items()}
+    exit_questions = (study.exit_questions_version, study.exit_questions)
+    texts[StudyTextVersion.Kind.EXIT_QUESTIONS] = exit_questions
+    return texts
 
 
 def text_version_ensure(*, study: Study, kind: str) -> StudyTextVersion:
@@ -388,7 +465,10 @@ def text_version_ensure(*, study: Study, kind: str) -> StudyTextVersion:
     whoever stores an answer against a version calls this, so a version that anyone
     answered always has its text.
     """
-    version, content = _current_text(study, kind)
+    current = study_current_texts(study)
+    if kind not in current:
+        raise StudyError(f"no text of kind {kind!r} on this study")
+    version, content = current[kind]
     snapshot, _ = StudyTextVersion.objects.get_or_create(
         study=study, kind=kind, version=version, defaults={"content": content}
     )

@@ -48,6 +48,7 @@ from studies.models import (
     WorkSession,
 )
 from studies.participation.ledger import study_ledger
+from studies.services import study_current_texts
 
 from . import readme
 from .items import ItemRegistry
@@ -92,6 +93,7 @@ STUDY_SETTINGS = (
     "attention_max_failures",
     "fast_exclusion_share",
     "instructed_max_failures",
+    "attention_instruction",
     "floor_wpm",
     "floor_max_share",
     "created_at",
@@ -226,17 +228,12 @@ def package_export(
     ]
     # The texts now on the study, where no snapshot holds them yet (one is written only
     # when a text is edited or answered against): every version shown is in the table.
-    current = {
-        StudyTextVersion.Kind.INSTRUCTIONS: (study.instructions_version, study.instructions),
-        StudyTextVersion.Kind.CONSENT: (study.instructions_version, study.consent),
-        StudyTextVersion.Kind.EXIT_QUESTIONS: (study.exit_questions_version, study.exit_questions),
-    }
     stored = {(v.kind, v.version) for v in versions}
-    for kind, (version, content) in current.items():
+    for kind, (version, content) in study_current_texts(study).items():
         if (kind, version) not in stored:
             tables["text_versions"].append(
                 {
-                    "kind": kind.value,
+                    "kind": str(kind),
                     "version": version,
                     "content": json.dumps(content, ensure_ascii=False),
                     "created_at": None,

@@ -17,9 +17,10 @@ FILES = {
     "questions (current version), quotas, reveal, seed, item-set hash, the exclusion rule "
     "(`exclusion_rule`). Completion codes and URLs, public links and webhook settings are "
     "never exported.",
-    "data/text_versions.csv": "every version of the instructions, consent and exit questions "
-    "that participants were shown (`content` is JSON; `created_at` empty for the current "
-    "text when the study never snapshotted it).",
+    "data/text_versions.csv": "every version of the instructions, consent, exit questions "
+    "and a scene study's attention-check instruction that participants were shown (`kind`: "
+    "instructions, consent, exit_questions, attention_instruction; `content` is JSON; "
+    "`created_at` empty for the current text when the study never snapshotted it).",
     "data/study_works.csv": "the works of the study, in order (`name_map`: the names shown "
     "when names were perturbed).",
     "data/study_items.csv": "what each assignment covers (a scene, a CharToM-QA question or a "

@@ -481,6 +481,7 @@ class StudySettingsSerializer(serializers.ModelSerializer):
             "attention_max_failures",
             "fast_exclusion_share",
             "instructed_max_failures",
+            "attention_instruction",
             "floor_wpm",
             "floor_max_share",
         )

@@ -9,8 +9,11 @@ from typing import Any
 
 from django import forms
 
+from ..errors import StudyError
 from ..forms import NumberField
 from ..models import Study, StudyItem
+from ..services import ATTENTION_INSTRUCTION_MAX, NAME_PLACEHOLDER, attention_instruction_check
+from .ledger import instructed_checks
 from .questionnaire import QuestionnaireSyntaxError
 from .recruitment import exit_questions_parse, exit_questions_text
 from .webhooks import WebhookError, webhook_url_check
@@ -102,7 +105,7 @@ class RunningForm(forms.Form):
         max_value=100,
         initial=0,
         required=False,
-        help_text="the attention checks that tell which option to choose",
+        help_text="the attention checks that say what to choose",
     )
     floor_wpm = NumberField(
         label="Reading floor (words a minute)",
@@ -171,9 +174,11 @@ class RunningForm(forms.Form):
             noun = "questions"
             for name in self.SCENE_ONLY:
                 del self.fields[name]
-        if study.benchmark != "generic":
-            # Only a mapped benchmark's attention checks name the option to choose.
+        if not instructed_checks(study):
             del self.fields["instructed_max_failures"]
+        elif "attention_max_failures" in self.fields:
+            # A scene study whose checks carry an instruction: they count under it alone.
+            del self.fields["attention_max_failures"]
         help_text = f"blank: computed from the words to read and the {noun} (shown above)"
         self.fields["minutes_estimate"].help_text = help_text
 
@@ -259,6 +264,16 @@ class ItemRolesForm(forms.Form):
         help_text="scenes whose answer is given away (the leak check lists them)",
         widget=forms.SelectMultiple(attrs={"size": 5}),
     )
+    attention_instruction = forms.CharField(
+        label="Attention-check instruction",
+        required=False,
+        max_length=ATTENTION_INSTRUCTION_MAX,
+        widget=forms.TextInput(
+            attrs={"placeholder": f"Attention check: select '{NAME_PLACEHOLDER}' for this speaker."}
+        ),
+        help_text=f"shown on each masked speaker of a check, {NAME_PLACEHOLDER} as the name to "
+        "select; blank: checks are scored against the gold, nothing said",
+    )
 
     def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -277,7 +292,15 @@ class ItemRolesForm(forms.Form):
             self.initial = {
                 "practice": practice[0] if practice else "",
                 "attention": [i.pk for i in roles if i.role == StudyItem.Role.ATTENTION],
+                "attention_instruction": study.attention_instruction,
             }
+
+    def clean_attention_instruction(self) -> str:
+        try:
+            return attention_instruction_check(self.cleaned_data["attention_instruction"])
+        except StudyError as exc:
+            message = str(exc).removeprefix("attention_instruction: ")
+            raise forms.ValidationError(_sentence(message)) from None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -287,6 +310,11 @@ class ItemRolesForm(forms.Form):
             raise forms.ValidationError("a scene cannot be both the practice and a check")
         data["practice"], data["attention"] = practice, attention
         return data
+
+
+def _sentence(message: str) -> str:
+    """A service's message as a form shows it beside its field: capitalised, a full stop."""
+    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
 
 
 def _item_label(item: StudyItem) -> str:
@@ -332,5 +360,4 @@ class WebhookForm(forms.Form):
         try:
             return webhook_url_check(self.cleaned_data["webhook_url"])
         except WebhookError as exc:
-            message = str(exc)
-            raise forms.ValidationError(message[:1].upper() + message[1:] + ".") from None
+            raise forms.ValidationError(_sentence(str(exc))) from None

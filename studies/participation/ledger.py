@@ -25,16 +25,16 @@ A participant's status is the first of these that holds (the precedence):
 10. ``invited``: a link exists, nothing else; ``created_at``.
 
 The exclusion rule (:func:`exclusions_refresh`): more failed attention checks than
-``Study.attention_max_failures`` (a mapped benchmark's checks are instructed-response
-items: ``Study.instructed_max_failures``); or, when ``Study.floor_wpm`` is set, pages
-read faster than that absolute floor (``screening``); or, when
-``Study.fast_exclusion_share`` is above 0, a median time per test item under that share
-of the cohort's median (the median of the cohort's own medians, as ``studies.quality``
-computes it). The cohort: participants
-not withdrawn who have at least one timed test item (in progress or finished, excluded
-or not: leaving the excluded out would move the median each time someone is excluded,
-and the rule would no longer settle). A researcher's override (include or exclude, with
-a reason) wins over the rule.
+``Study.attention_max_failures`` (instructed-response items, a mapped benchmark's checks
+or a scene study's with an instruction: ``Study.instructed_max_failures``); or, when
+``Study.floor_wpm`` is set, pages read faster than that absolute floor (``screening``);
+or, when ``Study.fast_exclusion_share`` is above 0, a median time per test item under
+that share of the cohort's median (the median of the cohort's own medians, as
+``studies.quality`` computes it). The cohort: participants not withdrawn who have at
+least one timed test item (in progress or finished, excluded or not: leaving the
+excluded out would move the median each time someone is excluded, and the rule would no
+longer settle). A researcher's override (include or exclude, with a reason) wins over
+the rule.
 """
 
 from __future__ import annotations
@@ -244,14 +244,23 @@ def raters_csv_rows(*, study: Study) -> list[dict[str, Any]]:
 # -- exclusions -------------------------------------------------------------------------
 
 
+def instructed_checks(study: Study) -> bool:
+    """Whether the study's attention checks are instructed-response items, with a
+    threshold (``Study.instructed_max_failures``) and a reason of their own.
+
+    A mapped benchmark's always are ("choose the option …"); a scene study's are when the
+    researcher wrote an ``attention_instruction`` ("select '{name}' for this speaker"),
+    else they are scenes that give their answer away, scored against the gold.
+    """
+    return study.benchmark == Benchmark.GENERIC or bool(study.attention_instruction)
+
+
 def _rule_reasons(study: Study, participants: list[Participant]) -> dict[int, str]:
     """participant id -> why the study's rule excludes them (absent: it does not)."""
     share = study.fast_exclusion_share
     rows = quality.study_quality(study, participants, checks_only=share <= 0)
     reasons: dict[int, str] = {}
-    # A mapped benchmark's checks are instructed-response items ("choose the option …"),
-    # with a threshold of their own; a scene study's are scenes that give their answer away.
-    if study.benchmark == "generic":
+    if instructed_checks(study):
         label, allowed = INSTRUCTED_REASON, study.instructed_max_failures
     else:
         label, allowed = ATTENTION_REASON, study.attention_max_failures

@@ -42,7 +42,7 @@ from ..models import (
     StudyWork,
     WorkSession,
 )
-from ..services import text_version_ensure
+from ..services import study_attention_instruction_set, text_version_ensure
 from ..slots import slots_free, slots_rebalance
 from . import questionnaire
 from .signals import participant_withdrawn
@@ -822,21 +822,37 @@ def item_roles_set(*, study: Study, practice: StudyItem | None, attention: list[
     """Mark the practice scene and the attention checks; every other scene is a test item.
 
     Only before anyone has been given scenes: a role changed mid-study would change
-    quotas and scores already handed out. Checks are meant to give their answer away,
-    so they are released from the leak check's hold. Returns how many items changed.
+    quotas and scores already handed out (the same roles again change nothing and are
+    no error). Checks are meant to give their answer away, so they are released from
+    the leak check's hold. Returns how many items changed.
     """
-    if Assignment.objects.filter(study_item__study=study).exists():
-        raise StudyError("scenes have been handed out: practice and checks can no longer change")
     chosen = {item.pk: StudyItem.Role.ATTENTION for item in attention}
     if practice is not None:
         chosen[practice.pk] = StudyItem.Role.PRACTICE
-    changed = 0
+    changes = []
     for item in StudyItem.objects.filter(study=study).select_for_update():
         role = chosen.get(item.pk, StudyItem.Role.TEST)
         if item.role != role or (role != StudyItem.Role.TEST and item.held_back):
             item.role = role
             if role != StudyItem.Role.TEST:
                 item.held_back = False
-            item.save(update_fields=["role", "held_back"])
-            changed += 1
-    return changed
+            changes.append(item)
+    if changes and Assignment.objects.filter(study_item__study=study).exists():
+        raise StudyError("scenes have been handed out: practice and checks can no longer change")
+    StudyItem.objects.bulk_update(changes, ["role", "held_back"])
+    return len(changes)
+
+
+@transaction.atomic
+def attention_checks_set(
+    *,
+    study: Study,
+    practice: StudyItem | None,
+    attention: list[StudyItem],
+    instruction: str,
+) -> Study:
+    """The study page's "Practice and attention checks": the roles
+    (:func:`item_roles_set`) and the checks' instruction
+    (``services.study_attention_instruction_set``), both or neither."""
+    item_roles_set(study=study, practice=practice, attention=attention)
+    return study_attention_instruction_set(study=study, instruction=instruction)

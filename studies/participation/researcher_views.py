@@ -47,16 +47,21 @@ def _back(study: Study, anchor: str) -> HttpResponse:
     return redirect(reverse("studies:detail", args=[study.pk]) + anchor)
 
 
+def _form_errors(form: Any) -> str:
+    """A form's errors for a message, each after its field's label ("Seed: …")."""
+    return "; ".join(
+        f"{form.fields[k].label or k}: {' '.join(v)}" if k in form.fields else " ".join(v)
+        for k, v in form.errors.items()
+    )
+
+
 @require_POST
 @researcher_only
 def study_running(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form = RunningForm(request.POST, study=study)
     if not form.is_valid():
-        errors = "; ".join(
-            f"{form.fields[k].label or k}: {' '.join(v)}" for k, v in form.errors.items()
-        )
-        messages.error(request, f"Not saved: {errors}")
+        messages.error(request, f"Not saved: {_form_errors(form)}")
         return _back(study, "#running")
     recruitment.study_running_update(study=study, **form.study_fields())
     recruitment.public_link_set(study=study, cap=form.cleaned_data["public_cap"])
@@ -130,19 +135,30 @@ def study_item_roles(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form = ItemRolesForm(request.POST, study=study)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
-        return _back(study, "#running")
+        messages.error(request, f"Not saved: {_form_errors(form)}")
+        return _back(study, "#roles")
     try:
-        recruitment.item_roles_set(
+        study = recruitment.attention_checks_set(
             study=study,
             practice=form.cleaned_data["practice"],
             attention=list(form.cleaned_data["attention"]),
+            instruction=form.cleaned_data["attention_instruction"],
         )
     except StudyError as exc:
-        messages.error(request, str(exc))
+        # "attention_instruction: …" from the service, worded as the form names it.
+        name, _, text = str(exc).partition(": ")
+        label = form.fields[name].label if name in form.fields else ""
+        messages.error(request, f"Not saved: {label}: {text}" if label else str(exc))
     else:
-        messages.success(request, "Practice scene and attention checks saved.")
-    return _back(study, "#running")
+        threshold = (
+            f" With the instruction, more than {study.instructed_max_failures} failed "
+            "checks exclude a participant (“Exclude participants failing more than … "
+            "instructed-response items” above)."
+            if study.attention_instruction
+            else ""
+        )
+        messages.success(request, f"Practice scene and attention checks saved.{threshold}")
+    return _back(study, "#roles")
 
 
 def _csv_response(study: Study, name: str) -> tuple[HttpResponse, Any]:

@@ -301,6 +301,7 @@ _RATER_FIELDS = (
     "participant__study__ask_confidence",
     "participant__study__session_cap",
     "participant__study__one_to_one",
+    "participant__study__attention_instruction",
     "participant__released_count",
 )
 
@@ -588,6 +589,15 @@ def flag_record(*, participant: Participant, assignment_id: int, history_needed:
         answers={},
         history_needed=history_needed,
     )
+
+
+def attention_names(*, study: Study, study_item: StudyItem) -> dict[int, str]:
+    """instance id -> the name an attention check's instruction tells the rater to select:
+    its gold, given away on purpose. Empty for every other scene, and for checks when the
+    study has no instruction: the one way a page reads the gold of an open scene."""
+    if study_item.role != StudyItem.Role.ATTENTION or not study.attention_instruction:
+        return {}
+    return scene_gold(scene_id=study_item.scene_id, version=study.item_set_hash)
 
 
 def _version_stamp(participant: Participant, assignment: Assignment) -> dict[str, Any]:

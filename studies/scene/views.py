@@ -9,7 +9,9 @@ fields, returns a small "saved" partial to htmx).
 
 Gold answers are only read by ``scene_services.scene_submit`` and by the result/report pages,
 which are served only after the scene is submitted and the study's reveal setting
-allows it. Nothing here selects ``gold_character`` for a scene that is still open.
+allows it. Nothing here selects ``gold_character`` for a scene that is still open; the
+one exception is an attention check whose study has an instruction, which names the
+character to select on purpose (``scene_services.attention_names``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..errors import StudyError, SubmitIncomplete
 from ..models import Assignment, Guess, Participant, Study, StudyItem, StudyWork, WorkSession
 from ..participation import recruitment
 from ..participation import views as participant_views
+from ..services import attention_instruction_text
 from .cache import code_order, scene_body, scene_rendered, scene_speakers
 
 SCENE_PAGE = "studies/rater_scene.html"
@@ -172,7 +175,8 @@ def _work_noun(study_work: StudyWork) -> str:
 
 @dataclass
 class Speaker:
-    """One masked speaker as the form shows it; never carries the gold."""
+    """One masked speaker as the form shows it; never carries the gold, but for the
+    instruction of an attention check, which gives it away on purpose."""
 
     instance_id: int
     code: str
@@ -180,6 +184,7 @@ class Speaker:
     chosen: int | str | None = None  # a candidate's index, or "cant" (can't tell)
     tags: list[str] = field(default_factory=list)
     evidence: str = ""
+    instruction: str = ""  # an attention check's, with the name to select
 
 
 def _speakers(
@@ -199,6 +204,7 @@ def _speakers(
             )
         }
     )
+    names = scene_services.attention_names(study=study, study_item=assignment.study_item)
     speakers = []
     for instance in instances:
         guess = guesses.get(instance.instance_id)
@@ -218,6 +224,12 @@ def _speakers(
                 chosen=chosen,
                 tags=list(guess.tags) if guess else [],
                 evidence=guess.evidence if guess else "",
+                instruction=attention_instruction_text(
+                    study.attention_instruction,
+                    display_name(names[instance.instance_id], name_map),
+                )
+                if instance.instance_id in names
+                else "",
             )
         )
     return speakers
@@ -264,7 +276,7 @@ def _speakers_html(
         kind="form",
         scene_id=assignment.study_item.scene_id,
         version=study.item_set_hash,
-        variant=[name_map, study.tags, study.allow_cant_tell],
+        variant=[name_map, study.tags, study.allow_cant_tell, [s.instruction for s in speakers]],
         render=render,
     )
     # Our own template's escaped output; the URL is made of URL-safe characters.

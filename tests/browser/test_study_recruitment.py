@@ -1,9 +1,10 @@
 """Studies people can run for real (issue 16), in the browser on the real Friends scenes:
 a recruited participant from the public link to the platform's completion URL, a
-refusal of consent, a practice scene and an attention check, the break after a
-sitting's cap, an abandoned assignment going back to the pool, and a work with no
-earlier scenes (no history step, panel or flag; a refused submit redirects and marks
-the unanswered speaker). Screenshots at 1280 and 390 px land in var/screenshots/.
+refusal of consent, a practice scene and an attention check with the researcher's
+instruction, the break after a sitting's cap, an abandoned assignment going back to the
+pool, and a work with no earlier scenes (no history step, panel or flag; a refused
+submit redirects and marks the unanswered speaker). Screenshots at 1280 and 390 px land
+in var/screenshots/.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from studies.models import Assignment, Participant, StudyItem
 from studies.participation import recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
+from studies.scene.views import display_name
 from tests.browser.test_study_rater import (
     answer_with_keys,
     digit_for,
@@ -180,6 +182,20 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
     items = keep(live_study, 4)
     practice, check = items[0], items[3]
     recruitment.item_roles_set(study=live_study, practice=practice, attention=[check])
+
+    # The researcher writes the checks' instruction on the study page (issue 49).
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/studies/{live_study.pk}/#roles")
+    page.get_by_label("Attention-check instruction").fill(
+        "Attention check: select '{name}' for this speaker."
+    )
+    page.get_by_role("button", name="Save practice and checks").click()
+    expect(page.get_by_text("Practice scene and attention checks saved.")).to_be_visible()
+    page.get_by_role("heading", name="Practice and attention checks").scroll_into_view_if_needed()
+    both_widths(page, screenshot, "attention-instruction-form")
+    page.set_viewport_size(DESKTOP)
+    page.context.clear_cookies()
+
     (participant,) = participation_services.participants_invite(
         study=live_study, labels=["careless"]
     )
@@ -195,12 +211,28 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
     page.get_by_role("link", name="Next").click()
 
     # Three counted scenes, the attention check among them (not first), answered wrong.
+    # Only the check says what to select: each masked speaker its own character.
     roles = []
     for number in (1, 2, 3):
         expect(page.get_by_test_id("progress")).to_have_text(f"Scene {number} / 3")
         assignment = current(participant)
         roles.append(assignment.study_item.role)
-        wrong = ("P0",) if assignment.study_item.role == StudyItem.Role.ATTENTION else ()
+        said = page.get_by_test_id("attention-instruction")
+        if assignment.study_item.role == StudyItem.Role.ATTENTION:
+            speakers = speakers_of(assignment)
+            expect(said).to_have_text(
+                [
+                    f"Attention check: select '{display_name(s.gold_character.name, {})}' "
+                    "for this speaker."
+                    for s in speakers
+                ]
+            )
+            both_widths(page, screenshot, "attention-instruction-check")
+            page.set_viewport_size(DESKTOP)
+            wrong = ("P0",)
+        else:
+            expect(said).to_have_count(0)
+            wrong = ()
         answer_scene(page, participant, wrong=wrong)
     assert roles[0] == "test" and roles.count("attention") == 1
     expect(page.get_by_role("heading", name="Thank you — you are done")).to_be_visible()
@@ -214,6 +246,10 @@ def test_practice_scene_with_feedback_and_a_failed_attention_check(
     expect(row).to_contain_text("careless")
     expect(row).to_contain_text("1 / 1")
     expect(row.get_by_text("excluded")).to_be_visible()
+    ledger_row = page.get_by_test_id("ledger").get_by_role("row").filter(has_text="careless")
+    expect(ledger_row.locator("[data-status]")).to_have_attribute(
+        "title", "rule: instructed-response items: 1 of 1 failed (allowed 0)"
+    )
     screenshot("practice-3-quality")
     # Practice and check answers are not scene answers of the study.
     (q,) = __import__("studies.quality", fromlist=["x"]).study_quality(live_study)

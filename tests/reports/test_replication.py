@@ -82,6 +82,9 @@ def validate(path: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("benchmark", list(STUDIES))
 def test_round_trip_gives_the_packaged_report(demo, benchmark, tmp_path):
     study = demo[benchmark]
+    if benchmark == "tom-in-amc":  # a scene study's checks may carry an instruction
+        study.attention_instruction = "Select '{name}' for this speaker."
+        study.save(update_fields=["attention_instruction"])
     path = tmp_path / f"{benchmark}.zip"
     result = package_export(study, path, with_items=True, runs=one_run(study))
 
@@ -108,6 +111,10 @@ def test_round_trip_gives_the_packaged_report(demo, benchmark, tmp_path):
     assert texts.get(kind="instructions", version=study.instructions_version).content == (
         study.instructions
     )
+    assert copy.attention_instruction == study.attention_instruction
+    if study.attention_instruction:
+        shown = texts.get(kind="attention_instruction", version=study.instructions_version)
+        assert shown.content == study.attention_instruction
     assert ReplicationImport.objects.get(study=copy).package_id == result.package_id
     assert imported.differences == {"report.json": [], "report-include-excluded.json": []}
     assert imported.reports == packaged
