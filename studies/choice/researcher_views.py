@@ -29,8 +29,8 @@ from ..models import Assignment, ChoiceAnswer, Study, StudyItem
 from ..participation import recruitment
 from ..participation.forms import CsvInviteForm, RunningForm
 from ..participation.ledger import STATUSES, ledger_counts, study_ledger
+from . import allocation, generic
 from . import exchange as choice_exchange
-from . import generic
 from . import services as cs
 from .forms import ChoiceStudyForm
 
@@ -74,6 +74,10 @@ def study_edit(request: HttpRequest, study: Study) -> HttpResponse:
                 settings_ |= {"benchmark": args["benchmark"], "seed": args["seed"]}
                 settings_ |= {"works": args["works"], "items": sample.items}
                 settings_["sampling"] = sample.sampling
+            if data["benchmark"] == cs.GENERIC:
+                settings_["sampling"] = _with_allocation(
+                    form, study, settings_.get("sampling"), settings_.get("items")
+                )
             study_services.study_update(
                 study=study,
                 name=data["name"],
@@ -94,6 +98,24 @@ def study_edit(request: HttpRequest, study: Study) -> HttpResponse:
     status = 422 if form.is_bound and form.errors else 200
     context = {"form": form, "study": study}
     return render(request, "studies/choice_study_new.html", context, status=status)
+
+
+def _with_allocation(form: ChoiceStudyForm, study: Study, sampling, items) -> dict[str, Any]:
+    """A generic draft's ``sampling`` with the form's allocation: an allocation setting
+    alone never draws the items again (``items`` is None then: the study's are kept)."""
+    sampling = dict(study.sampling if sampling is None else sampling)
+    if items is None:
+        tests = study.study_items.filter(role=StudyItem.Role.TEST).count()
+    else:
+        tests = sum(1 for _, f in items if f.get("role") == StudyItem.Role.TEST)
+    sampling["allocation"] = allocation.allocation_settings(
+        form.allocation_spec(),
+        work=form.cleaned_data["works"][0],
+        sampling=sampling,
+        overlap=form.cleaned_data.get("overlap") or 1,
+        test_items=tests,
+    )
+    return sampling
 
 
 def detail(request: HttpRequest, study: Study) -> HttpResponse:
