@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import researcher_required as researcher_only
 from common.request_params import BadNumber, optional_number
@@ -29,6 +29,7 @@ from ..models import Assignment, ChoiceAnswer, Study, StudyItem
 from ..participation import recruitment
 from ..participation.forms import CsvInviteForm, RunningForm
 from ..participation.ledger import STATUSES, ledger_counts, study_ledger
+from ..participation.researcher_views import csv_response
 from . import allocation, generic
 from . import exchange as choice_exchange
 from . import services as cs
@@ -180,7 +181,26 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
         ),
         "editable": study.status in (Study.Status.DRAFT,),
     }
+    if study.benchmark == cs.GENERIC:
+        spec = allocation.study_allocation(study)
+        context |= {
+            "allocation": spec,
+            "design_text": allocation.design_text(study, answers=context["n_needed"]),
+            "strata_rows": allocation.stratum_rows(study),
+        }
     return render(request, "studies/choice_study_detail.html", context)
+
+
+@require_GET
+@researcher_required
+def strata_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The study page's per-stratum table (``allocation.stratum_rows``) as CSV."""
+    study = get_object_or_404(Study.objects.filter(benchmark=cs.GENERIC), pk=study_id)
+    response, writer = csv_response(study, "strata")
+    writer.writerow(allocation.STRATUM_COLUMNS)
+    for row in allocation.stratum_rows(study):
+        writer.writerow([row[c] for c in allocation.STRATUM_COLUMNS])
+    return response
 
 
 @require_http_methods(["GET", "POST"])
