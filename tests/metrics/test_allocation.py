@@ -9,7 +9,6 @@ import random
 import numpy as np
 import pytest
 
-from metrics.accuracy import mean_ci
 from metrics.allocation import (
     BALANCED,
     DESIGNS,
@@ -260,11 +259,13 @@ def test_a_stratum_of_one_item_has_no_interval():
 
 
 def test_one_answer_per_item_is_the_item_bootstrap():
-    # With one answer per item there is no answer noise: the two-stage draw is the
-    # plain item bootstrap, the same draws as metrics.accuracy.mean_ci (items sorted).
-    outcomes = [True] * 13 + [False] * 7
-    result = stratified_bootstrap({"a": [[o] for o in outcomes]}, seed=11)
-    assert result["a"] == pytest.approx(mean_ci(sorted(outcomes), seed=11))
+    # With one answer per item there is no answer noise to redraw: the resampled mean
+    # varies as the plain item bootstrap's, by var(item means) / k. 120 of 200 items
+    # right: var = 0.6 * 0.4 = 0.24, half-width about Z95 * sqrt(0.24 / 200) ≈ 0.068.
+    outcomes = [[True]] * 120 + [[False]] * 80
+    estimate, low, high = stratified_bootstrap({"a": outcomes}, n_resamples=4000)["a"]
+    assert estimate == pytest.approx(0.6)
+    assert (high - low) / 2 == pytest.approx(Z95 * math.sqrt(0.24 / 200), rel=0.1)
 
 
 def test_answer_noise_is_counted_once():
