@@ -29,7 +29,7 @@ import heapq
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -69,36 +69,28 @@ class Tally:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
-def _item_terms(m: int, c: int, model: float | None) -> dict[str, float | int]:
-    """One item's contribution to a tally (all zero for an unanswered item)."""
+_NO_TERMS = (0,) * 9
+
+
+def _item_terms(m: int, c: int, model: float | None) -> tuple[float | int, ...]:
+    """One item's contribution to each of a tally's sums (all zero for an unanswered
+    item), in the order of the fields after ``items``."""
     if m <= 0:
-        return dict.fromkeys(
-            (
-                "answers",
-                "answered",
-                "mean_sum",
-                "mean_sq",
-                "within",
-                "within_items",
-                "model_sum",
-                "model_sq",
-                "cross",
-            ),
-            0,
-        )
+        return _NO_TERMS
     p = c / m
     x = model if model is not None else 0.0
-    return {
-        "answers": m,
-        "answered": 1,
-        "mean_sum": p,
-        "mean_sq": p * p,
-        "within": p * (1 - p) * m / (m - 1) if m >= 2 else 0.0,
-        "within_items": 1 if m >= 2 else 0,
-        "model_sum": x,
-        "model_sq": x * x,
-        "cross": p * x,
-    }
+    several = m >= 2
+    return (
+        m,  # answers
+        1,  # answered
+        p,  # mean_sum
+        p * p,  # mean_sq
+        p * (1 - p) * m / (m - 1) if several else 0.0,  # within
+        1 if several else 0,  # within_items
+        x,  # model_sum
+        x * x,  # model_sq
+        p * x,  # cross
+    )
 
 
 def tally_update(
@@ -110,10 +102,20 @@ def tally_update(
 ) -> Tally:
     """``tally`` with one item's ``(answers, correct)`` changed from ``before`` to
     ``after`` (one answer added: ``(m, c)`` → ``(m + 1, c + correct)``)."""
-    old, new = _item_terms(*before, model), _item_terms(*after, model)
-    return replace(
-        tally,
-        **{name: getattr(tally, name) + new[name] - old[name] for name in new},
+    o, n = _item_terms(*before, model), _item_terms(*after, model)
+    t = tally
+    # Spelled out, field by field: the engine calls this on every counted answer.
+    return Tally(
+        t.items,
+        t.answers + n[0] - o[0],
+        t.answered + n[1] - o[1],
+        t.mean_sum + n[2] - o[2],
+        t.mean_sq + n[3] - o[3],
+        t.within + n[4] - o[4],
+        t.within_items + n[5] - o[5],
+        t.model_sum + n[6] - o[6],
+        t.model_sq + n[7] - o[7],
+        t.cross + n[8] - o[8],
     )
 
 
@@ -180,10 +182,19 @@ def stratum_estimate(tally: Tally, *, diff: bool = False, extra: int = 0) -> Str
 def _estimate(
     tally: Tally, spreads: tuple[float | None, float, float], extra: int
 ) -> StratumEstimate:
-    mean, s_b2, s_w2 = spreads
+    between, within = _variance_parts(tally, spreads, extra)
+    return StratumEstimate(mean=spreads[0], between=between, within=within)
+
+
+def _variance_parts(
+    tally: Tally, spreads: tuple[float | None, float, float], extra: int
+) -> tuple[float, float]:
+    """The estimate's variance, between items and within them, as if ``extra`` more
+    answers were spread over the stratum's items."""
+    _mean, s_b2, s_w2 = spreads
     n = max(tally.items, 1)
     per_item = max((tally.answers + extra) / n, 1e-9)
-    return StratumEstimate(mean=mean, between=s_b2 / n, within=s_w2 / (n * per_item))
+    return s_b2 / n, s_w2 / (n * per_item)
 
 
 def answers_to_reach(tally: Tally, half_width: float, *, diff: bool = False) -> int | None:
@@ -240,8 +251,9 @@ def next_strata(
             return None
         if load < min_per_item or design == UNIFORM:
             return (0, load, key)
-        now = _estimate(tally, spreads[key], planned[key]).variance
-        then = _estimate(tally, spreads[key], planned[key] + 1).variance
+        between, within = _variance_parts(tally, spreads[key], planned[key])
+        now = between + within
+        then = sum(_variance_parts(tally, spreads[key], planned[key] + 1))
         return (1, -now if now > then else 1.0, key)
 
     # Handing a place to a stratum changes only that stratum's rank, so a heap of ranks

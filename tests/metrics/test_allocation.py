@@ -19,6 +19,7 @@ from metrics.allocation import (
     answers_to_reach,
     next_strata,
     stratified_bootstrap,
+    stratified_bootstrap_pair,
     stratum_estimate,
     tally_of_items,
     tally_update,
@@ -322,6 +323,25 @@ def test_order_of_strata_items_and_answers_is_irrelevant():
     assert stratified_bootstrap(strata, model=model) == stratified_bootstrap(
         reordered, model=reordered_model
     )
+
+
+def test_the_pair_is_both_calls_from_the_same_draws():
+    strata = _noisy_strata(3)
+    model = {key: [0.5] * len(items) for key, items in strata.items()}
+    human, diff = stratified_bootstrap_pair(strata, model=model, seed=2)
+    assert human == stratified_bootstrap(strata, seed=2)
+    assert diff == stratified_bootstrap(strata, model=model, seed=2)
+    assert stratified_bootstrap_pair(strata, seed=2) == (human, None)
+    # A constant model shifts every draw: the difference is human - 0.5 throughout.
+    for key in ("x", "y", "z"):
+        assert diff[key] == pytest.approx(tuple(v - 0.5 for v in human[key]))
+
+
+def test_a_stratum_keeps_its_interval_when_another_is_added():
+    strata = _noisy_strata(4)
+    alone = stratified_bootstrap({"y": strata["y"]}, seed=6)
+    together = stratified_bootstrap(strata, seed=6)
+    assert together["y"] == alone["y"]
 
 
 def test_intervals_stay_in_range():
