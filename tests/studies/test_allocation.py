@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from metrics.allocation import Tally
+from reports.tables import build_report
 from studies.choice import allocation
 from studies.choice import services as cs
 from studies.choice.allocation import AllocationSpec
@@ -236,3 +237,26 @@ def test_a_uniform_study_keeps_no_tallies_and_its_table_reads_the_answers(mini):
     assert rows["False belief"]["estimate_pct"] == 100.0
     assert rows["False belief"]["half_width_points"] == 0.0
     assert rows["False belief"]["answers_to_target"] == 0
+
+
+def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
+    study = make_adaptive(mini, min_per_item=2)
+    run_to_the_end(study)
+    report = build_report("generic", work_id=mini.pk, seed=0)
+    assert report.facts["design"] == (
+        f"#{study.pk}: balanced by ability, phase one 2 answers per item, 36 answers"
+    )
+    table = report.table(f"design-{study.pk}")
+    assert "Design: balanced by ability" in table.note
+    rows = {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    # Hidden emotions: six answers an item, every other one wrong -> 50%; the rest 100%.
+    assert rows[SPLIT]["Answers"] == 18 and rows[SPLIT]["Accuracy %"] == 50.0
+    assert rows["False belief"]["Answers"] == 6 and rows["False belief"]["Accuracy %"] == 100.0
+    assert rows[SPLIT]["CI low %"] <= 50.0 <= rows[SPLIT]["CI high %"]
+    # Overall: strata weighted by their items (3 each), not by their answers (18 vs 6).
+    overall = rows["Overall (strata weighted by items)"]
+    assert overall["Items"] == 12 and overall["Answers"] == 36
+    assert overall["Accuracy %"] == 87.5
+    # The same seed, the same intervals; the plain accuracy table weights answers by item.
+    again = build_report("generic", work_id=mini.pk, seed=0).table(f"design-{study.pk}")
+    assert again.rows == table.rows
