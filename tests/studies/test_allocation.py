@@ -9,11 +9,14 @@ Every study here takes all twelve, three participants per item on average (a bud
 
 from __future__ import annotations
 
+import json
+import zipfile
 from collections import Counter
 
 import pytest
 
 from metrics.allocation import Tally
+from reports.replication.exporting import package_export
 from reports.tables import build_report
 from studies.choice import allocation
 from studies.choice import services as cs
@@ -154,6 +157,21 @@ def test_widest_reads_the_named_runs_accuracy_once_at_go_live(mini):
     predict(run, mini, {"mt-06": [True]})
     allocation.tallies_rebuild(study=study)
     assert StratumTally.objects.get(study=study, key=SPLIT).model == rows[SPLIT].model
+
+
+def test_the_replication_package_carries_the_design_and_its_model_side(mini, tmp_path):
+    run = make_run("R1")
+    predict(run, mini, {"mt-04": [True, False], "mt-05": [True]})
+    study = make_adaptive(mini, "widest", runs=(run.pk,))
+    path = tmp_path / "package.zip"
+    package_export(study, path)
+    with zipfile.ZipFile(path) as archive:
+        doc = json.loads(archive.read("study.json"))["allocation"]
+    assert doc["design"] == "widest" and doc["runs"] == [run.pk]
+    assert doc["description"] == (
+        f"widest comparison by ability with run {run.pk}, phase one 2 answers per item, 36 answers"
+    )
+    assert doc["model"]["mt-04"] == 0.5 and doc["model"]["mt-06"] == 0.0 and len(doc["model"]) == 12
 
 
 def test_balanced_sends_the_rest_of_the_budget_where_people_are_split(mini):
