@@ -16,22 +16,19 @@ import pytest
 
 from studies.choice import allocation
 from studies.choice import services as cs
-from studies.models import Assignment, Participant, StudyItem
+from studies.models import Assignment, StudyItem
 from tests.studies.test_allocation import (
     answer_all,
     assert_tallies_are_a_rebuild,
     make_adaptive,
     split_hidden_emotions,
 )
+from tests.studies.test_choice_concurrency import _fresh
 from tests.studies.test_concurrency import ON_POSTGRES, run_together
 from tests.studies.test_generic_study import _joined
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TAKERS = 20 if ON_POSTGRES else 6
-
-
-def _fresh(p: Participant) -> Participant:
-    return Participant.objects.select_related("study").get(pk=p.pk)
 
 
 def _check(study) -> Counter:
