@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run serve setup test lint fmt bench bench-llm bench-parser bench-baselines bench-load
+.PHONY: run serve setup test lint fmt bench bench-llm bench-parser bench-baselines bench-load bench-allocation
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -66,3 +66,6 @@ bench-baselines: $(VENV)/.installed
 
 bench-load: $(VENV)/.installed
 	$(PY) tests/benchmarks/bench_study_load.py $(BENCH_ARGS)
+
+bench-allocation: $(VENV)/.installed
+	$(PY) scripts/bench_allocation.py $(BENCH_ARGS)

@@ -24,9 +24,16 @@ key in sorted order, so nothing depends on dict order or process.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from metrics.bootstrap import check_bootstrap_args, percentile_interval
 
 UNIFORM = "uniform"
 BALANCED = "balanced"
@@ -62,36 +69,28 @@ class Tally:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
-def _item_terms(m: int, c: int, model: float | None) -> dict[str, float | int]:
-    """One item's contribution to a tally (all zero for an unanswered item)."""
+_NO_TERMS = (0,) * 9
+
+
+def _item_terms(m: int, c: int, model: float | None) -> tuple[float | int, ...]:
+    """One item's contribution to each of a tally's sums (all zero for an unanswered
+    item), in the order of the fields after ``items``."""
     if m <= 0:
-        return dict.fromkeys(
-            (
-                "answers",
-                "answered",
-                "mean_sum",
-                "mean_sq",
-                "within",
-                "within_items",
-                "model_sum",
-                "model_sq",
-                "cross",
-            ),
-            0,
-        )
+        return _NO_TERMS
     p = c / m
     x = model if model is not None else 0.0
-    return {
-        "answers": m,
-        "answered": 1,
-        "mean_sum": p,
-        "mean_sq": p * p,
-        "within": p * (1 - p) * m / (m - 1) if m >= 2 else 0.0,
-        "within_items": 1 if m >= 2 else 0,
-        "model_sum": x,
-        "model_sq": x * x,
-        "cross": p * x,
-    }
+    several = m >= 2
+    return (
+        m,  # answers
+        1,  # answered
+        p,  # mean_sum
+        p * p,  # mean_sq
+        p * (1 - p) * m / (m - 1) if several else 0.0,  # within
+        1 if several else 0,  # within_items
+        x,  # model_sum
+        x * x,  # model_sq
+        p * x,  # cross
+    )
 
 
 def tally_update(
@@ -103,10 +102,20 @@ def tally_update(
 ) -> Tally:
     """``tally`` with one item's ``(answers, correct)`` changed from ``before`` to
     ``after`` (one answer added: ``(m, c)`` → ``(m + 1, c + correct)``)."""
-    old, new = _item_terms(*before, model), _item_terms(*after, model)
-    return replace(
-        tally,
-        **{name: getattr(tally, name) + new[name] - old[name] for name in new},
+    o, n = _item_terms(*before, model), _item_terms(*after, model)
+    t = tally
+    # Spelled out, field by field: the engine calls this on every counted answer.
+    return Tally(
+        t.items,
+        t.answers + n[0] - o[0],
+        t.answered + n[1] - o[1],
+        t.mean_sum + n[2] - o[2],
+        t.mean_sq + n[3] - o[3],
+        t.within + n[4] - o[4],
+        t.within_items + n[5] - o[5],
+        t.model_sum + n[6] - o[6],
+        t.model_sq + n[7] - o[7],
+        t.cross + n[8] - o[8],
     )
 
 
@@ -167,10 +176,25 @@ def _spreads(tally: Tally, *, diff: bool) -> tuple[float | None, float, float]:
 def stratum_estimate(tally: Tally, *, diff: bool = False, extra: int = 0) -> StratumEstimate:
     """The stratum's estimate, and its variance as if ``extra`` more answers were
     spread over its items."""
-    mean, s_b2, s_w2 = _spreads(tally, diff=diff)
+    return _estimate(tally, _spreads(tally, diff=diff), extra)
+
+
+def _estimate(
+    tally: Tally, spreads: tuple[float | None, float, float], extra: int
+) -> StratumEstimate:
+    between, within = _variance_parts(tally, spreads, extra)
+    return StratumEstimate(mean=spreads[0], between=between, within=within)
+
+
+def _variance_parts(
+    tally: Tally, spreads: tuple[float | None, float, float], extra: int
+) -> tuple[float, float]:
+    """The estimate's variance, between items and within them, as if ``extra`` more
+    answers were spread over the stratum's items."""
+    _mean, s_b2, s_w2 = spreads
     n = max(tally.items, 1)
     per_item = max((tally.answers + extra) / n, 1e-9)
-    return StratumEstimate(mean=mean, between=s_b2 / n, within=s_w2 / (n * per_item))
+    return s_b2 / n, s_w2 / (n * per_item)
 
 
 def answers_to_reach(tally: Tally, half_width: float, *, diff: bool = False) -> int | None:
@@ -213,44 +237,37 @@ def next_strata(
         raise ValueError(f"unknown allocation design {design!r}; one of {', '.join(DESIGNS)}")
     state = {key: tallies[key] for key in sorted(tallies) if tallies[key].items > 0}
     planned: dict[str, int] = {key: (pending or {}).get(key, 0) for key in state}
+    # A stratum's spreads come from its answers only, which places handed out here do
+    # not change: worked out once, not once per place.
+    spreads = {key: _spreads(state[key], diff=design == WIDEST) for key in state}
+
+    def rank(key: str) -> tuple[int, float, str] | None:
+        """The stratum's place in the queue (lowest first), ``None`` when it is full.
+        Phase one (and uniform): the lowest load first; then the widest interval that
+        one more answer still narrows; ties to the sorted key."""
+        tally = state[key]
+        load = (tally.answers + planned[key]) / tally.items
+        if cap_per_item is not None and load >= cap_per_item:
+            return None
+        if load < min_per_item or design == UNIFORM:
+            return (0, load, key)
+        between, within = _variance_parts(tally, spreads[key], planned[key])
+        now = between + within
+        then = sum(_variance_parts(tally, spreads[key], planned[key] + 1))
+        return (1, -now if now > then else 1.0, key)
+
+    # Handing a place to a stratum changes only that stratum's rank, so a heap of ranks
+    # gives the same places as comparing every stratum for every place.
+    queue = [entry for key in state if (entry := rank(key)) is not None]
+    heapq.heapify(queue)
     chosen: list[str] = []
-    for _ in range(n):
-        key = _pick(design, state, planned, min_per_item, cap_per_item)
-        if key is None:
-            break
+    while queue and len(chosen) < n:
+        key = heapq.heappop(queue)[2]
         planned[key] += 1
         chosen.append(key)
+        if (entry := rank(key)) is not None:
+            heapq.heappush(queue, entry)
     return chosen
-
-
-def _pick(
-    design: str,
-    state: Mapping[str, Tally],
-    planned: Mapping[str, int],
-    min_per_item: int,
-    cap: int | None,
-) -> str | None:
-    def load(key: str) -> float:
-        return (state[key].answers + planned[key]) / state[key].items
-
-    open_keys = [k for k in state if cap is None or load(k) < cap]
-    if not open_keys:
-        return None
-    behind = [k for k in open_keys if load(k) < min_per_item]
-    if behind or design == UNIFORM:
-        return min(behind or open_keys, key=lambda k: (load(k), k))
-    diff = design == WIDEST
-
-    def gain(key: str) -> float:
-        now = stratum_estimate(state[key], diff=diff, extra=planned[key])
-        then = stratum_estimate(state[key], diff=diff, extra=planned[key] + 1)
-        return now.variance - then.variance
-
-    def width(key: str) -> float:
-        return stratum_estimate(state[key], diff=diff, extra=planned[key]).variance
-
-    # The widest interval that one more answer still narrows; ties to the sorted key.
-    return max(open_keys, key=lambda k: (width(k) if gain(k) > 0 else -1.0, -open_keys.index(k)))
 
 
 def weighted_overall(means: Mapping[str, float | None], items: Mapping[str, int]) -> float | None:
@@ -271,13 +288,218 @@ def stratified_bootstrap(
     seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, tuple[float | None, float | None, float | None]]:
-    """Placeholder contract, implemented by the statistics work of issue 50.
+    """Estimates of a stratified design with seeded two-stage bootstrap intervals.
 
     ``strata`` maps a stratum key to its items, each item the list of its counted
     answers' outcomes. Returns ``{key: (estimate, low, high)}`` plus the key ``""`` for
-    the overall figure weighted by items: the estimate is the mean of item means
+    the overall figure. A stratum's estimate is the mean of its answered items' means
     (human - model when ``model`` gives each item's model accuracy, in the same item
-    order), the interval a seeded percentile bootstrap resampling items within strata
-    and answers within items.
+    order); the overall figure weights strata by their number of items
+    (:func:`weighted_overall`), answered or not. An item without answers has no mean
+    and is left out of its stratum's estimate; a stratum without answered items has
+    ``(None, None, None)``; a stratum with one answered item has its estimate and no
+    interval (a bootstrap over one object says nothing about the spread of items).
+
+    Each resample draws, stratum by stratum, as many items as were answered, with
+    replacement, and for each drawn item as many answers as it has, with replacement
+    from its own answers (two stages, Davison & Hinkley 1997, section 3.8). Done
+    naively the two stages count the answers' noise twice: an item mean's spread
+    already holds it, and redrawing the answers adds it again (intervals about 1.4x
+    too wide when answers are few). So, as there, the items' means are first shrunk
+    towards the stratum mean by the factor that leaves only their spread beyond the
+    answers' noise, and the redrawn answers add that noise back once: a resampled
+    mean then varies as much as the item means do, around the right centre, and a
+    stratum of a few items still gets a smooth interval. The interval is the
+    percentile interval, clipped to the range of the quantity (0..1, or -1..1 for a
+    difference), which a two-stage draw on very few items can overstep.
+
+    The answers of an item enter only as counts and the items of a stratum are put in a
+    canonical order first, so nothing depends on the order of answers, items or strata.
+    Each stratum draws from its own generator, seeded by ``seed`` and the stratum key,
+    so a stratum's interval does not change when another stratum is added.
     """
-    raise NotImplementedError
+    human, diff = stratified_bootstrap_pair(
+        strata, model=model, n_resamples=n_resamples, seed=seed, level=level
+    )
+    return human if diff is None else diff
+
+
+def stratified_bootstrap_pair(
+    strata: Mapping[str, Sequence[Sequence[bool]]],
+    *,
+    model: Mapping[str, Sequence[float]] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[
+    dict[str, tuple[float | None, float | None, float | None]],
+    dict[str, tuple[float | None, float | None, float | None]] | None,
+]:
+    """:func:`stratified_bootstrap` of human accuracy and, when ``model`` is given, of
+    human - model, from the same draws (each is what that function returns for it;
+    the second is ``None`` without a model). Half the work of two calls."""
+    check_bootstrap_args(n_resamples, level)
+    if "" in strata:
+        raise ValueError("a stratum key must not be empty: '' is the overall figure")
+    sides = (False, True) if model is not None else (False,)
+    draws: dict[bool, dict[str, np.ndarray]] = {side: {} for side in sides}
+    estimates: dict[bool, dict[str, float | None]] = {side: {} for side in sides}
+    results: dict[bool, dict[str, tuple[float | None, float | None, float | None]]] = {
+        side: {} for side in sides
+    }
+    for key in sorted(strata):
+        items = _stratum_items(key, strata[key], model)
+        for side in sides:
+            if items is None:
+                estimates[side][key] = None
+                results[side][key] = (None, None, None)
+                continue
+            value = items.mean - items.model if side else items.mean
+            estimates[side][key] = float(value.mean())
+            results[side][key] = (estimates[side][key], None, None)
+        if items is None:
+            continue
+        means = _two_stage_means(items, key, n_resamples, seed)
+        for side in sides:
+            draws[side][key] = means[side]
+            if items.mean.size > 1:
+                interval = _clipped(percentile_interval(means[side], level), side)
+                results[side][key] = (estimates[side][key], *interval)
+    sizes = {key: len(strata[key]) for key in strata}
+    answered = sum(_answered(strata[key]) for key in sorted(strata))
+    for side in sides:
+        overall = weighted_overall(estimates[side], sizes)
+        interval: tuple[float | None, float | None] = (None, None)
+        if overall is not None and answered > 1:
+            keys = sorted(draws[side])
+            weights = np.array([sizes[k] for k in keys], dtype=float)
+            stats = np.column_stack([draws[side][k] for k in keys]) @ (weights / weights.sum())
+            interval = _clipped(percentile_interval(stats, level), side)
+        results[side][""] = (overall, *interval)
+    return results[False], results.get(True)
+
+
+# Cap on one stratum's resamples x items multiplicity matrix (8 MB of float64): drawn in
+# chunks of rows this size, and kept for reuse when it fits in one.
+_CHUNK_CELLS = 1_000_000
+
+
+@dataclass(frozen=True)
+class _Items:
+    """A stratum's answered items as arrays, in canonical order."""
+
+    answers: np.ndarray  # m_i
+    correct: np.ndarray  # c_i
+    model: np.ndarray  # model_i (0 without a model)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.correct / self.answers
+
+
+def _answered(items: Sequence[Sequence[bool]]) -> int:
+    return sum(1 for outcomes in items if len(outcomes))
+
+
+def _stratum_items(
+    key: str, items: Sequence[Sequence[bool]], model: Mapping[str, Sequence[float]] | None
+) -> _Items | None:
+    if model is not None:
+        if key not in model:
+            raise ValueError(f"no model accuracies for stratum {key!r}")
+        if len(model[key]) != len(items):
+            raise ValueError(
+                f"stratum {key!r} has {len(items)} items but {len(model[key])} model accuracies"
+            )
+    rows = sorted(
+        (len(outcomes), sum(bool(o) for o in outcomes), float(model[key][i]) if model else 0.0)
+        for i, outcomes in enumerate(items)
+        if len(outcomes)
+    )
+    if not rows:
+        return None
+    table = np.array(rows, dtype=float)
+    counts = table[:, :2].astype(np.int64)
+    return _Items(answers=counts[:, 0], correct=counts[:, 1], model=table[:, 2])
+
+
+def _two_stage_means(
+    items: _Items, key: str, n_resamples: int, seed: int
+) -> dict[bool, np.ndarray]:
+    """``n_resamples`` bootstrap means of a stratum's human accuracy (``False``) and of
+    human - model (``True``), from the same draws (see :func:`stratified_bootstrap` for
+    the two stages and the shrinking).
+
+    The second stage is drawn by kind of item: the redrawn answers of all the drawn
+    items with the same m answers and c correct sum to Binomial(m · draws, c / m), one
+    number per kind and resample (a sum of binomials with one p is a binomial). Items
+    whose answers all agree, or that have one answer, redraw to themselves.
+    """
+    m, p = items.answers, items.mean
+    k = p.size
+    noisy = (m >= 2) & (items.correct > 0) & (items.correct < m)
+    # An answer redrawn from m answers varies by p(1 - p)/m; scaling the redrawn mean's
+    # deviation by sqrt(m / (m - 1)) makes that p(1 - p)/(m - 1), the unbiased estimate
+    # of the item mean's noise.
+    noise = float(np.where(noisy, p * (1 - p) / np.maximum(m - 1, 1), 0.0).mean())
+    centres = {}
+    for side, value in ((False, p), (True, p - items.model)):
+        spread = float(value.var(ddof=1)) if k > 1 else 0.0
+        shrink = math.sqrt(max(0.0, 1.0 - noise / spread)) if spread > 0 else 0.0
+        centres[side] = value.mean() + shrink * (value - value.mean())
+    # The items are sorted by (m, c), so each kind is a run of columns.
+    counts = np.column_stack([m, items.correct])
+    starts = np.flatnonzero(np.r_[True, np.any(counts[1:] != counts[:-1], axis=1)])
+    redraws = noisy[starts]
+    kind_m = m[starts][redraws]
+    kind_p = p[starts][redraws]
+    scale = np.sqrt(kind_m / (kind_m - 1)) / kind_m
+    stream = zlib.crc32(key.encode())
+    answers = np.random.default_rng([seed, stream, 1])
+    sums: dict[bool, list[np.ndarray]] = {False: [], True: []}
+    for times in _multiplicities(seed, stream, k, n_resamples):
+        drawn = np.add.reduceat(times, starts, axis=1)[:, redraws]
+        trials = np.rint(drawn).astype(np.int64) * kind_m
+        hits = answers.binomial(trials, kind_p)
+        redrawn = ((hits - trials * kind_p) * scale).sum(axis=1)
+        for side in sums:
+            sums[side].append(times @ centres[side] + redrawn)
+    return {side: np.concatenate(chunks) / k for side, chunks in sums.items()}
+
+
+def _multiplicities(seed: int, stream: int, k: int, n_resamples: int) -> Iterator[np.ndarray]:
+    """How many times each resample draws each of ``k`` items (resamples x k), in
+    chunks of rows; the one chunk of a small stratum comes from a cache, so reports of
+    the same seed over strata of the same size draw items once."""
+    if n_resamples * k <= _CHUNK_CELLS:
+        yield _cached_multiplicities(seed, stream, k, n_resamples)
+    else:
+        yield from _multiplicity_chunks(seed, stream, k, n_resamples)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_multiplicities(seed: int, stream: int, k: int, n_resamples: int) -> np.ndarray:
+    (times,) = _multiplicity_chunks(seed, stream, k, n_resamples)
+    times.flags.writeable = False  # shared by every caller through the cache
+    return times
+
+
+def _multiplicity_chunks(seed: int, stream: int, k: int, n_resamples: int) -> Iterator[np.ndarray]:
+    # The chunking is part of the stream: integers() drops the unused half of its last
+    # 64-bit draw at the end of each call (as metrics.accuracy's cluster draws).
+    picks = np.random.default_rng([seed, stream, 0])
+    rows = max(1, _CHUNK_CELLS // k)
+    for start in range(0, n_resamples, rows):
+        size = min(rows, n_resamples - start)
+        drawn = picks.integers(0, k, size=(size, k)) + (np.arange(size) * k)[:, None]
+        yield np.bincount(drawn.reshape(-1), minlength=size * k).reshape(size, k).astype(float)
+
+
+def _clipped(
+    interval: tuple[float | None, float | None], diff: bool
+) -> tuple[float | None, float | None]:
+    low, high = interval
+    if low is None or high is None:
+        return low, high
+    floor = -1.0 if diff else 0.0
+    return min(max(low, floor), 1.0), min(max(high, floor), 1.0)

@@ -40,12 +40,14 @@ from metrics.tvshowguess import dependence_type, evidence_types, reasoning_type
 from modeling.baselines.data import history_counts
 from modeling.models import Prediction, Run
 from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN
+from studies.choice import allocation
 from studies.counting import counted_participants
 from studies.models import (
     Assignment,
     ChoiceAnswer,
     Guess,
     Participant,
+    StratumTally,
     Study,
     StudyItem,
     StudyWork,
@@ -832,6 +834,38 @@ def generic_item_rows(work_id: int) -> list[dict[str, Any]]:
         .order_by("position", "pk")
         .values("id", "item_id", "position", "texts", "answers", "categories")
     )
+
+
+def generic_study_designs(study_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """How each generic study allocated its answers (issue 50), for the studies whose
+    settings name a stratum field: ``text`` (the design in words), ``field``,
+    ``design``, ``items`` (its test items' MCItem ids, in order) and ``model`` (MCItem id
+    -> the named runs' accuracy fixed at go-live, for a ``widest`` design)."""
+    designs: dict[int, dict[str, Any]] = {}
+    for study in Study.objects.filter(pk__in=list(study_ids)).order_by("pk"):
+        spec = allocation.study_allocation(study)
+        if not spec.stratum_field:
+            continue
+        tests = list(
+            StudyItem.objects.filter(study=study, role=StudyItem.Role.TEST)
+            .order_by("position", "pk")
+            .values_list("pk", "mc_item_id")
+        )
+        mc_of = dict(tests)
+        model = {
+            mc_of[int(pk)]: value
+            for row in StratumTally.objects.filter(study=study).order_by("key")
+            for pk, value in (row.model or {}).items()
+            if int(pk) in mc_of
+        }
+        designs[study.pk] = {
+            "text": allocation.design_text(study),
+            "field": spec.stratum_field,
+            "design": spec.design,
+            "items": [mc for _, mc in tests],
+            "model": model,
+        }
+    return designs
 
 
 def generic_study_languages(study_ids: Iterable[int]) -> list[str]:

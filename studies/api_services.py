@@ -97,6 +97,9 @@ def choice_study_create(
         consent=data.get("consent") or "",
         **form.sample_args(),
         **form.study_settings(),
+        allocation_spec=form.allocation_spec()
+        if data["benchmark"] == choice_services.GENERIC
+        else None,
     )
 
 

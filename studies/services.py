@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from benchmarks.models import Scene, SpeakerInstance, Work
 
+from .choice.allocation import tallies_start
 from .errors import (
     StudyError,  # views, commands and tests import it from here
 )
@@ -328,6 +329,7 @@ def study_launch(*, study: Study) -> GoLive:
         study.item_set_hash = item_set_hash(study)
         study.save(update_fields=["item_set_hash", "updated_at"])
     study = _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
+    tallies_start(study=study)  # an adaptive generic study's strata (once)
     held = study.study_items.filter(held_back=True).order_by("study_work__position", "position")
     return GoLive(
         study=study,

@@ -629,6 +629,13 @@ class TVShowGuessImporter(BenchmarkImporter):
         )
 
 
+def read_raw_scenes(path: Path) -> list[ParsedScene]:
+    """The scenes of a ``<show>.raw`` file as the importer reads them, writing nothing
+    (the allocation bench, ``scripts/bench_allocation.py``, simulates studies on them)."""
+    input_size_check(path, limit="tvshowguess-raw")
+    return TVShowGuessImporter()._parse_raw(path, _read_text(path))
+
+
 def _participants(lines: list[dict[str, str]]) -> list[str]:
     """Distinct speakers in order of first line, without stage directions; codes stay codes."""
     return list(

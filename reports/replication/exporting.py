@@ -33,7 +33,7 @@ from modeling.backends import BackendError
 from modeling.backends.secrets import secret_parts
 from modeling.credentials import option_secret_values
 from modeling.models import Backend, Prediction, PromptTemplate, Run, RunCall
-from reports.selectors import generic_work_runs
+from reports.selectors import generic_study_designs, generic_work_runs
 from studies.exports import response_export
 from studies.models import (
     Assignment,
@@ -490,6 +490,8 @@ def package_export(
         "floor_wpm": study.floor_wpm,
         "floor_max_share": study.floor_max_share,
     }
+    if study.benchmark == Benchmark.GENERIC:
+        study_doc["allocation"] = _allocation_doc(study)
     files["study.json"] = _json(study_doc)
     package_id = str(uuid.uuid4())
     warnings = [PLATFORM_WARNING] if with_platform_ids else []
@@ -685,3 +687,20 @@ def _refuse_secrets(
                 raise ExportRefused(
                     f"{path} holds {what}; remove it there before exporting this study"
                 )
+
+
+def _allocation_doc(study: Study) -> dict[str, Any]:
+    """How the study allocated its answers (issue 50): the settings, the design in words
+    as the report says it, and for a ``widest`` design the model side it ran with (the
+    named runs' accuracy per item, by item id, as fixed at go-live)."""
+    doc: dict[str, Any] = dict((study.sampling or {}).get("allocation") or {})
+    design = generic_study_designs([study.pk]).get(study.pk)
+    if design is not None:
+        doc["description"] = design["text"]
+        ids = dict(
+            StudyItem.objects.filter(study=study, mc_item__isnull=False).values_list(
+                "mc_item_id", "mc_item__item_id"
+            )
+        )
+        doc["model"] = {ids[mc]: value for mc, value in sorted(design["model"].items())}
+    return doc

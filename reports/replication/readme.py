@@ -15,7 +15,10 @@ FILES = {
     "options, row counts and warnings.",
     "study.json": "the study's settings: kind (benchmark), instructions, consent, exit "
     "questions (current version), quotas, reveal, seed, item-set hash, the exclusion rule "
-    "(`exclusion_rule`). Completion codes and URLs, public links and webhook settings are "
+    "(`exclusion_rule`), and for a mapped benchmark's study how its answers were allocated "
+    "(`allocation`: the design, stratum field, phase one, runs, target half-width, the "
+    "design in words, and a widest-comparison design's model side per item). Completion "
+    "codes and URLs, public links and webhook settings are "
     "never exported.",
     "data/text_versions.csv": "every version of the instructions, consent, exit questions "
     "and a scene study's attention-check instruction that participants were shown (`kind`: "

@@ -41,6 +41,7 @@ from metrics import (
     mean_ci,
     percent_agreement,
 )
+from metrics.allocation import WIDEST, stratified_bootstrap_pair
 from reports import selectors
 from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN, Cell, Chart, Report, Table
 from reports.selectors import generic_pick_correct, option_letter
@@ -92,6 +93,7 @@ class _System:
 
     label: str
     kind: str
+    study_id: int | None = None  # a human study's own row (not the pooled one)
     outcomes: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     picks: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     participants: set[int] = field(default_factory=set)
@@ -150,6 +152,7 @@ def build(
         else []
     )
     humans = _human_systems(studies, picks, by_pk)
+    by_study = {s.study_id: s for s in humans if s.study_id is not None}
     reference = humans[-1] if humans else None  # the pooled studies, or the one study
     systems = [*humans, *(models[r["id"]] for r in runs)]
 
@@ -186,6 +189,14 @@ def build(
     )
     if reference is not None and runs:
         report.tables.append(_versus_table(reference, runs, models, items, seed=seed))
+    designs = selectors.generic_study_designs(s["id"] for s in studies) if studies else {}
+    if designs:
+        report.facts["design"] = "; ".join(
+            f"#{study_id}: {d['text']}" for study_id, d in designs.items()
+        )
+    for study in studies:
+        if (design := designs.get(study["id"])) and study["id"] in by_study:
+            report.tables.append(_design_table(study, by_study[study["id"]], design, by_pk, seed))
     keys = set(FIXED_KEYS)
     for name in fields:
         key = _category_key(name, keys)
@@ -232,7 +243,10 @@ def _human_systems(
 ) -> list[_System]:
     """One system per study with counted picks, then all of them pooled (with two or
     more): the last one is the people the other tables read."""
-    by_study = {s["id"]: _System(f"Humans: {s['name']} (#{s['id']})", "humans") for s in studies}
+    by_study = {
+        s["id"]: _System(f"Humans: {s['name']} (#{s['id']})", "humans", study_id=s["id"])
+        for s in studies
+    }
     pooled = _System(POOLED, "humans")
     for pick in picks:
         item = items.get(pick["item_id"])
@@ -368,6 +382,69 @@ def _versus_table(
             "run is compared with them on the items both answered (Shared items). "
             "Difference: run minus people in percentage points, its 95% CI a paired "
             "bootstrap over the shared items (seeded)."
+        ),
+    )
+
+
+def _design_table(
+    study: Mapping[str, Any],
+    people: _System,
+    design: Mapping[str, Any],
+    items: Mapping[int, _Item],
+    seed: int,
+) -> Table:
+    """One study's accuracy by its stratum field as its design estimates it: a
+    stratum's figure is the mean of its item means (items weighted equally, however
+    many answers the design gave each), the overall figure weights strata by their
+    share of the study's test items, and the intervals resample items within strata
+    and answers within items (``metrics.allocation.stratified_bootstrap``). Unbiased
+    under an adaptive design; for a uniform one it equals the plain item mean."""
+    name = design["field"]
+    strata: dict[str, list[list[bool]]] = defaultdict(list)
+    model: dict[str, list[float]] = defaultdict(list)
+    widest = design["design"] == WIDEST and design["model"]
+    for mc_id in design["items"]:
+        item = items.get(mc_id)
+        if item is None:
+            continue
+        key = _category_value(item, name)
+        strata[key].append([bool(o) for o in people.outcomes.get(mc_id, ())])
+        model[key].append(float(design["model"].get(mc_id, 0.0)))
+    human, diff = stratified_bootstrap_pair(
+        strata, model=model if widest else None, n_resamples=N_RESAMPLES, seed=seed
+    )
+    columns = [name, "Items", "Answers", "Accuracy %", "CI low %", "CI high %"]
+    if widest:
+        columns += ["Human - model %", "Difference CI low %", "Difference CI high %"]
+    rows: list[list[Cell]] = []
+    for key in [*sorted(strata), ""]:
+        members = strata[key] if key else [i for group in strata.values() for i in group]
+        row: list[Cell] = [
+            key or "Overall (strata weighted by items)",
+            len(members),
+            sum(len(outcomes) for outcomes in members),
+            *(pct(v) for v in human[key]),
+        ]
+        if widest:
+            row += [pct(v) for v in diff[key]]
+        rows.append(row)
+    return Table(
+        key=f"design-{study['id']}",
+        title=f"Humans: {study['name']} (#{study['id']}) by {name}, as designed",
+        columns=columns,
+        rows=rows,
+        note=(
+            f"Design: {design['text']}. Per value of {name!r}: the mean of the item means "
+            "of the study's test items (items weighted equally, however many answers each "
+            "got), the overall figure weighting each value by its share of items; 95% "
+            "CI: a bootstrap resampling items within each value and answers within each "
+            f"item ({N_RESAMPLES} resamples, seeded)."
+            + (
+                " Human - model: the runs named by the design, their per-item accuracy "
+                "fixed when the study went live."
+                if widest
+                else ""
+            )
         ),
     )
 

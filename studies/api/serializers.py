@@ -23,7 +23,9 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.settings import api_settings
 
+from studies.choice import allocation
 from studies.choice.forms import ChoiceStudyForm
+from studies.choice.generic import GENERIC
 from studies.choice.services import CHOICE_BENCHMARKS
 from studies.forms import MAX_INVITES, StudyCreateForm
 from studies.models import Study
@@ -493,11 +495,54 @@ class StudyItemCountsSerializer(serializers.Serializer):
     held_back = serializers.IntegerField(source="n_held_back", help_text="never assigned")
 
 
+class StratumRowSerializer(serializers.Serializer):
+    """One row of the study page's per-stratum table (``allocation.stratum_rows``)."""
+
+    stratum = serializers.CharField()
+    items = serializers.IntegerField()
+    answers = serializers.IntegerField(help_text="counted answers")
+    estimate_pct = serializers.FloatField(
+        allow_null=True, help_text="mean of item means (widest: human - model), %"
+    )
+    half_width_points = serializers.FloatField(allow_null=True, help_text="95% half-width")
+    answers_to_target = serializers.IntegerField(
+        allow_null=True,
+        help_text="answers still needed for the target half-width; null: more raters on "
+        "these items cannot reach it",
+    )
+
+
+class AllocationSerializer(serializers.Serializer):
+    """How a generic study's answers are allocated (issue 50), and its strata now."""
+
+    design = serializers.ChoiceField(choices=list(allocation.DESIGN_LABELS.items()))
+    stratum_field = serializers.CharField()
+    min_per_item = serializers.IntegerField(help_text="phase one: answers per item first")
+    runs = serializers.ListField(child=serializers.IntegerField(), help_text="widest: runs")
+    target_points = serializers.FloatField(help_text="the target 95% half-width, points")
+    budget = serializers.IntegerField(help_text="answers in all: overlap x test items")
+    description = serializers.CharField(help_text="the design in words, as the report says it")
+    strata = StratumRowSerializer(many=True)
+
+
 class StudyDetailSerializer(StudySerializer):
-    """A study with its settings and item counts."""
+    """A study with its settings and item counts (and a generic study's allocation)."""
 
     items = StudyItemCountsSerializer(source="*")
     settings = StudySettingsSerializer(source="*")
+    allocation = serializers.SerializerMethodField()
+
+    @extend_schema_field(AllocationSerializer(allow_null=True))
+    def get_allocation(self, study: Study) -> dict[str, Any] | None:
+        if study.benchmark != GENERIC:
+            return None
+        budget = allocation.study_budget(study)
+        data = allocation.study_allocation(study).as_dict() | {
+            "budget": budget,
+            "description": allocation.design_text(study, answers=budget),
+            "strata": allocation.stratum_rows(study),
+        }
+        return AllocationSerializer(data).data
 
 
 class LeakReportSerializer(serializers.Serializer):

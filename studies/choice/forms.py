@@ -8,12 +8,20 @@ from django import forms
 from django.db.models import Count
 
 from benchmarks.models import Benchmark, DynToMQuestion, Work
+from metrics.allocation import BALANCED, UNIFORM, WIDEST
 
 from ..forms import NumberField, WorkField
-from ..models import Study
+from ..models import Study, StudyItem
 from ..participation.recruitment import study_name_taken
 from . import generic
 from . import services as cs
+from .allocation import (
+    DEFAULT_MIN_PER_ITEM,
+    DEFAULT_TARGET_POINTS,
+    AllocationSpec,
+    allocation_settings,
+)
+from .model_side import runs_of
 
 MAX_CATEGORY_VALUE = 500
 
@@ -189,6 +197,51 @@ class ChoiceStudyForm(forms.Form):
         initial=generic.DEFAULT_ATTENTION_INSTRUCTION,
         help_text="Shown under the check's question; {option} is the option to choose.",
     )
+    # -- how a mapped benchmark's answers are allocated (AllocationSpec) -----
+    allocation = forms.ChoiceField(
+        label="Allocation of answers (mapped items)",
+        choices=[
+            (UNIFORM, "uniform: every item gets the same number of answers"),
+            (BALANCED, "balanced by category: more answers where a stratum's estimate is widest"),
+            (WIDEST, "widest comparison: more answers where human - model is least certain"),
+        ],
+        initial=UNIFORM,
+        required=False,
+        help_text="Every design spends the same budget: participants per item x test items "
+        "answers in all. An adaptive design needs items per participant below the test items.",
+    )
+    stratum_field = SelectTextField(
+        label="Strata (allocation)",
+        required=False,
+        max_length=100,
+        help_text="The category field the answers are allocated by; blank: the field the "
+        "items are drawn by, else the benchmark's first.",
+    )
+    min_per_item = NumberField(
+        label="Phase one: answers per item",
+        min_value=1,
+        max_value=50,
+        required=False,
+        initial=DEFAULT_MIN_PER_ITEM,
+        help_text="Every item gets this many answers before any design chooses; at most "
+        "the participants per item.",
+    )
+    runs = forms.MultipleChoiceField(
+        label="Runs to compare with (widest comparison)",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Runs on the chosen benchmark; their accuracy per item is read when the "
+        "study goes live and stays fixed.",
+    )
+    target_points = NumberField(
+        label="Target half-width, points",
+        min_value=1,
+        max_value=50,
+        required=False,
+        initial=int(DEFAULT_TARGET_POINTS),
+        help_text="The study page counts the answers each stratum still needs to reach a "
+        "95% interval of ± this many points.",
+    )
     # The stored values are the scene study's; the words are this form's own.
     reveal = forms.ChoiceField(
         label="Show the gold",
@@ -217,6 +270,8 @@ class ChoiceStudyForm(forms.Form):
         "attention_ids",
         "attention_instruction",
     )
+    # Stored with the items but never a reason to draw them again.
+    ALLOCATION_FIELDS = ("allocation", "stratum_field", "min_per_item", "runs", "target_points")
     SAMPLING = {
         cs.CHARTOM: ("benchmark", "seed", "questions"),
         cs.DYNTOM: ("benchmark", "seed", "stage_percent", "question_types"),
@@ -251,6 +306,15 @@ class ChoiceStudyForm(forms.Form):
         self.fields["category_field"].widget.choices = [
             ("", "nothing: draw from every item"),
             *((name, name) for name in fields_),
+        ]
+        self.fields["stratum_field"].widget.choices = [
+            ("", "the field the items are drawn by"),
+            *((name, name) for name in fields_),
+        ]
+        self.fields["runs"].choices = [
+            (str(run_id), f"{label} · {facts.work.title}")
+            for facts in self.generic_facts
+            for run_id, label in runs_of(facts.work.pk)
         ]
 
     def generic_groups(self) -> list[dict[str, Any]]:
@@ -349,6 +413,17 @@ class ChoiceStudyForm(forms.Form):
             or generic.DEFAULT_ATTENTION_INSTRUCTION,
         )
 
+    def allocation_spec(self) -> AllocationSpec:
+        """How a mapped benchmark's answers are allocated, as the form gives it."""
+        d = self.cleaned_data
+        return AllocationSpec(
+            design=d.get("allocation") or UNIFORM,
+            stratum_field=d.get("stratum_field") or "",
+            min_per_item=d.get("min_per_item") or DEFAULT_MIN_PER_ITEM,
+            runs=tuple(int(r) for r in d.get("runs") or ()),
+            target_points=float(d.get("target_points") or DEFAULT_TARGET_POINTS),
+        )
+
     def study_settings(self) -> dict[str, Any]:
         """Study fields besides the items (``studies.services.study_update``)."""
         d = self.cleaned_data
@@ -377,8 +452,15 @@ class ChoiceStudyForm(forms.Form):
         if self.errors:
             return
         try:
-            generic.generic_sample(
+            items, sampling = generic.generic_sample(
                 work=works[0], spec=self.generic_spec(), seed=self.cleaned_data.get("seed") or 0
+            )
+            allocation_settings(
+                self.allocation_spec(),
+                work=works[0],
+                sampling=sampling,
+                overlap=self.cleaned_data.get("overlap") or 1,
+                test_items=sum(1 for _, f in items if f["role"] == StudyItem.Role.TEST),
             )
         except generic.GenericSpecError as exc:
             name = {"items": "items_total", "practice": "practice_items"}.get(exc.field, exc.field)
@@ -402,6 +484,18 @@ def _generic_initial(sampling: dict[str, Any]) -> dict[str, Any]:
         "practice_ids": "\n".join(spec.practice_ids),
         "attention_ids": "\n".join(spec.attention_ids),
         "attention_instruction": spec.attention_instruction,
+        **_allocation_initial(sampling),
+    }
+
+
+def _allocation_initial(sampling: dict[str, Any]) -> dict[str, Any]:
+    spec = AllocationSpec.from_sampling(sampling)
+    return {
+        "allocation": spec.design,
+        "stratum_field": spec.stratum_field,
+        "min_per_item": spec.min_per_item,
+        "runs": [str(r) for r in spec.runs],
+        "target_points": round(spec.target_points),
     }
 
 

@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import researcher_required as researcher_only
 from common.request_params import BadNumber, optional_number
@@ -29,8 +29,9 @@ from ..models import Assignment, ChoiceAnswer, Study, StudyItem
 from ..participation import recruitment
 from ..participation.forms import CsvInviteForm, RunningForm
 from ..participation.ledger import STATUSES, ledger_counts, study_ledger
+from ..participation.researcher_views import csv_response
+from . import allocation, generic
 from . import exchange as choice_exchange
-from . import generic
 from . import services as cs
 from .forms import ChoiceStudyForm
 
@@ -74,6 +75,10 @@ def study_edit(request: HttpRequest, study: Study) -> HttpResponse:
                 settings_ |= {"benchmark": args["benchmark"], "seed": args["seed"]}
                 settings_ |= {"works": args["works"], "items": sample.items}
                 settings_["sampling"] = sample.sampling
+            if data["benchmark"] == cs.GENERIC:
+                settings_["sampling"] = _with_allocation(
+                    form, study, settings_.get("sampling"), settings_.get("items")
+                )
             study_services.study_update(
                 study=study,
                 name=data["name"],
@@ -94,6 +99,24 @@ def study_edit(request: HttpRequest, study: Study) -> HttpResponse:
     status = 422 if form.is_bound and form.errors else 200
     context = {"form": form, "study": study}
     return render(request, "studies/choice_study_new.html", context, status=status)
+
+
+def _with_allocation(form: ChoiceStudyForm, study: Study, sampling, items) -> dict[str, Any]:
+    """A generic draft's ``sampling`` with the form's allocation: an allocation setting
+    alone never draws the items again (``items`` is None then: the study's are kept)."""
+    sampling = dict(study.sampling if sampling is None else sampling)
+    if items is None:
+        tests = study.study_items.filter(role=StudyItem.Role.TEST).count()
+    else:
+        tests = sum(1 for _, f in items if f.get("role") == StudyItem.Role.TEST)
+    sampling["allocation"] = allocation.allocation_settings(
+        form.allocation_spec(),
+        work=form.cleaned_data["works"][0],
+        sampling=sampling,
+        overlap=form.cleaned_data.get("overlap") or 1,
+        test_items=tests,
+    )
+    return sampling
 
 
 def detail(request: HttpRequest, study: Study) -> HttpResponse:
@@ -158,7 +181,26 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
         ),
         "editable": study.status in (Study.Status.DRAFT,),
     }
+    if study.benchmark == cs.GENERIC:
+        spec = allocation.study_allocation(study)
+        context |= {
+            "allocation": spec,
+            "design_text": allocation.design_text(study, answers=context["n_needed"]),
+            "strata_rows": allocation.stratum_rows(study),
+        }
     return render(request, "studies/choice_study_detail.html", context)
+
+
+@require_GET
+@researcher_required
+def strata_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The study page's per-stratum table (``allocation.stratum_rows``) as CSV."""
+    study = get_object_or_404(Study.objects.filter(benchmark=cs.GENERIC), pk=study_id)
+    response, writer = csv_response(study, "strata")
+    writer.writerow(allocation.STRATUM_COLUMNS)
+    for row in allocation.stratum_rows(study):
+        writer.writerow([row[c] for c in allocation.STRATUM_COLUMNS])
+    return response
 
 
 @require_http_methods(["GET", "POST"])

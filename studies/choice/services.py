@@ -36,6 +36,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion, DynToMStage, MCItem, QAItem, Work
+from metrics.allocation import Tally
 
 from ..assignment import items_assign_with_room
 from ..counting import counted_participants
@@ -45,6 +46,7 @@ from ..models import (
     ChoiceAnswer,
     Familiarity,
     Participant,
+    StratumTally,
     Study,
     StudyItem,
     StudyWork,
@@ -54,6 +56,7 @@ from ..participation.ledger import exclusions_refresh
 from ..participation.recruitment import participant_no_work_record, session_prepare
 from ..participation.services import check_active
 from ..services import study_items_set
+from . import allocation
 from .design import Design, Slot, design_compute
 from .generic import GENERIC, GenericSpec, generic_options, generic_sample, shuffles
 
@@ -186,13 +189,15 @@ def choice_study_create(
     stage_fraction: float | None = None,
     question_types: list[str] | None = None,
     generic: GenericSpec | None = None,
+    allocation_spec: allocation.AllocationSpec | None = None,
     seed: int = 0,
     created_by=None,
     **settings_: Any,
 ) -> ChoiceStudyCreated:
     """A draft multiple-choice study over ``works`` (books, DynToM stages, or one mapped
     benchmark), its items drawn by :func:`choice_items_sample`. ``settings_`` are Study
-    fields (overlap, reveal, texts…).
+    fields (overlap, reveal, texts…). A mapped benchmark's study also stores how its
+    answers are allocated (``allocation_spec``, uniform by default).
     """
     sample = choice_items_sample(
         benchmark=benchmark,
@@ -203,6 +208,14 @@ def choice_study_create(
         generic=generic,
         seed=seed,
     )
+    if benchmark == GENERIC:
+        sample.sampling["allocation"] = allocation.allocation_settings(
+            allocation_spec or allocation.AllocationSpec(),
+            work=works[0],
+            sampling=sample.sampling,
+            overlap=(sample.defaults | settings_)["overlap"],
+            test_items=sum(1 for _, f in sample.items if f.get("role") == StudyItem.Role.TEST),
+        )
     if Study.objects.filter(name=name).exists():
         raise StudyError(f"a study named {name!r} exists already: choose another name")
     study = Study.objects.create(
@@ -601,6 +614,11 @@ def generic_has_room(participant: Participant) -> bool:
     study = participant.study
     if participant.excluded_at is not None:  # their places went back to the pool
         return False
+    if allocation.is_adaptive(study):  # no quota per item: the budget in all
+        places = Assignment.objects.filter(
+            counted_participants(), study_item__in=_generic_open(study)
+        ).count()
+        return places < allocation.study_budget(study)
     live = Count("assignments", filter=counted_participants("assignments__"), distinct=True)
     return _generic_open(study).annotate(live=live).filter(live__lt=study.overlap).exists()
 
@@ -637,37 +655,10 @@ def generic_batch_take(*, participant: Participant) -> list[Assignment]:
             seed=seed,
             history_confirmed_at=timezone.now(),
         )
-        live: dict[int, int] = {}
-
-        def has_room(item: StudyItem, counts) -> bool:
-            live[item.pk] = sum(counts.values())
-            return live[item.pk] < study.overlap
-
-        def build(items: list[StudyItem]) -> list[Assignment]:
-            ties = {item.pk: rng.random() for item in items}  # items come in pk order
-            ranked = sorted(items, key=lambda i: (live[i.pk], ties[i.pk]))
-            chosen = ranked[:batch] if batch else ranked
-            chosen.sort(key=lambda i: i.pk)
-            rng.shuffle(chosen)  # the participant's order
-            return [
-                Assignment(
-                    participant=participant,
-                    session=session,
-                    study_item=item,
-                    position=position,
-                    seen=False,
-                    option_seed=rng.randrange(2**31) if shuffle else None,
-                )
-                for position, item in enumerate(chosen)
-            ]
-
-        given = items_assign_with_room(
-            items=_generic_open(study),
-            assignments=Assignment.objects.filter(counted_participants()),
-            item_field="study_item",
-            has_room=has_room,
-            build=build,
-        )
+        if allocation.is_adaptive(study):
+            given = _generic_adaptive_take(participant, session, rng, batch, shuffle)
+        else:
+            given = _generic_uniform_take(participant, session, rng, batch, shuffle)
         if not given:
             session.delete()
             return []
@@ -679,6 +670,100 @@ def generic_batch_take(*, participant: Participant) -> list[Assignment]:
                 assignment.option_seed = rng.randrange(2**31)
             Assignment.objects.bulk_update(extras, ["option_seed"])
     return list(participant.assignments.order_by("position"))
+
+
+def _generic_assignments(
+    participant: Participant,
+    session: WorkSession,
+    rng: random.Random,
+    chosen: list[StudyItem],
+    shuffle: bool,
+) -> list[Assignment]:
+    """The batch's assignment rows, in the participant's (seeded) order."""
+    chosen.sort(key=lambda i: i.pk)
+    rng.shuffle(chosen)  # the participant's order
+    return [
+        Assignment(
+            participant=participant,
+            session=session,
+            study_item=item,
+            position=position,
+            seen=False,
+            option_seed=rng.randrange(2**31) if shuffle else None,
+        )
+        for position, item in enumerate(chosen)
+    ]
+
+
+def _generic_uniform_take(
+    participant: Participant, session: WorkSession, rng: random.Random, batch: int, shuffle: bool
+) -> list[StudyItem]:
+    """Today's rule: every item up to the overlap quota, the emptiest first (ties by
+    the session's seed)."""
+    study = participant.study
+    live: dict[int, int] = {}
+
+    def has_room(item: StudyItem, counts) -> bool:
+        live[item.pk] = sum(counts.values())
+        return live[item.pk] < study.overlap
+
+    def build(items: list[StudyItem]) -> list[Assignment]:
+        ties = {item.pk: rng.random() for item in items}  # items come in pk order
+        ranked = sorted(items, key=lambda i: (live[i.pk], ties[i.pk]))
+        chosen = ranked[:batch] if batch else ranked
+        return _generic_assignments(participant, session, rng, chosen, shuffle)
+
+    return items_assign_with_room(
+        items=_generic_open(study),
+        assignments=Assignment.objects.filter(counted_participants()),
+        item_field="study_item",
+        has_room=has_room,
+        build=build,
+    )
+
+
+def _generic_adaptive_take(
+    participant: Participant, session: WorkSession, rng: random.Random, batch: int, shuffle: bool
+) -> list[StudyItem]:
+    """An adaptive design's batch (``allocation.items_choose``): under the same item locks
+    and counts as the uniform take, plus one read of the strata's tallies. No item has
+    a quota of its own; the study's budget (overlap x test items places in all) has:
+    once the counted places reach it, nothing more is handed out."""
+    study = participant.study
+    spec = allocation.study_allocation(study)
+    live: dict[int, int] = {}
+    chosen: list[StudyItem] = []
+
+    def has_room(item: StudyItem, counts) -> bool:
+        live[item.pk] = sum(counts.values())
+        return True  # the budget and the design decide in build(), over all the items
+
+    def build(items: list[StudyItem]) -> list[Assignment]:
+        rows = list(StratumTally.objects.filter(study=study).order_by("key"))
+        strata = {pk: row.key for row in rows for pk in row.item_ids}
+        by_pk = {item.pk: item for item in items if item.pk in strata}
+        budget = allocation.study_budget(study, len(items))
+        picked = allocation.items_choose(
+            design=spec.design,
+            tallies={row.key: Tally.from_dict(row.stats) for row in rows},
+            strata={pk: strata[pk] for pk in by_pk},
+            live=live,
+            ties={pk: rng.random() for pk in sorted(by_pk)},
+            n=max(0, min(batch, budget - sum(live.values()))),
+            min_per_item=spec.min_per_item,
+            cap=allocation.cap_per_item(budget, batch),
+        )
+        chosen.extend(by_pk[pk] for pk in picked)
+        return _generic_assignments(participant, session, rng, list(chosen), shuffle)
+
+    items_assign_with_room(
+        items=_generic_open(study),
+        assignments=Assignment.objects.filter(counted_participants()),
+        item_field="study_item",
+        has_room=has_room,
+        build=build,
+    )
+    return chosen
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -846,6 +931,12 @@ def _generic_record(participant, assignment, action, shown) -> ChoiceAnswer:
         correct=option in (item.answers or []),
     )
     _finalise(participant, assignment, now)
+    study = participant.study
+    if assignment.study_item.role == StudyItem.Role.TEST and allocation.is_adaptive(study):
+        field_ = allocation.study_allocation(study).stratum_field
+        allocation.tally_record(
+            study=study, answer=answer, key=allocation.stratum_of(item.categories, field_)
+        )
     return answer
 
 

@@ -161,7 +161,7 @@ def study_item_roles(request: HttpRequest, study_id: int) -> HttpResponse:
     return _back(study, "#roles")
 
 
-def _csv_response(study: Study, name: str) -> tuple[HttpResponse, Any]:
+def csv_response(study: Study, name: str) -> tuple[HttpResponse, Any]:
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-{name}-{stamp}.csv"'
@@ -173,7 +173,7 @@ def _csv_response(study: Study, name: str) -> tuple[HttpResponse, Any]:
 def study_quality_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     """Every participant: quality figures (the study page's table) and ledger status."""
     study = _study(study_id)
-    response, writer = _csv_response(study, "raters")
+    response, writer = csv_response(study, "raters")
     writer.writerow(quality.QUALITY_COLUMNS)
     for values in ledger.raters_csv_rows(study=study):
         writer.writerow([values[c] for c in quality.QUALITY_COLUMNS])
@@ -186,7 +186,7 @@ def study_platform_ids_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     """Platform ids by ledger status, with the action to take on the recruiting platform
     (approve, reject, return): what a researcher needs to settle every submission."""
     study = _study(study_id)
-    response, writer = _csv_response(study, "platform-ids")
+    response, writer = csv_response(study, "platform-ids")
     writer.writerow(ledger.PLATFORM_COLUMNS)
     for row in ledger.study_ledger(study=study):
         values = ledger.ledger_csv_fields(row)

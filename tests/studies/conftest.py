@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.generic_items import make_generic_benchmark
 from tests.module_rows import build_friends
+
+
+@pytest.fixture
+def mini():
+    """The demo's twelve mapped items (``tests.generic_items``): four abilities of three."""
+    return make_generic_benchmark()
 
 
 @pytest.fixture

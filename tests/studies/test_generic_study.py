@@ -26,11 +26,6 @@ pytestmark = pytest.mark.django_db
 ABILITIES = ("False belief", "Hidden emotions", "Discrepant desires")
 
 
-@pytest.fixture
-def mini():
-    return make_generic_benchmark()
-
-
 def _create(work, name="Mini ToM study", seed=3, overlap=1, **spec):
     return cs.choice_study_create(
         name=name,

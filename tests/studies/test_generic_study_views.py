@@ -23,18 +23,12 @@ from studies.models import Assignment, ChoiceAnswer, Participant, Study, StudyIt
 from studies.participation.ledger import participant_exclusion_override
 from studies.participation.services import participants_invite
 from studies.services import study_duplicate, study_launch
-from tests.generic_items import make_generic_benchmark
 
 pytestmark = pytest.mark.django_db
 
 ABILITIES = ["False belief", "Hidden emotions", "Discrepant desires"]
 # The page's CSRF tokens (form field and htmx header) are masked afresh on each render.
 CSRF = re.compile(r'(name="csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]*"')
-
-
-@pytest.fixture
-def mini():
-    return make_generic_benchmark()
 
 
 @pytest.fixture

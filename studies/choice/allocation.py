@@ -1,0 +1,446 @@
+"""Adaptive allocation on a generic (mapped multiple-choice) study (issue 50).
+
+The rules are pure (``metrics.allocation``); this module holds what needs the study:
+
+- the settings (:class:`AllocationSpec`, stored in ``Study.sampling["allocation"]``):
+  the design (``uniform``, ``balanced``, ``widest``), the stratum field, phase one's
+  answers per item, the runs a ``widest`` design compares with and the target half-width
+  the study page counts answers towards. The budget is the uniform design's: the
+  study's overlap x its test items answers in all;
+- the tallies (``StratumTally``): made at go-live, updated with each counted answer in
+  its transaction (:func:`tally_record`), rebuilt when answers stop or start counting
+  (:func:`tallies_rebuild`, from ``studies.choice.hooks``);
+- the choice of a batch's items (:func:`items_choose`), called by
+  ``services.generic_batch_take`` under the item locks it already holds;
+- the per-stratum table of the study page, its CSV and the API (:func:`stratum_rows`).
+
+A ``widest`` design's model side (the named runs' accuracy per item) is read once, at
+go-live, and stored with the tallies: the rule that decides where answers go must not
+move while the study runs (a run still running or re-imported would otherwise change
+past choices' meaning), and a take then needs no read of predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q
+
+from metrics.allocation import (
+    BALANCED,
+    DESIGNS,
+    UNIFORM,
+    WIDEST,
+    Tally,
+    answers_to_reach,
+    next_strata,
+    stratum_estimate,
+    tally_of_items,
+    tally_update,
+)
+
+from ..counting import counted_participants
+from ..models import Assignment, ChoiceAnswer, StratumTally, Study, StudyItem
+from .generic import GENERIC, GenericSpecError, generic_facts
+from .model_side import accuracy_of, runs_of
+
+DESIGN_LABELS = {
+    UNIFORM: "uniform",
+    BALANCED: "balanced by category",
+    WIDEST: "widest comparison",
+}
+DEFAULT_MIN_PER_ITEM = 2
+DEFAULT_TARGET_POINTS = 5.0
+NO_VALUE = "(none)"  # an item without the stratum field, as the report names it
+
+
+@dataclass(frozen=True)
+class AllocationSpec:
+    """How a generic study's answers are spread (the form's allocation fields)."""
+
+    design: str = UNIFORM
+    stratum_field: str = ""
+    min_per_item: int = DEFAULT_MIN_PER_ITEM
+    runs: tuple[int, ...] = ()
+    target_points: float = DEFAULT_TARGET_POINTS
+
+    @property
+    def adaptive(self) -> bool:
+        return self.design != UNIFORM
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"runs": list(self.runs)}
+
+    @classmethod
+    def from_sampling(cls, sampling: Mapping[str, Any] | None) -> AllocationSpec:
+        """The study's settings; a study made before issue 50 is uniform."""
+        data = (sampling or {}).get("allocation") or {}
+        return cls(
+            design=data.get("design") or UNIFORM,
+            stratum_field=data.get("stratum_field") or "",
+            min_per_item=int(data.get("min_per_item") or DEFAULT_MIN_PER_ITEM),
+            runs=tuple(int(r) for r in data.get("runs") or ()),
+            target_points=float(data.get("target_points") or DEFAULT_TARGET_POINTS),
+        )
+
+
+def allocation_check(
+    spec: AllocationSpec,
+    *,
+    work_id: int,
+    category_fields: list[str],
+    sampled_by: str,
+    overlap: int,
+    batch: int,
+    test_items: int,
+) -> AllocationSpec:
+    """``spec`` with its stratum field filled in (the field the items are drawn by, else
+    the benchmark's first), or :class:`GenericSpecError` naming the setting that
+    cannot work: a design needs a field to stratify by, a batch smaller than the test
+    items (else everyone answers everything and nothing is left to allocate), a budget
+    that gives every item its phase one, and ``widest`` runs on this benchmark."""
+    if spec.design not in DESIGNS:
+        raise GenericSpecError("allocation", f"choose one of {', '.join(DESIGNS)}")
+    field_ = spec.stratum_field or sampled_by or (category_fields[0] if category_fields else "")
+    if field_ and field_ not in category_fields:
+        raise GenericSpecError(
+            "stratum_field",
+            f"the benchmark has no category field {field_!r}; its fields are "
+            f"{', '.join(category_fields) or 'none'}",
+        )
+    if spec.min_per_item < 1:
+        raise GenericSpecError("min_per_item", "ask for at least one answer per item")
+    if not 0 < spec.target_points <= 50:
+        raise GenericSpecError("target_points", "give a half-width between 0 and 50 points")
+    spec = AllocationSpec(
+        design=spec.design,
+        stratum_field=field_,
+        min_per_item=spec.min_per_item,
+        runs=tuple(sorted(set(spec.runs))) if spec.design == WIDEST else (),
+        target_points=spec.target_points,
+    )
+    if not spec.adaptive:
+        return spec
+    if not field_:
+        raise GenericSpecError(
+            "stratum_field", "the benchmark has no category field to allocate by"
+        )
+    if not batch or batch >= test_items:
+        raise GenericSpecError(
+            "items_per_participant",
+            f"an adaptive design needs batches smaller than the {test_items} test items "
+            "(when everyone answers every item there is nothing to allocate)",
+        )
+    if spec.min_per_item > overlap:
+        raise GenericSpecError(
+            "min_per_item",
+            f"the budget is {overlap} answer{'s' if overlap != 1 else ''} per item on "
+            f"average (participants per item x test items): phase one can ask at most "
+            f"{overlap}",
+        )
+    if spec.design == WIDEST:
+        if not spec.runs:
+            raise GenericSpecError("runs", "name the runs to compare with")
+        known = {run_id for run_id, _ in runs_of(work_id)}
+        if unknown := [r for r in spec.runs if r not in known]:
+            raise GenericSpecError(
+                "runs",
+                f"run {', '.join(map(str, unknown))} has no answer on this benchmark's items",
+            )
+    return spec
+
+
+def allocation_settings(
+    spec: AllocationSpec, *, work, sampling: Mapping[str, Any], overlap: int, test_items: int
+) -> dict[str, Any]:
+    """What a generic study stores as ``sampling["allocation"]`` for ``spec`` over the
+    items just drawn (``generic.generic_sample``'s ``sampling``), checked
+    (:func:`allocation_check`)."""
+    facts = generic_facts([work])[0]
+    return allocation_check(
+        spec,
+        work_id=work.pk,
+        category_fields=list(facts.categories),
+        sampled_by=sampling.get("category_field") or "",
+        overlap=overlap,
+        batch=sampling.get("items_per_participant") or 0,
+        test_items=test_items,
+    ).as_dict()
+
+
+def stratum_of(categories: Mapping[str, Any] | None, field_: str) -> str:
+    value = (categories or {}).get(field_)
+    return NO_VALUE if value in (None, "") else str(value)
+
+
+def study_allocation(study: Study) -> AllocationSpec:
+    return AllocationSpec.from_sampling(study.sampling)
+
+
+def is_adaptive(study: Study) -> bool:
+    return study.benchmark == GENERIC and study_allocation(study).adaptive
+
+
+def _test_items(study: Study):
+    return StudyItem.objects.filter(study=study, role=StudyItem.Role.TEST, held_back=False)
+
+
+def study_budget(study: Study, test_items: int | None = None) -> int:
+    """Answers in all: the uniform design's, overlap x test items, whatever the design."""
+    n = _test_items(study).count() if test_items is None else test_items
+    return study.overlap * n
+
+
+def design_text(study: Study, *, answers: int | None = None) -> str:
+    """One line saying which design ran ("balanced by ability, phase one 2 answers per
+    item, 180 answers"), for the study page, the report and the replication package."""
+    spec = study_allocation(study)
+    budget = study_budget(study) if answers is None else answers
+    if not spec.adaptive:
+        by = f", strata by {spec.stratum_field}" if spec.stratum_field else ""
+        return f"uniform, {study.overlap} answers per item{by}, {budget} answers"
+    label = "balanced" if spec.design == BALANCED else "widest comparison"
+    runs = f" with run {', '.join(map(str, spec.runs))}" if spec.runs else ""
+    return (
+        f"{label} by {spec.stratum_field}{runs}, phase one {spec.min_per_item} answer"
+        f"{'s' if spec.min_per_item != 1 else ''} per item, {budget} answers"
+    )
+
+
+# -- tallies ---------------------------------------------------------------------------------
+
+
+def _counted_answers(study: Study):
+    """The study's counted answers on test items (as the reports count them)."""
+    return ChoiceAnswer.objects.filter(
+        counted_participants("assignment__"),
+        assignment__study_item__study=study,
+        assignment__study_item__role=StudyItem.Role.TEST,
+        assignment__status=Assignment.Status.SUBMITTED,
+        round=ChoiceAnswer.Round.FIRST,
+    )
+
+
+def _item_counts(study: Study) -> dict[int, tuple[int, int]]:
+    """Counted answers and correct ones per test item: one grouped query."""
+    rows = (
+        _counted_answers(study)
+        .order_by()
+        .values("assignment__study_item_id")
+        .annotate(m=Count("pk"), c=Count("pk", filter=Q(correct=True)))
+    )
+    return {r["assignment__study_item_id"]: (r["m"], r["c"]) for r in rows}
+
+
+def _model_of(row: StratumTally, item_id: int) -> float | None:
+    value = (row.model or {}).get(str(item_id))
+    return None if value is None else float(value)
+
+
+def _tally_from_answers(row: StratumTally, counts: Mapping[int, tuple[int, int]]) -> Tally:
+    return tally_of_items(
+        ((*counts.get(item_id, (0, 0)), _model_of(row, item_id)) for item_id in row.item_ids),
+        n_items=len(row.item_ids),
+    )
+
+
+def _strata_items(study: Study, field_: str) -> dict[str, list[int]]:
+    strata: dict[str, list[int]] = defaultdict(list)
+    for pk, categories in (
+        _test_items(study).order_by("pk").values_list("pk", "mc_item__categories")
+    ):
+        strata[stratum_of(categories, field_)].append(pk)
+    return dict(sorted(strata.items()))
+
+
+@transaction.atomic
+def tallies_start(*, study: Study) -> int:
+    """The tallies of an adaptive study, made once, when it first goes live (the item
+    set is fixed then): its strata, their items, the ``widest`` runs' accuracy per item
+    and the answers so far (none, unless responses were imported). Idempotent; returns
+    the strata made."""
+    spec = study_allocation(study)
+    if study.benchmark != GENERIC or not spec.adaptive or study.stratum_tallies.exists():
+        return 0
+    strata = _strata_items(study, spec.stratum_field)
+    model: dict[int, float] = {}
+    if spec.design == WIDEST:
+        work_id = study.study_works.order_by("position").values_list("work_id", flat=True)[0]
+        by_mc = accuracy_of(spec.runs, work_id)
+        for pk, mc_id in _test_items(study).values_list("pk", "mc_item_id"):
+            model[pk] = by_mc.get(mc_id, 0.0)  # not answered: wrong, as the report counts it
+    counts = _item_counts(study)
+    rows = []
+    for key, item_ids in strata.items():
+        row = StratumTally(
+            study=study,
+            key=key,
+            item_ids=item_ids,
+            model={str(pk): model[pk] for pk in item_ids} if model else {},
+        )
+        row.stats = _tally_from_answers(row, counts).as_dict()
+        rows.append(row)
+    StratumTally.objects.bulk_create(rows)
+    return len(rows)
+
+
+@transaction.atomic
+def tallies_rebuild(*, study: Study) -> None:
+    """Every stratum's tally again from the counted answers: after answers stop counting
+    (exclusion, withdrawal) or count again (an exclusion lifted). The rows are locked in
+    key order, as :func:`tally_record` locks one, so an answer recorded meanwhile is
+    either in the rebuild or applied after it."""
+    rows = list(StratumTally.objects.filter(study=study).select_for_update().order_by("key"))
+    if not rows:
+        return
+    counts = _item_counts(study)
+    for row in rows:
+        row.stats = _tally_from_answers(row, counts).as_dict()
+    StratumTally.objects.bulk_update(rows, ["stats", "updated_at"])
+
+
+def tally_record(*, study: Study, answer: ChoiceAnswer, key: str) -> None:
+    """Add ``answer`` (just stored, on a test item of stratum ``key``) to its tally, in
+    the answer's transaction: the row is locked first, then the item's counted answers
+    read, so concurrent answers on one stratum apply one after another and a rebuild
+    (which locks the same rows) either holds this answer or is applied before it. An
+    answer whose participant does not count (excluded meanwhile) changes nothing."""
+    row = StratumTally.objects.select_for_update().filter(study=study, key=key).first()
+    item_id = answer.assignment.study_item_id
+    if row is None or item_id not in row.item_ids:
+        return
+    own = Q(assignment_id=answer.assignment_id)
+    counts = (
+        _counted_answers(study)
+        .filter(assignment__study_item_id=item_id)
+        .aggregate(
+            m=Count("pk"), c=Count("pk", filter=Q(correct=True)), mine=Count("pk", filter=own)
+        )
+    )
+    if not counts["mine"]:
+        return
+    m, c = counts["m"], counts["c"]
+    tally = tally_update(
+        Tally.from_dict(row.stats),
+        before=(m - 1, c - (1 if answer.correct else 0)),
+        after=(m, c),
+        model=_model_of(row, item_id),
+    )
+    row.stats = tally.as_dict()
+    row.save(update_fields=["stats", "updated_at"])
+
+
+def study_tallies(study: Study) -> dict[str, Tally]:
+    """The strata's tallies: the stored ones of an adaptive study, else computed from the
+    answers by the stratum field (a uniform study keeps none: its takes never read them)."""
+    rows = list(StratumTally.objects.filter(study=study).order_by("key"))
+    if rows:
+        return {row.key: Tally.from_dict(row.stats) for row in rows}
+    spec = study_allocation(study)
+    if not spec.stratum_field:
+        return {}
+    counts = _item_counts(study)
+    return {
+        key: tally_of_items(
+            ((*counts.get(pk, (0, 0)), None) for pk in item_ids), n_items=len(item_ids)
+        )
+        for key, item_ids in _strata_items(study, spec.stratum_field).items()
+    }
+
+
+# -- the take ------------------------------------------------------------------------------
+
+
+def cap_per_item(budget: int, batch: int) -> int:
+    """No item can hold more answers than the participants the budget seats."""
+    return math.ceil(budget / batch)
+
+
+def items_choose(
+    *,
+    design: str,
+    tallies: Mapping[str, Tally],
+    strata: Mapping[int, str],
+    live: Mapping[int, int],
+    ties: Mapping[int, float],
+    n: int,
+    min_per_item: int,
+    cap: int,
+) -> list[int]:
+    """The ids of up to ``n`` items for one participant (who has none yet): pure.
+
+    ``strata`` maps each open item to its stratum, ``live`` holds its counted places
+    (answered or not; counted under the item locks), ``ties`` the session's seeded tie
+    breaks. Phase one first, item by item: the items below ``min_per_item`` places,
+    fewest first (after an exclusion, holes can open in a stratum that is on average
+    past phase one). Then stratum by stratum as ``next_strata`` says, each time the
+    stratum's item with the fewest places. Places not yet answered count as pending, so
+    participants arriving together are spread as if they came one after another.
+    """
+    rank = {pk: (live[pk], ties[pk]) for pk in strata}
+    below = sorted((pk for pk in strata if live[pk] < min_per_item), key=rank.__getitem__)
+    chosen = below[:n]
+    taken = set(chosen)
+    placed: dict[str, int] = defaultdict(int)  # the stratum's places, chosen ones included
+    for pk, key in strata.items():
+        placed[key] += live[pk] + (pk in taken)
+    free: dict[str, list[int]] = defaultdict(list)
+    for pk in sorted(strata, key=rank.__getitem__):
+        if pk not in taken and live[pk] < cap:
+            free[strata[pk]].append(pk)
+    while len(chosen) < n:
+        open_ = {key: tallies[key] for key in sorted(free) if free[key] and key in tallies}
+        # Places handed out and not answered yet: what the tally does not hold.
+        pending = {key: max(0, placed[key] - open_[key].answers) for key in open_}
+        picks = next_strata(
+            design, open_, 1, min_per_item=min_per_item, cap_per_item=cap, pending=pending
+        )
+        if not picks:
+            break
+        pk = free[picks[0]].pop(0)
+        chosen.append(pk)
+        placed[picks[0]] += 1
+    return chosen
+
+
+# -- the study page, its CSV and the API -------------------------------------------------------
+
+
+STRATUM_COLUMNS = [
+    "stratum",
+    "items",
+    "answers",
+    "estimate_pct",
+    "half_width_points",
+    "answers_to_target",
+]
+
+
+def stratum_rows(study: Study) -> list[dict[str, Any]]:
+    """One row per stratum: its items, counted answers, current estimate (mean of item
+    means, %), 95% half-width (points) and the answers still needed to reach the
+    study's target half-width (``None``: more raters on these items cannot, the items'
+    own spread is wider). On the human - model difference for a ``widest`` design.
+    The study page, ``strata.csv`` and the API all read this."""
+    spec = study_allocation(study)
+    diff = spec.design == WIDEST
+    rows = []
+    for key, tally in study_tallies(study).items():
+        estimate = stratum_estimate(tally, diff=diff)
+        half = estimate.half_width
+        rows.append(
+            {
+                "stratum": key,
+                "items": tally.items,
+                "answers": tally.answers,
+                "estimate_pct": None if estimate.mean is None else round(100 * estimate.mean, 1),
+                "half_width_points": None if half is None else round(100 * half, 1),
+                "answers_to_target": answers_to_reach(tally, spec.target_points / 100, diff=diff),
+            }
+        )
+    return rows

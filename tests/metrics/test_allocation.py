@@ -1,0 +1,370 @@
+"""metrics.allocation: tallies, the next places by design, and the stratified bootstrap.
+
+Expected values are worked out by hand in the comments next to each assertion.
+"""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from metrics.allocation import (
+    BALANCED,
+    DESIGNS,
+    UNIFORM,
+    WIDEST,
+    Z95,
+    Tally,
+    answers_to_reach,
+    next_strata,
+    stratified_bootstrap,
+    stratified_bootstrap_pair,
+    stratum_estimate,
+    tally_of_items,
+    tally_update,
+    weighted_overall,
+)
+
+# --- tallies ------------------------------------------------------------------------------
+
+
+def _answer_stream(seed: int, items: int, answers: int) -> list[tuple[int, bool]]:
+    rng = random.Random(seed)
+    return [(rng.randrange(items), rng.random() < 0.7) for _ in range(answers)]
+
+
+def test_tally_update_one_answer_at_a_time_equals_the_tally_from_scratch():
+    models = [0.0, 0.25, 1.0, 0.5, 0.75]
+    counts = [[0, 0] for _ in models]
+    tally = Tally(items=len(models))
+    for item, correct in _answer_stream(seed=3, items=len(models), answers=40):
+        before = tuple(counts[item])
+        counts[item][0] += 1
+        counts[item][1] += correct
+        tally = tally_update(tally, before=before, after=tuple(counts[item]), model=models[item])
+    rebuilt = tally_of_items([(m, c, x) for (m, c), x in zip(counts, models, strict=True)])
+    for name, value in rebuilt.as_dict().items():
+        assert getattr(tally, name) == pytest.approx(value, abs=1e-12), name
+
+
+def test_tally_update_can_take_an_answer_back():
+    # An item at 3 answers, 2 correct, loses one correct answer: back to (2, 1).
+    start = tally_of_items([(3, 2, None), (1, 1, None)])
+    back = tally_update(start, before=(3, 2), after=(2, 1))
+    expected = tally_of_items([(2, 1, None), (1, 1, None)])
+    for name, value in expected.as_dict().items():
+        assert getattr(back, name) == pytest.approx(value, abs=1e-12), name
+
+
+def test_tally_sums_by_hand_and_round_trip_through_a_dict():
+    # Items (m, c): (2, 1) -> p 0.5; (1, 1) -> p 1; (0, 0) unanswered; one of 4 items unseen.
+    tally = tally_of_items([(2, 1, 0.0), (1, 1, 1.0), (0, 0, 0.5)], n_items=4)
+    assert tally.items == 4
+    assert tally.answers == 3
+    assert tally.answered == 2
+    assert tally.mean_sum == pytest.approx(1.5)
+    assert tally.mean_sq == pytest.approx(1.25)
+    # Only the item with 2 answers has a within spread: 0.5 * 0.5 * 2 / 1 = 0.5.
+    assert tally.within == pytest.approx(0.5)
+    assert tally.within_items == 1
+    assert tally.model_sum == pytest.approx(1.0)
+    assert tally.cross == pytest.approx(1.0)  # 0.5 * 0 + 1 * 1
+    assert Tally.from_dict(tally.as_dict()) == tally
+
+
+# --- estimates ----------------------------------------------------------------------------
+
+
+def test_stratum_estimate_by_hand():
+    # Two items, 4 answers each: p = 0.5 and 1.0. Mean 0.75.
+    # Within spread: (0.25 * 4/3 + 0) / 1 item with m >= 2 that has spread... both items
+    # have m >= 2, so s_w² = (0.25 * 4/3 + 0) / 2 = 1/6.
+    # Observed spread of item means: (0.25² + 0.25²) / 1 = 0.125; minus s_w²/4 = 1/24.
+    tally = tally_of_items([(4, 2, None), (4, 4, None)])
+    estimate = stratum_estimate(tally)
+    assert estimate.mean == pytest.approx(0.75)
+    s_b2 = 0.125 - (1 / 6) / 4
+    assert estimate.between == pytest.approx(s_b2 / 2)
+    assert estimate.within == pytest.approx((1 / 6) / (2 * 4))
+    assert estimate.half_width == pytest.approx(Z95 * math.sqrt(s_b2 / 2 + 1 / 48))
+    # Four more answers (two per item) shrink only the within part.
+    more = stratum_estimate(tally, extra=4)
+    assert more.between == estimate.between
+    assert more.within == pytest.approx((1 / 6) / (2 * 6))
+
+
+def test_answers_to_reach():
+    # 10 items with 2 answers each, every item p = 0.5: s_w² = 0.25 * 2 = 0.5, the item
+    # means' spread is 0 so s_b² = 0. Half-width 0.1: room = (0.1 / Z95)², and
+    # Σ m = 0.5 / room answers are needed, 20 of them there already.
+    tally = tally_of_items([(2, 1, None)] * 10)
+    room = (0.1 / Z95) ** 2
+    assert answers_to_reach(tally, 0.1) == math.ceil(0.5 / room) - 20
+    # Already narrower than ±100 points: nothing more to do.
+    assert answers_to_reach(tally, 1.0) == 0
+
+
+def test_answers_to_reach_is_none_when_the_items_own_spread_is_wider():
+    # 4 items, 10 answers each, p = 0, 1, 0, 1: s_w² = 0, s_b² = 1/3; s_b²/n = 1/12,
+    # a floor of Z95 * sqrt(1/12) ≈ 0.57 that no number of raters goes below.
+    tally = tally_of_items([(10, 0, None), (10, 10, None)] * 2)
+    assert answers_to_reach(tally, 0.5) is None
+    assert answers_to_reach(tally, 0.6) == 0
+
+
+def test_weighted_overall_weights_strata_by_items_not_answers():
+    # a: 3 items at 1.0, b: 1 item at 0.0 -> 0.75 whatever the answers were.
+    assert weighted_overall({"a": 1.0, "b": 0.0}, {"a": 3, "b": 1}) == pytest.approx(0.75)
+    # A stratum with no estimate is left out of the weights.
+    assert weighted_overall({"a": 1.0, "b": None}, {"a": 3, "b": 1}) == pytest.approx(1.0)
+    assert weighted_overall({"a": None}, {"a": 3}) is None
+
+
+# --- choosing -----------------------------------------------------------------------------
+
+
+def test_unknown_design_is_refused():
+    with pytest.raises(ValueError, match="unknown allocation design 'neyman'"):
+        next_strata("neyman", {"a": Tally(items=2)}, 1)
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_phase_one_serves_the_stratum_furthest_behind_first(design):
+    # a: 2 items, 1 answer -> 0.5 per item; b: 4 items, 0 answers -> 0 per item.
+    # min_per_item 1: b is furthest behind and gets places until it reaches a's 0.5
+    # per item (2 places), then they alternate by load, ties to the sorted key.
+    tallies = {"a": tally_of_items([(1, 1, 0.0), (0, 0, 0.0)]), "b": Tally(items=4)}
+    assert next_strata(design, tallies, 4, min_per_item=1) == ["b", "b", "a", "b"]
+
+
+def test_min_per_item_comes_before_the_widest_interval():
+    # a: 10 items already at 2 answers, each split 1-1, so its interval is wide
+    # (s_w² 0.5 over 10 items x 2 answers: 0.025); b: 20 items with 1 answer each, all
+    # right (fallback s_w² 0.25 over 20 x 2 once phase one is done: 0.00625).
+    # min_per_item 2 sends b's 20 places first all the same.
+    split = tally_of_items([(2, 1, None)] * 10)
+    narrow = tally_of_items([(1, 1, None)] * 20)
+    chosen = next_strata(BALANCED, {"a": split, "b": narrow}, 22, min_per_item=2)
+    assert chosen[:20] == ["b"] * 20
+    assert chosen[20:] == ["a", "a"]  # then the wider interval
+
+
+def test_balanced_sends_places_to_the_wider_interval():
+    # Same spread per answer, 10 items against 100, 2 answers each everywhere: the
+    # small stratum's interval is the wider one, by sqrt(10).
+    small = tally_of_items([(2, 1, None)] * 10)
+    large = tally_of_items([(2, 1, None)] * 100)
+    assert next_strata(BALANCED, {"large": large, "small": small}, 5) == ["small"] * 5
+    # Uniform keeps per-item loads level instead: the large one is not behind, the small
+    # one is not either, so ties go to the sorted key and loads alternate.
+    assert next_strata(UNIFORM, {"large": large, "small": small}, 2) == ["large", "small"]
+
+
+def test_widest_looks_at_the_difference_with_the_model():
+    # Both strata have the same human answers (item means 0.5 and 1); in "gap" the model
+    # is right where humans split and wrong where they agree (differences -0.5 and 1
+    # spread), in "flat" it matches the humans item by item (differences all 0).
+    human = [(2, 1, None), (2, 2, None)] * 10
+    gap = tally_of_items([(m, c, 1.0 if c == 1 else 0.0) for m, c, _ in human])
+    flat = tally_of_items([(m, c, c / m) for m, c, _ in human])
+    assert next_strata(WIDEST, {"flat": flat, "gap": gap}, 1) == ["gap"]
+
+
+def test_the_cap_fills_strata_and_stops():
+    # 2 items per stratum, cap 2 answers per item: 4 places each at most; a has 3.
+    tallies = {"a": tally_of_items([(2, 1, None), (1, 1, None)]), "b": Tally(items=2)}
+    chosen = next_strata(BALANCED, tallies, 10, cap_per_item=2)
+    assert sorted(chosen) == ["a", "b", "b", "b", "b"]
+
+
+def test_pending_places_count_as_answers_to_come():
+    # Without pending b (0 answers) is behind; with 4 places pending it is level with a.
+    tallies = {"a": tally_of_items([(2, 1, None)] * 2), "b": Tally(items=2)}
+    assert next_strata(UNIFORM, tallies, 1) == ["b"]
+    assert next_strata(UNIFORM, tallies, 1, pending={"b": 4}) == ["a"]
+
+
+def test_uniform_keeps_items_level():
+    # Strata of 3, 5 and 7 items taking 45 places one by one, as participants arriving:
+    # every item ends with 3 answers.
+    sizes = {"a": 3, "b": 5, "c": 7}
+    tallies = {key: Tally(items=n) for key, n in sizes.items()}
+    given = dict.fromkeys(sizes, 0)
+    for _ in range(45):
+        (key,) = next_strata(UNIFORM, tallies, 1)
+        given[key] += 1
+        tallies[key] = tally_update(tallies[key], before=(given[key] - 1, 0), after=(given[key], 0))
+    assert {key: given[key] / sizes[key] for key in sizes} == dict.fromkeys(sizes, 3.0)
+
+
+def test_next_strata_does_not_depend_on_dict_order():
+    tallies = {
+        "b": tally_of_items([(2, 1, None)] * 10),
+        "a": tally_of_items([(2, 2, None), (2, 0, None)] * 5),
+        "c": Tally(items=7),
+    }
+    backwards = dict(reversed(list(tallies.items())))
+    for design in DESIGNS:
+        assert next_strata(design, tallies, 30) == next_strata(design, backwards, 30)
+
+
+# --- the stratified bootstrap ------------------------------------------------------------
+
+
+def test_two_items_one_answer_each_by_hand():
+    # Items 1 and 0, one answer each: no answer noise to redraw, so the resampled mean
+    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; the 2.5% and 97.5% quantiles are 0, 1.
+    result = stratified_bootstrap({"a": [[True], [False]]})
+    assert result["a"] == (0.5, 0.0, 1.0)
+    assert result[""] == (0.5, 0.0, 1.0)
+
+
+def test_estimate_is_the_mean_of_item_means():
+    # Item means 3/4 and 0: 0.375, where pooling answers would give 3/5.
+    result = stratified_bootstrap({"a": [[True, True, True, False], [False]]})
+    assert result["a"][0] == pytest.approx(0.375)
+
+
+def test_all_correct_gives_a_point_interval():
+    result = stratified_bootstrap({"a": [[True, True]] * 5})
+    assert result["a"] == (1.0, 1.0, 1.0)
+
+
+def test_overall_weights_strata_by_items_and_skips_unanswered_items():
+    # a: 3 items, 2 answered, all correct -> 1.0; b: 1 item, 5 answers, all wrong -> 0.
+    # Overall by items: (3 * 1 + 1 * 0) / 4 = 0.75 (by answers it would be 2/7).
+    result = stratified_bootstrap({"a": [[True], [True], []], "b": [[False] * 5]})
+    assert result["a"][0] == pytest.approx(1.0)
+    assert result["b"] == (0.0, None, None)
+    assert result[""][0] == pytest.approx(0.75)
+    low, high = result[""][1:]
+    assert low is not None and high is not None and low <= 0.75 <= high
+
+
+def test_model_side_gives_the_difference():
+    # Item means 1, 0.5 and 0; model accuracies 0, 0.5, 1: differences 1, 0, -1, mean 0.
+    strata = {"a": [[True, True], [True, False], [False, False]]}
+    result = stratified_bootstrap(strata, model={"a": [0.0, 0.5, 1.0]})
+    estimate, low, high = result["a"]
+    assert estimate == pytest.approx(0.0)
+    assert -1.0 <= low < 0 < high <= 1.0
+
+
+def test_a_stratum_of_one_item_has_no_interval():
+    result = stratified_bootstrap({"one": [[True, False, True]], "none": [[], []]})
+    assert result["one"] == (pytest.approx(2 / 3), None, None)
+    assert result["none"] == (None, None, None)
+    # The overall figure rests on that one item too: no interval either.
+    assert result[""] == (pytest.approx(2 / 3), None, None)
+
+
+def test_one_answer_per_item_is_the_item_bootstrap():
+    # With one answer per item there is no answer noise to redraw: the resampled mean
+    # varies as the plain item bootstrap's, by var(item means) / k. 120 of 200 items
+    # right: var = 0.6 * 0.4 = 0.24, half-width about Z95 * sqrt(0.24 / 200) ≈ 0.068.
+    outcomes = [[True]] * 120 + [[False]] * 80
+    estimate, low, high = stratified_bootstrap({"a": outcomes}, n_resamples=4000)["a"]
+    assert estimate == pytest.approx(0.6)
+    assert (high - low) / 2 == pytest.approx(Z95 * math.sqrt(0.24 / 200), rel=0.1)
+
+
+def test_answer_noise_is_counted_once():
+    # 50 items, each 1 of 2 correct: item means do not spread at all, so all the width
+    # comes from redrawing answers. A redrawn item mean varies by p(1 - p)/(m - 1) =
+    # 0.25, the stratum mean by 0.25 / 50: half-width about Z95 * sqrt(0.005) ≈ 0.139.
+    # Naive resampling of items and then answers would double the variance (≈ 0.196).
+    result = stratified_bootstrap({"a": [[True, False]] * 50}, n_resamples=4000)
+    estimate, low, high = result["a"]
+    assert estimate == pytest.approx(0.5)
+    assert (high - low) / 2 == pytest.approx(Z95 * math.sqrt(0.25 / 50), rel=0.1)
+
+
+def test_intervals_cover_the_mean_of_a_simulated_kind_of_item():
+    # Items of one kind: true p ~ N(0.7, 0.15) clipped, 3 answers each, 20 items per
+    # study. The 95% intervals should hold 0.7 in about 95% of 400 studies (binomial
+    # sd ≈ 1.1 points; 0.92 is about three sd below).
+    rng = np.random.default_rng(5)
+    hits = 0
+    for study in range(400):
+        p = np.clip(rng.normal(0.7, 0.15, size=20), 0, 1)
+        items = [list(rng.random(3) < pi) for pi in p]
+        _, low, high = stratified_bootstrap({"a": items}, seed=study, n_resamples=500)["a"]
+        hits += low <= 0.7 <= high
+    assert hits / 400 >= 0.92
+
+
+def _noisy_strata(seed: int) -> dict[str, list[list[bool]]]:
+    rng = random.Random(seed)
+    return {
+        key: [[rng.random() < 0.6 for _ in range(rng.randint(1, 4))] for _ in range(n)]
+        for key, n in (("x", 6), ("y", 9), ("z", 3))
+    }
+
+
+def test_same_seed_same_answer_and_another_seed_another():
+    strata = _noisy_strata(1)
+    assert stratified_bootstrap(strata, seed=4) == stratified_bootstrap(strata, seed=4)
+    assert stratified_bootstrap(strata, seed=4) != stratified_bootstrap(strata, seed=5)
+
+
+def test_order_of_strata_items_and_answers_is_irrelevant():
+    strata = _noisy_strata(2)
+    model = {key: [round(0.1 * i, 1) for i in range(len(items))] for key, items in strata.items()}
+    shuffled = random.Random(9)
+    reordered: dict[str, list[list[bool]]] = {}
+    reordered_model: dict[str, list[float]] = {}
+    for key in reversed(list(strata)):
+        order = list(range(len(strata[key])))
+        shuffled.shuffle(order)
+        reordered[key] = [list(reversed(strata[key][i])) for i in order]
+        reordered_model[key] = [model[key][i] for i in order]
+    assert stratified_bootstrap(strata) == stratified_bootstrap(reordered)
+    assert stratified_bootstrap(strata, model=model) == stratified_bootstrap(
+        reordered, model=reordered_model
+    )
+
+
+def test_the_pair_is_both_calls_from_the_same_draws():
+    strata = _noisy_strata(3)
+    model = {key: [0.5] * len(items) for key, items in strata.items()}
+    human, diff = stratified_bootstrap_pair(strata, model=model, seed=2)
+    assert human == stratified_bootstrap(strata, seed=2)
+    assert diff == stratified_bootstrap(strata, model=model, seed=2)
+    assert stratified_bootstrap_pair(strata, seed=2) == (human, None)
+    # A constant model shifts every draw: the difference is human - 0.5 throughout.
+    for key in ("x", "y", "z"):
+        assert diff[key] == pytest.approx(tuple(v - 0.5 for v in human[key]))
+
+
+def test_a_stratum_keeps_its_interval_when_another_is_added():
+    strata = _noisy_strata(4)
+    alone = stratified_bootstrap({"y": strata["y"]}, seed=6)
+    together = stratified_bootstrap(strata, seed=6)
+    assert together["y"] == alone["y"]
+
+
+def test_intervals_stay_in_range():
+    # Two items, 2 answers each, 1 and 1/2 correct: a redrawn mean can overstep 1.
+    result = stratified_bootstrap({"a": [[True, True], [True, False]]})
+    _, low, high = result["a"]
+    assert 0.0 <= low <= high <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_resamples": 0}, "n_resamples must be at least 1"),
+        ({"level": 1.0}, "level must lie strictly between 0 and 1"),
+        ({"model": {"a": [0.5]}}, "stratum 'a' has 2 items but 1 model accuracies"),
+        ({"model": {"b": [0.5]}}, "no model accuracies for stratum 'a'"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        stratified_bootstrap({"a": [[True], [False]]}, **kwargs)
+
+
+def test_an_empty_stratum_key_is_refused():
+    with pytest.raises(ValueError, match="must not be empty"):
+        stratified_bootstrap({"": [[True]]})

@@ -1,0 +1,280 @@
+"""Adaptive allocation on a generic study (issue 50), through the services: the
+settings, the tallies kept on submit and rebuilt on exclusion and withdrawal, the take's
+batch under a design, the exact budget and phase one.
+
+The benchmark is the demo's twelve items (``mini``): four abilities of three items.
+Every study here takes all twelve, three participants per item on average (a budget of
+36 answers) in batches of three.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections import Counter
+
+import pytest
+
+from metrics.allocation import Tally
+from reports.replication.exporting import package_export
+from reports.tables import build_report
+from studies.choice import allocation
+from studies.choice import services as cs
+from studies.choice.allocation import AllocationSpec
+from studies.choice.generic import GenericSpec, GenericSpecError
+from studies.models import Assignment, Participant, StratumTally, Study, StudyItem
+from studies.participation.ledger import participant_exclusion_override
+from studies.participation.services import participant_withdraw
+from studies.services import study_launch
+from tests.reports.test_generic_report import make_run, predict
+from tests.studies.test_generic_study import _joined
+
+pytestmark = pytest.mark.django_db
+
+SPLIT = "Hidden emotions"  # the stratum where people are split in these tests
+
+
+def make_adaptive(work, design="balanced", *, name="Adaptive", live=True, **allocation_):
+    """A study of the twelve items by ability: budget 36, batches of 3."""
+    study = cs.choice_study_create(
+        name=name,
+        benchmark=cs.GENERIC,
+        works=[work],
+        generic=GenericSpec(category_field="ability", items_per_participant=3),
+        allocation_spec=AllocationSpec(design=design, **allocation_),
+        seed=3,
+        overlap=3,
+    ).study
+    return study_launch(study=study).study if live else study
+
+
+def answer_all(study, participant, right=lambda item, n: True) -> None:
+    """Answer the participant's items; ``right(item, n)``: whether the answer to the
+    item's (n+1)-th counted answer is correct."""
+    for a in participant.assignments.select_related("study_item__mc_item").order_by("position"):
+        item = a.study_item
+        n = Assignment.objects.filter(
+            study_item=item, status=Assignment.Status.SUBMITTED, participant__excluded_at=None
+        ).count()
+        gold = item.mc_item.answers[0]
+        order = cs.generic_order(study, a, len(item.mc_item.texts["en"]["options"]))
+        shown = order.index(gold if right(item, n) else (gold + 1) % len(order))
+        cs.choice_record(participant=participant, assignment_id=a.pk, action="submit", shown=shown)
+
+
+def split_hidden_emotions(item, n) -> bool:
+    """People agree on every ability but one, where every other answer is wrong."""
+    return item.mc_item.categories["ability"] != SPLIT or n % 2 == 0
+
+
+def run_to_the_end(study, right=split_hidden_emotions, limit=30) -> list[Participant]:
+    people = []
+    for participant in _joined(study, limit):
+        if not cs.generic_batch_take(participant=participant):
+            break
+        answer_all(study, participant, right)
+        people.append(participant)
+    return people
+
+
+def places(study) -> Counter:
+    """Counted places per test item, by item id."""
+    return Counter(
+        Assignment.objects.filter(
+            study_item__study=study,
+            study_item__role=StudyItem.Role.TEST,
+            participant__excluded_at=None,
+            participant__withdrawn_at=None,
+        ).values_list("study_item__mc_item__item_id", flat=True)
+    )
+
+
+def assert_tallies_are_a_rebuild(study) -> None:
+    stored = {r.key: Tally.from_dict(r.stats) for r in StratumTally.objects.filter(study=study)}
+    allocation.tallies_rebuild(study=study)
+    rebuilt = {r.key: Tally.from_dict(r.stats) for r in StratumTally.objects.filter(study=study)}
+    assert stored.keys() == rebuilt.keys() and stored
+    for key, tally in stored.items():
+        for name, value in tally.as_dict().items():
+            assert value == pytest.approx(rebuilt[key].as_dict()[name], abs=1e-9), (key, name)
+
+
+def test_the_settings_are_stored_checked_and_named(mini):
+    study = make_adaptive(mini, live=False, min_per_item=2, target_points=4)
+    spec = allocation.study_allocation(study)
+    assert spec == AllocationSpec("balanced", "ability", 2, (), 4.0)
+    assert allocation.study_budget(study) == 36
+    assert allocation.design_text(study) == (
+        "balanced by ability, phase one 2 answers per item, 36 answers"
+    )
+    # A uniform study, by default, still names its strata: the study page's table.
+    uniform = cs.choice_study_create(
+        name="Uniform", benchmark=cs.GENERIC, works=[mini], generic=GenericSpec(), overlap=2
+    ).study
+    assert allocation.study_allocation(uniform) == AllocationSpec(stratum_field="ability")
+    assert (
+        allocation.design_text(uniform)
+        == "uniform, 2 answers per item, strata by ability, 24 answers"
+    )
+
+    refusals = [
+        ({"design": "balanced", "min_per_item": 4}, {}, "min_per_item"),
+        ({"design": "widest"}, {}, "runs"),
+        ({"design": "balanced", "stratum_field": "task"}, {}, "stratum_field"),
+        ({"design": "balanced"}, {"items_per_participant": None}, "items_per_participant"),
+        ({"design": "sideways"}, {}, "allocation"),
+    ]
+    for spec_, generic_, field_ in refusals:
+        with pytest.raises(GenericSpecError) as refused:
+            cs.choice_study_create(
+                name=f"Refused {field_}",
+                benchmark=cs.GENERIC,
+                works=[mini],
+                generic=GenericSpec(
+                    category_field="ability", **({"items_per_participant": 3} | generic_)
+                ),
+                allocation_spec=AllocationSpec(**spec_),
+                overlap=3,
+            )
+        assert refused.value.field == field_
+    assert not Study.objects.filter(name__startswith="Refused").exists()
+
+
+def test_widest_reads_the_named_runs_accuracy_once_at_go_live(mini):
+    run = make_run("R1")
+    predict(run, mini, {"mt-04": [True, False], "mt-05": [True], "mt-01": [False]})
+    other = make_run("Elsewhere")
+    with pytest.raises(GenericSpecError, match=r"run \d+ has no answer"):
+        make_adaptive(mini, "widest", runs=(other.pk,))
+    study = make_adaptive(mini, "widest", runs=(run.pk,))
+    rows = {r.key: r for r in StratumTally.objects.filter(study=study)}
+    assert set(rows) == {"Discrepant desires", "False belief", SPLIT, "Knowledge and perception"}
+    by_item = dict(StudyItem.objects.filter(study=study).values_list("pk", "mc_item__item_id"))
+    model = {by_item[int(pk)]: v for pk, v in rows[SPLIT].model.items()}
+    # Its mean over samples; an item it never answered is wrong, as the report counts it.
+    assert model == {"mt-04": 0.5, "mt-05": 1.0, "mt-06": 0.0}
+    # Predictions added later change nothing: the design's model side is fixed.
+    predict(run, mini, {"mt-06": [True]})
+    allocation.tallies_rebuild(study=study)
+    assert StratumTally.objects.get(study=study, key=SPLIT).model == rows[SPLIT].model
+
+
+def test_the_replication_package_carries_the_design_and_its_model_side(mini, tmp_path):
+    run = make_run("R1")
+    predict(run, mini, {"mt-04": [True, False], "mt-05": [True]})
+    study = make_adaptive(mini, "widest", runs=(run.pk,))
+    path = tmp_path / "package.zip"
+    package_export(study, path)
+    with zipfile.ZipFile(path) as archive:
+        doc = json.loads(archive.read("study.json"))["allocation"]
+    assert doc["design"] == "widest" and doc["runs"] == [run.pk]
+    assert doc["description"] == (
+        f"widest comparison by ability with run {run.pk}, phase one 2 answers per item, 36 answers"
+    )
+    assert doc["model"]["mt-04"] == 0.5 and doc["model"]["mt-06"] == 0.0 and len(doc["model"]) == 12
+
+
+def test_balanced_sends_the_rest_of_the_budget_where_people_are_split(mini):
+    study = make_adaptive(mini, min_per_item=2)
+    people = run_to_the_end(study)
+    counts = places(study)
+    # Phase one: two answers on every item (24); the other 12 where answers disagree.
+    assert sum(counts.values()) == 36 == allocation.study_budget(study)
+    assert {i: n for i, n in counts.items() if i in ("mt-04", "mt-05", "mt-06")} == {
+        "mt-04": 6,
+        "mt-05": 6,
+        "mt-06": 6,
+    }
+    assert all(n == 2 for i, n in counts.items() if i not in ("mt-04", "mt-05", "mt-06"))
+    assert len(people) == 12
+    assert_tallies_are_a_rebuild(study)
+    # The budget is spent: the next participant is told there is nothing.
+    (late,) = _joined(study, 1)
+    assert not cs.generic_has_room(late)
+    assert cs.generic_batch_take(participant=late) == []
+
+
+def test_tallies_follow_exclusion_withdrawal_and_a_lifted_exclusion(mini):
+    study = make_adaptive(mini, min_per_item=2)
+    people = run_to_the_end(study)
+    assert_tallies_are_a_rebuild(study)
+    before = {r.key: r.stats["answers"] for r in StratumTally.objects.filter(study=study)}
+
+    # An excluded participant's three answers stop counting, and their places reopen.
+    excluded = people[-1]
+    participant_exclusion_override(participant=excluded, decision="exclude", reason="test")
+    after = {r.key: r.stats["answers"] for r in StratumTally.objects.filter(study=study)}
+    assert sum(before.values()) - sum(after.values()) == 3
+    assert_tallies_are_a_rebuild(study)
+    (newcomer,) = _joined(study, 1)
+    assert len(cs.generic_batch_take(participant=newcomer)) == 3
+    answer_all(study, newcomer, split_hidden_emotions)
+    assert sum(places(study).values()) == 36
+    assert_tallies_are_a_rebuild(study)
+
+    # A withdrawal: theirs stop counting too.
+    participant_withdraw(participant=people[0])
+    assert sum(r.stats["answers"] for r in StratumTally.objects.filter(study=study)) == 33
+    assert_tallies_are_a_rebuild(study)
+
+    # The exclusion lifted: the answers count again (one place over the budget, said).
+    participant_exclusion_override(participant=excluded, decision="", reason="")
+    assert sum(r.stats["answers"] for r in StratumTally.objects.filter(study=study)) == 36
+    assert_tallies_are_a_rebuild(study)
+
+
+def test_phase_one_holds_for_every_item_even_after_holes_open(mini):
+    """A phase-two participant excluded leaves a stratum past phase one on average with
+    items below it: those go first, whatever the design says."""
+    study = make_adaptive(mini, min_per_item=2)
+    people = run_to_the_end(study, limit=9)  # phase one, and one participant past it
+    assert min(places(study).values()) == 2
+    first = people[0]  # a phase-one participant: three items go down to one answer
+    lost = set(first.assignments.values_list("study_item__mc_item__item_id", flat=True))
+    participant_exclusion_override(participant=first, decision="exclude", reason="test")
+    (newcomer,) = _joined(study, 1)
+    given = cs.generic_batch_take(participant=newcomer)
+    assert {a.study_item.mc_item.item_id for a in given} == lost
+
+
+def test_a_uniform_study_keeps_no_tallies_and_its_table_reads_the_answers(mini):
+    study = cs.choice_study_create(
+        name="Uniform",
+        benchmark=cs.GENERIC,
+        works=[mini],
+        generic=GenericSpec(category_field="ability", items_per_participant=3),
+        seed=3,
+        overlap=2,
+    ).study
+    study = study_launch(study=study).study
+    run_to_the_end(study)
+    assert not StratumTally.objects.filter(study=study).exists()
+    assert set(places(study).values()) == {2}  # the overlap quota, as before
+    rows = {r["stratum"]: r for r in allocation.stratum_rows(study)}
+    assert rows[SPLIT]["answers"] == 6 and rows[SPLIT]["estimate_pct"] == 50.0
+    assert rows["False belief"]["estimate_pct"] == 100.0
+    assert rows["False belief"]["half_width_points"] == 0.0
+    assert rows["False belief"]["answers_to_target"] == 0
+
+
+def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
+    study = make_adaptive(mini, min_per_item=2)
+    run_to_the_end(study)
+    report = build_report("generic", work_id=mini.pk, seed=0)
+    assert report.facts["design"] == (
+        f"#{study.pk}: balanced by ability, phase one 2 answers per item, 36 answers"
+    )
+    table = report.table(f"design-{study.pk}")
+    assert "Design: balanced by ability" in table.note
+    rows = {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    # Hidden emotions: six answers an item, every other one wrong -> 50%; the rest 100%.
+    assert rows[SPLIT]["Answers"] == 18 and rows[SPLIT]["Accuracy %"] == 50.0
+    assert rows["False belief"]["Answers"] == 6 and rows["False belief"]["Accuracy %"] == 100.0
+    assert rows[SPLIT]["CI low %"] <= 50.0 <= rows[SPLIT]["CI high %"]
+    # Overall: strata weighted by their items (3 each), not by their answers (18 vs 6).
+    overall = rows["Overall (strata weighted by items)"]
+    assert overall["Items"] == 12 and overall["Answers"] == 36
+    assert overall["Accuracy %"] == 87.5
+    # The same seed, the same intervals; the plain accuracy table weights answers by item.
+    again = build_report("generic", work_id=mini.pk, seed=0).table(f"design-{study.pk}")
+    assert again.rows == table.rows
