@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0014_screening_floors'),
+        ('studies', '0015_attention_instruction'),
     ]
 
     operations = [
