@@ -61,7 +61,14 @@ from metrics import (
 )
 from reports import selectors
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, excluded_note, pct, run_label, runs_table
+from reports.tables import (
+    N_RESAMPLES,
+    excluded_note,
+    pct,
+    run_label,
+    runs_table,
+    unparsed_note,
+)
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
 from studies.scene.services import IDLE_CUTOFF
 
@@ -108,8 +115,9 @@ class SpeakerData:
 
     items: list[dict[str, Any]]
     runs: list[dict[str, Any]]
-    # run id -> its first-sample outcomes
+    # run id -> its first-sample outcomes, and its predictions and unparseable ones
     outcomes: dict[int, Outcomes] = field(default_factory=dict)
+    stats: dict[int, dict[str, int]] = field(default_factory=dict)
     frequency: dict[tuple[int, str], int] = field(default_factory=dict)
     frequency_fallback: set[int] = field(default_factory=set)
     studies: list[HumanStudy] = field(default_factory=list)
@@ -177,11 +185,11 @@ def build_speaker_tables(
         frequency_fallback=fallback,
         include_excluded=include_excluded,
     )
-    data.outcomes, stats = run_outcomes([r["id"] for r in runs])
+    data.outcomes, data.stats = run_outcomes([r["id"] for r in runs])
     if studies:
         data.studies = _human_studies(studies, data.scene_of, include_excluded=include_excluded)
     _compare(data)
-    report.tables.append(runs_table(runs, stats))
+    report.tables.append(runs_table(runs, data.stats))
     if data.studies:
         report.tables.append(_studies_table(data))
         report.facts.update(
@@ -396,7 +404,9 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
         # Short enough for the page to show it in full (longer notes fold away).
         note = (
             "Common set: empty. No masked speaker was answered by every system; each "
-            "system's own accuracy is in the table above." + _silent(data)
+            "system's own accuracy is in the table above."
+            + _silent(data)
+            + unparsed_note(data.runs, data.stats)
         )
     return Table(
         key="accuracy-common" if common else "accuracy",
@@ -452,7 +462,9 @@ def _common_scope(data: SpeakerData) -> str:
     scenes = len({i["scene_id"] for i in items})
     return (
         f" Every system is scored on the same {len(items)} of {len(data.items)} masked "
-        f"speakers ({scenes} scenes): those every system with an answer answered." + _silent(data)
+        f"speakers ({scenes} scenes): those every system with an answer answered."
+        + _silent(data)
+        + unparsed_note(data.runs, data.stats)
     )
 
 
