@@ -240,6 +240,15 @@ def runs_table(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]])
     )
 
 
+def single_unit_note(labels: Sequence[str], unit: str) -> str:
+    """The rows whose interval rests on one ``unit`` (a scene, a stage, an item), for a
+    table's note: the bootstrap gives none there (``metrics.bootstrap.resamplable``), so
+    the page shows a dash, the CSV an empty cell and the API null, and the note says why."""
+    if not labels:
+        return ""
+    return f" n = 1, no interval (one {unit}): {', '.join(labels)}."
+
+
 def unparsed_note(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]]) -> str:
     """The runs none of whose answers parsed, for a common set's note (``stats`` as for
     :func:`runs_table`).

@@ -45,6 +45,7 @@ from reports.tables import (
     pct,
     run_label,
     runs_table,
+    single_unit_note,
     unparsed_note,
 )
 
@@ -312,6 +313,7 @@ def _accuracy_table(
         "standard deviation."
     )
     rows: list[list[Cell]] = []
+    single: list[str] = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
         # Stages numbered as first met in prediction id order, as the bootstrap always has.
@@ -322,6 +324,8 @@ def _accuracy_table(
             n_resamples=N_RESAMPLES,
             seed=seed,
         )
+        if estimate.units == 1:
+            single.append(run_label(run))
         unparseable = int((~answers.parsed).sum())
         overall_mean, overall_sd = cells[run["id"]].get("overall", (None, None))
         rows.append(
@@ -362,6 +366,7 @@ def _accuracy_table(
             f"{scope}{several} 95% CI: percentile bootstrap over stages (all "
             "samples of a stage together). Unparseable answers count as wrong. Influence "
             "questions count under the state they explain (after '->')."
+            + single_unit_note(single, "stage")
         ),
     )
 

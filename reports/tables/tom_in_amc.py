@@ -67,6 +67,7 @@ from reports.tables import (
     pct,
     run_label,
     runs_table,
+    single_unit_note,
     unparsed_note,
 )
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
@@ -350,6 +351,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             *(len(scenes), None, None, None, None),
         ],
     ]
+    single: list[str] = []
     for system in data.systems:
         outcomes = system.outcomes.within(data.compared) if common else system.outcomes
         if system.human:
@@ -360,6 +362,8 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             instance = accuracy_ci(correct, clusters=clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene = scene_accuracy_ci(correct, clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene_count = scene.n
+        if instance.units == 1:  # instances resample by scene: one scene, no interval
+            single.append(system.label)
         rows.append(
             [
                 system.label,
@@ -395,6 +399,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             " Humans: Answers pools every rater's answers and Scene answers every "
             "(rater, scene) response; a scene's raters are resampled together."
         )
+    note += single_unit_note(single, "scene")
     unscored = [h.label for h in data.studies if not h.scored]
     if unscored:
         note += f" Imported annotations without correctness ({', '.join(unscored)}) are not scored."
