@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from .importers.generic_presets import BUILTIN_PRESETS, builtin_preset
 from .models import DynToMQuestion, MappingPreset, QAItem, Scene, SpeakerInstance, Work
@@ -48,6 +48,24 @@ def item_bank_counts() -> list[dict]:
         }
         for b in Benchmark
     ]
+
+
+def test_scene_filter(prefix: str = "") -> Q:
+    """Test scenes, reached through ``prefix`` (e.g. ``"scenes__"``): scenes of the testing
+    part with at least one masked speaker to guess.
+
+    The one rule, under the one name "test scenes", for every count of them: the
+    import report, the study form's works and a study's scenes. A testing-part scene
+    where no main character speaks or is named has nothing to guess and is no test
+    scene (the import report said "42 testing" where the study form said "41 test
+    scenes", issue 49).
+    """
+    return Q(**{f"{prefix}part": Scene.Part.TESTING, f"{prefix}instances__isnull": False})
+
+
+def test_scenes(*, works: Any) -> QuerySet[Scene]:
+    """The test scenes (:func:`test_scene_filter`) of ``works`` (works or their ids)."""
+    return Scene.objects.filter(test_scene_filter(), work__in=works).distinct()
 
 
 def works_for_benchmark(benchmark: str) -> QuerySet[Work]:

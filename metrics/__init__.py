@@ -38,7 +38,7 @@ from metrics.agreement import (
     ordinal_alpha_ci_of_counts,
     percent_agreement,
 )
-from metrics.bootstrap import bootstrap_ci, percentile_interval
+from metrics.bootstrap import bootstrap_ci, percentile_interval, resamplable
 from metrics.chartom import (
     bonus_point_coverage,
     bonus_point_coverage_ci,
@@ -101,6 +101,7 @@ __all__ = [
     "penalty_rate",
     "percent_agreement",
     "percentile_interval",
+    "resamplable",
     "scene_accuracy_ci",
     "speaker_difficulty",
     "spearman",

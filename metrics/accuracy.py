@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics.bootstrap import check_bootstrap_args, percentile_interval
+from metrics.bootstrap import check_bootstrap_args, percentile_interval, resamplable
 
 EASY = "easy"
 HARD = "hard"
@@ -39,7 +39,8 @@ class AccuracyEstimate:
     ``n`` and ``correct`` count the outcomes, so ``accuracy == correct / n`` always.
     ``units`` is how many units the bootstrap resampled: ``n`` for item resampling,
     the number of clusters (e.g. scenes) for a cluster bootstrap. Everything but the
-    counts is ``None`` when there are no outcomes.
+    counts is ``None`` when there are no outcomes, and the interval is ``None`` over a
+    single unit (``units == 1``: one scene, one item; ``bootstrap.resamplable``).
     """
 
     n: int
@@ -108,6 +109,8 @@ def accuracy_ci_of_counts(
     if n == 0:
         return AccuracyEstimate(0, 0, None, None, None, 0)
     point = correct / n
+    if not resamplable(n):
+        return AccuracyEstimate(n, correct, point, None, None, n)
     stats = np.random.default_rng(seed).binomial(n, point, size=n_resamples) / n
     return AccuracyEstimate(n, correct, point, *percentile_interval(stats, level), n)
 
@@ -165,6 +168,8 @@ def cluster_accuracy_ci(
     n, correct, k = int(cluster_n.sum()), int(cluster_correct.sum()), len(cluster_n)
     if n == 0:
         return AccuracyEstimate(0, 0, None, None, None, 0)
+    if not resamplable(k):
+        return AccuracyEstimate(n, correct, correct / n, None, None, k)
     if n_resamples * k <= _MULTIPLICITY_CELLS:
         # Each resample's sums as one product with how often it drew each cluster:
         # exact (integer sums far below 2**53), the same draws, and reused by every
@@ -224,13 +229,16 @@ def mean_ci(
 
     The draws are :func:`cluster_accuracy_ci`'s over as many clusters as there are
     values, so 0/1 values give the interval ``accuracy_ci(values, clusters=range(n))``
-    gives. ``(None, None, None)`` for no values.
+    gives. ``(None, None, None)`` for no values; one value is its own mean, with no
+    interval (``bootstrap.resamplable``).
     """
     check_bootstrap_args(n_resamples, level)
     scores = np.asarray(values, dtype=np.float64)
     k = len(scores)
     if k == 0:
         return None, None, None
+    if not resamplable(k):
+        return float(scores.mean()), None, None
     if n_resamples * k <= _MULTIPLICITY_CELLS:
         stats = (_draw_multiplicities(k, n_resamples, seed) @ scores) / k
     else:

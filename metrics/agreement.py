@@ -23,7 +23,7 @@ from numbers import Real
 import krippendorff
 import numpy as np
 
-from metrics.bootstrap import check_bootstrap_args, percentile_interval
+from metrics.bootstrap import check_bootstrap_args, percentile_interval, resamplable
 
 Ratings = Sequence[Sequence[Hashable | None]]
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
@@ -247,7 +247,7 @@ def agreement_cis(
     """
     check_bootstrap_args(n_resamples, level)
     units = [list(unit) for unit in ratings]
-    if not units:
+    if not resamplable(len(units)):
         return [(None, None) for _ in statistics]
     draws = _draws(seed, n_resamples, len(units))
     fast = _resampled_from_counts(units, statistics, draws)
@@ -479,8 +479,8 @@ def ordinal_alpha_ci_of_counts(
     distinct values (as :func:`krippendorff_alpha_of_counts` takes them)."""
     check_bootstrap_args(n_resamples, level)
     counts = np.asarray(counts)
-    if len(counts) == 0 or len(domain) < 2:
-        return None, None  # no units, or one value: alpha is undefined in every resample
+    if not resamplable(len(counts)) or len(domain) < 2:
+        return None, None  # one unit or none; or one value: alpha undefined in every resample
     found = _kinds_of_counts(counts, domain)
     if found is None:  # more distinct values than the array arithmetic takes
         units = [list(np.repeat(np.asarray(domain), row)) for row in counts]

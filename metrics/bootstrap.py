@@ -26,6 +26,17 @@ def check_bootstrap_args(n_resamples: int, level: float) -> None:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
 
 
+# Fewer units than this give no interval: every resample of one unit is that unit, so
+# the "interval" would be [x, x], a certainty the data cannot give (issue 49).
+MIN_UNITS = 2
+
+
+def resamplable(units: int) -> bool:
+    """Whether ``units`` units (scenes, items, raters: what the bootstrap draws) are
+    enough for an interval; one is not."""
+    return units >= MIN_UNITS
+
+
 def percentile_interval(
     statistics: Sequence[float] | np.ndarray, level: float
 ) -> tuple[float | None, float | None]:
@@ -54,12 +65,12 @@ def bootstrap_ci(
     """Percentile bootstrap interval of ``statistic`` over ``values`` resampled as units.
 
     ``statistic`` receives a list of resampled values (same length as ``values``) and
-    may return ``None`` where it is undefined; those resamples are left out. Empty
-    ``values`` give ``(None, None)``.
+    may return ``None`` where it is undefined; those resamples are left out. Fewer than
+    two ``values`` give ``(None, None)`` (:func:`resamplable`).
     """
     check_bootstrap_args(n_resamples, level)
     items = list(values)
-    if not items:
+    if not resamplable(len(items)):
         return None, None
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(items), size=(n_resamples, len(items)))

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from metrics.bootstrap import check_bootstrap_args, percentile_interval
+from metrics.bootstrap import check_bootstrap_args, percentile_interval, resamplable
 
 
 def bonus_point_coverage(
@@ -100,7 +100,7 @@ def bonus_point_coverage_ci_of_counts(
     """
     check_bootstrap_args(n_resamples, level)
     n = int(sum(counts))
-    if n == 0:
+    if not resamplable(n):
         return None, None
     shares = np.array(counts, dtype=float) / n
     drawn = np.random.default_rng(seed).multinomial(n, shares, size=n_resamples)

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from benchmarks.models import Benchmark, Character, Scene, Work
+from benchmarks.selectors import test_scene_filter
 
 from .counting import counted_participants
 from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
@@ -44,7 +45,7 @@ def works_for_studies() -> QuerySet[Work]:
         .annotate(
             n_test=Count(
                 "scenes",
-                filter=Q(scenes__part=Scene.Part.TESTING, scenes__instances__isnull=False),
+                filter=test_scene_filter("scenes__"),
                 distinct=True,
             )
         )
@@ -58,7 +59,7 @@ def scene_rows(works: list[Work]) -> list[SceneRow]:
     genres = {w.pk: tuple(w.genres or ()) for w in works}
     keys = {w.pk: w.key for w in works}
     rows = (
-        Scene.objects.filter(work__in=works, part=Scene.Part.TESTING, instances__isnull=False)
+        Scene.objects.filter(test_scene_filter(), work__in=works)
         .values("pk", "work_id", "position")
         .annotate(speakers=Count("instances", distinct=True))
         .order_by("work_id", "position")

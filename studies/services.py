@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.models import Scene, SpeakerInstance, Work
+from benchmarks.selectors import test_scenes
 
 from .choice.allocation import tallies_start
 from .errors import (
@@ -78,14 +79,10 @@ def item_set_hash(study: Study) -> str:
 
 
 def scene_items(works: list[Work], scenes: list[Scene] | None = None) -> ItemPlan:
-    """A scene study's items: every testing scene of ``works`` with masked speakers, or
+    """A scene study's items: every test scene of ``works`` (``test_scenes``), or
     only those of them in ``scenes`` (a sample)."""
     chosen = {s.pk for s in scenes} if scenes is not None else None
-    candidates = (
-        Scene.objects.filter(work__in=works, part=Scene.Part.TESTING, instances__isnull=False)
-        .distinct()
-        .order_by("position")
-    )
+    candidates = test_scenes(works=works).order_by("position")
     return [
         (scene.work_id, {"scene": scene, "position": scene.position})
         for scene in candidates
@@ -126,7 +123,7 @@ def study_create(
     created_by=None,
     **settings_: Any,
 ) -> Study:
-    """A draft study over ``works``: every testing scene with masked speakers, or ``scenes``.
+    """A draft study over ``works``: every test scene (``test_scenes``), or ``scenes``.
 
     ``settings_`` are Study fields (overlap, min_seen, reveal, tags, instructions…).
     """
@@ -136,7 +133,7 @@ def study_create(
         raise StudyError(f"not {benchmark} works: {', '.join(wrong)}")
     items = scene_items(works, scenes)
     if not items:
-        raise StudyError("the chosen works have no testing scenes with masked speakers")
+        raise StudyError("the chosen works have no test scenes (a masked speaker to guess)")
     study = Study.objects.create(name=name, benchmark=benchmark, created_by=created_by, **settings_)
     study_items_set(study=study, works=works, items=items)
     return study

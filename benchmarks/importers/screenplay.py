@@ -39,6 +39,7 @@ from common.gc_pause import gc_paused
 
 from ..models import Benchmark, Character, Scene, SpeakerInstance, Split, Work
 from ..perturbation import FUNCTION_WORDS, GIVEN_NAME_TITLES, TITLES, guess_gender
+from ..selectors import test_scenes
 from .base import (
     BenchmarkImporter,
     ImportDataError,
@@ -165,13 +166,13 @@ class ScreenplayImporter(BenchmarkImporter):
 
     def _report_parse(self, path: Path, play: Screenplay, movie: Movie) -> None:
         report = self.report
-        testing = sum(1 for s in movie.scenes if s["part"] == Scene.Part.TESTING)
+        history = sum(1 for s in movie.scenes if s["part"] == Scene.Part.TRAINING)
         silent = sum(1 for s in movie.scenes for n in s["char_map"] if not s["char_counts"][n])
         title_from = "--title" if self.title else ("the script" if play.title else "the file name")
         report.notes.append(
             f"{path.name}: {movie.title!r} (title from {title_from}; {play.layout} layout, "
-            f"{play.encoding}): {len(movie.scenes)} scenes ({len(movie.scenes) - testing} "
-            f"history, {testing} testing), {len(movie.characters)} speaking characters, "
+            f"{play.encoding}): {len(movie.scenes)} scenes ({history} history), "
+            f"{len(movie.characters)} speaking characters, "
             f"{len(movie.instances)} masked instances ({silent} only named in the action)"
         )
         counts = {c.name.lower(): c.count for c in movie.characters}
@@ -206,6 +207,16 @@ class ScreenplayImporter(BenchmarkImporter):
             report.warn(f"{path}: no main character in a testing scene; nothing to guess")
 
     # -- writing -----------------------------------------------------------------
+
+    def _report_test_scenes(self, movie: Movie, work_id: int) -> None:
+        """The work's test scenes as stored, counted by the rule the study form counts
+        them by (``test_scenes``), and the later scenes with nothing to guess."""
+        tests = test_scenes(works=[work_id]).count()
+        later = Scene.objects.filter(work_id=work_id, part=Scene.Part.TESTING).count()
+        note = f"{movie.source}: {tests} test scenes (a masked speaker to guess)"
+        if later > tests:
+            note += f"; {later - tests} later scene(s) with no main character to guess"
+        self.report.notes.append(note)
 
     def _write(self, movie: Movie) -> None:
         report = self.report
@@ -278,6 +289,7 @@ class ScreenplayImporter(BenchmarkImporter):
             report=report,
             source=movie.source,
         )
+        self._report_test_scenes(movie, work_id)
         stale = (
             Scene.objects.filter(work_id=work_id)
             .exclude(source_id__in=[row["source_id"] for row in movie.scenes])

@@ -240,6 +240,32 @@ def runs_table(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]])
     )
 
 
+def single_unit_note(labels: Sequence[str], unit: str) -> str:
+    """The rows whose interval rests on one ``unit`` (a scene, a stage, an item), for a
+    table's note: the bootstrap gives none there (``metrics.bootstrap.resamplable``), so
+    the page shows a dash, the CSV an empty cell and the API null, and the note says why."""
+    if not labels:
+        return ""
+    return f" n = 1, no interval (one {unit}): {', '.join(labels)}."
+
+
+def unparsed_note(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]]) -> str:
+    """The runs none of whose answers parsed, for a common set's note (``stats`` as for
+    :func:`runs_table`).
+
+    Their answers count as wrong, so such a run stays in the common set at 0%: the note
+    says why, rather than let 0% read as a model that answered and erred.
+    """
+    names = [
+        run_label(run)
+        for run in runs
+        if (s := stats.get(run["id"])) and s["predictions"] and s["unparseable"] == s["predictions"]
+    ]
+    if not names:
+        return ""
+    return f" No parseable answer, in it at 0% (every answer counted wrong): {', '.join(names)}."
+
+
 def prediction_stats(predictions: Sequence[dict[str, Any]]) -> dict[int, dict[str, int]]:
     """Predictions, unparseable answers and samples per run, from prediction rows."""
     stats: dict[int, dict[str, Any]] = {}

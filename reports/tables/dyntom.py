@@ -39,7 +39,15 @@ from metrics import (
 from metrics.dyntom import QUESTION_TYPE_CODES
 from reports.dyntom_outcomes import QuestionBank, RunOutcomes, question_bank, run_outcomes
 from reports.report_types import SAMPLES_FIRST, SAMPLES_MEAN, Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, first_samples_note, pct, run_label, runs_table
+from reports.tables import (
+    N_RESAMPLES,
+    first_samples_note,
+    pct,
+    run_label,
+    runs_table,
+    single_unit_note,
+    unparsed_note,
+)
 
 STATES = ("belief", "emotion", "intention", "action")
 UNDERSTANDING = DynToMQuestion.QuestionType.UNDERSTANDING.value
@@ -176,7 +184,9 @@ def build(
         )
     )
     if len(runs) > 1:
-        report.tables.append(_common_table(runs, compared, bank, total, seed=seed, samples=samples))
+        report.tables.append(
+            _common_table(runs, compared, bank, total, stats, seed=seed, samples=samples)
+        )
     if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
         report.tables.append(_sd_table(runs, by_run, cells, scope))
     report.tables.append(_type_table(runs, cells, scope, first_only=first_only))
@@ -261,13 +271,21 @@ def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
 
 
 def _common_table(
-    runs, compared: _Compared, bank: QuestionBank, total: int, *, seed: int, samples: str
+    runs,
+    compared: _Compared,
+    bank: QuestionBank,
+    total: int,
+    stats: dict[int, dict[str, int]],
+    *,
+    seed: int,
+    samples: str,
 ) -> Table:
     """The accuracy table on the common set (empty, and saying so, when there is none)."""
     shared = int(compared.shared.sum())
     silent = [run_label(r) for r in runs if not len(compared.own[r["id"]].row)]
     left_out = f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
     cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], bank) for r in runs}
+    left_out += unparsed_note(runs, stats)
     scope = f"Questions every run with an answer answered: {shared} of {total}.{left_out}"
     table = _accuracy_table(
         runs, compared.common, cells, bank, shared, scope, seed=seed, samples=samples
@@ -295,6 +313,7 @@ def _accuracy_table(
         "standard deviation."
     )
     rows: list[list[Cell]] = []
+    single: list[str] = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
         # Stages numbered as first met in prediction id order, as the bootstrap always has.
@@ -305,6 +324,8 @@ def _accuracy_table(
             n_resamples=N_RESAMPLES,
             seed=seed,
         )
+        if estimate.units == 1:
+            single.append(run_label(run))
         unparseable = int((~answers.parsed).sum())
         overall_mean, overall_sd = cells[run["id"]].get("overall", (None, None))
         rows.append(
@@ -345,6 +366,7 @@ def _accuracy_table(
             f"{scope}{several} 95% CI: percentile bootstrap over stages (all "
             "samples of a stage together). Unparseable answers count as wrong. Influence "
             "questions count under the state they explain (after '->')."
+            + single_unit_note(single, "stage")
         ),
     )
 

@@ -53,6 +53,7 @@ from reports.tables import (
     prediction_stats,
     run_label,
     runs_table,
+    single_unit_note,
 )
 
 POOLED = "Humans: all studies pooled"
@@ -285,9 +286,12 @@ def _accuracy_table(
 ) -> Table:
     run_answers = "its first sample" if samples == SAMPLES_FIRST else "over its samples"
     rows: list[list[Cell]] = []
+    single: list[str] = []
     for system in systems:
         answered = system.answered(items)
         n, accuracy, low, high = _estimate(system, answered, seed=seed)
+        if n == 1:
+            single.append(system.label)
         rows.append(
             [
                 system.label,
@@ -324,7 +328,7 @@ def _accuracy_table(
             "the mean of 1 / number of options over the same items. Unparseable, refused "
             "and missing model answers count as wrong. Items every system here answered: "
             f"{common}; humans-vs-runs compares each run with the people on the items "
-            "both answered." + first_samples_note(samples) + note
+            "both answered." + first_samples_note(samples) + single_unit_note(single, "item") + note
         ),
     )
 

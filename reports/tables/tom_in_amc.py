@@ -61,7 +61,15 @@ from metrics import (
 )
 from reports import selectors
 from reports.report_types import Cell, Chart, Report, Table
-from reports.tables import N_RESAMPLES, excluded_note, pct, run_label, runs_table
+from reports.tables import (
+    N_RESAMPLES,
+    excluded_note,
+    pct,
+    run_label,
+    runs_table,
+    single_unit_note,
+    unparsed_note,
+)
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
 from studies.scene.services import IDLE_CUTOFF
 
@@ -108,8 +116,9 @@ class SpeakerData:
 
     items: list[dict[str, Any]]
     runs: list[dict[str, Any]]
-    # run id -> its first-sample outcomes
+    # run id -> its first-sample outcomes, and its predictions and unparseable ones
     outcomes: dict[int, Outcomes] = field(default_factory=dict)
+    stats: dict[int, dict[str, int]] = field(default_factory=dict)
     frequency: dict[tuple[int, str], int] = field(default_factory=dict)
     frequency_fallback: set[int] = field(default_factory=set)
     studies: list[HumanStudy] = field(default_factory=list)
@@ -177,11 +186,11 @@ def build_speaker_tables(
         frequency_fallback=fallback,
         include_excluded=include_excluded,
     )
-    data.outcomes, stats = run_outcomes([r["id"] for r in runs])
+    data.outcomes, data.stats = run_outcomes([r["id"] for r in runs])
     if studies:
         data.studies = _human_studies(studies, data.scene_of, include_excluded=include_excluded)
     _compare(data)
-    report.tables.append(runs_table(runs, stats))
+    report.tables.append(runs_table(runs, data.stats))
     if data.studies:
         report.tables.append(_studies_table(data))
         report.facts.update(
@@ -342,6 +351,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             *(len(scenes), None, None, None, None),
         ],
     ]
+    single: list[str] = []
     for system in data.systems:
         outcomes = system.outcomes.within(data.compared) if common else system.outcomes
         if system.human:
@@ -352,6 +362,8 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             instance = accuracy_ci(correct, clusters=clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene = scene_accuracy_ci(correct, clusters, n_resamples=N_RESAMPLES, seed=seed)
             scene_count = scene.n
+        if instance.units == 1:  # instances resample by scene: one scene, no interval
+            single.append(system.label)
         rows.append(
             [
                 system.label,
@@ -387,6 +399,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
             " Humans: Answers pools every rater's answers and Scene answers every "
             "(rater, scene) response; a scene's raters are resampled together."
         )
+    note += single_unit_note(single, "scene")
     unscored = [h.label for h in data.studies if not h.scored]
     if unscored:
         note += f" Imported annotations without correctness ({', '.join(unscored)}) are not scored."
@@ -396,7 +409,9 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
         # Short enough for the page to show it in full (longer notes fold away).
         note = (
             "Common set: empty. No masked speaker was answered by every system; each "
-            "system's own accuracy is in the table above." + _silent(data)
+            "system's own accuracy is in the table above."
+            + _silent(data)
+            + unparsed_note(data.runs, data.stats)
         )
     return Table(
         key="accuracy-common" if common else "accuracy",
@@ -452,7 +467,9 @@ def _common_scope(data: SpeakerData) -> str:
     scenes = len({i["scene_id"] for i in items})
     return (
         f" Every system is scored on the same {len(items)} of {len(data.items)} masked "
-        f"speakers ({scenes} scenes): those every system with an answer answered." + _silent(data)
+        f"speakers ({scenes} scenes): those every system with an answer answered."
+        + _silent(data)
+        + unparsed_note(data.runs, data.stats)
     )
 
 

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Exists, Max, OuterRef, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -370,7 +370,9 @@ class Estimate:
 
     ``minutes`` is what participants are told: the researcher's figure when set,
     otherwise ``computed_minutes``. ``words`` is everything they read (history and item
-    texts), ``items`` what they answer (scenes or questions), ``pilot`` how many
+    texts), ``items`` what they answer (scenes or questions: test items and attention
+    checks), ``practice`` the practice items they do first, told apart and never in
+    ``items`` (the count the scene pages give, ``session_scenes``), ``pilot`` how many
     finished, kept participants there are so far (their times count from ``PILOT_MIN``
     on), ``per_stage`` that the figure is for one DynToM stage (participants may take
     another afterwards).
@@ -384,6 +386,7 @@ class Estimate:
     item_seconds: int
     basis: str
     noun: str
+    practice: int = 0
     pilot: int = 0
     researcher_set: bool = False
     per_stage: bool = False
@@ -492,15 +495,20 @@ def _pilot_item_ms(study: Study) -> list[float]:
     return [row["total"] / row["n"] for row in rows if row["participant"] in done]
 
 
-def _reading(study: Study) -> tuple[int, int, int]:
-    """(history words, item words, items) of the study's items not held back.
+def _reading(study: Study) -> tuple[int, int, int, int]:
+    """(history words, item words, items, practice items) of the study's items not held
+    back; the items include the practice ones.
 
     Counting reads every item's text (583 scenes: 40 ms of CPU), and every invited
     participant's first page shows the estimate: so the count is kept for ten minutes
-    under the set of items it counted (holding a scene back makes another key).
+    under the set of items it counted (holding a scene back makes another key). The
+    practice items are counted in the same query, outside the cache: choosing the
+    practice scene changes no item, but it changes what participants are told.
     """
     items = StudyItem.objects.filter(study=study, held_back=False)
-    shape = items.aggregate(n=Count("pk"), ids=Sum("pk"))
+    shape = items.aggregate(
+        n=Count("pk"), ids=Sum("pk"), practice=Count("pk", filter=Q(role=StudyItem.Role.PRACTICE))
+    )
     key = f"studies:reading:{study.pk}:{shape['n']}:{shape['ids']}"
     counted = cache.get(key)
     if counted is None:
@@ -513,7 +521,9 @@ def _reading(study: Study) -> tuple[int, int, int]:
         else:
             counted = _scene_study_words(study, items)
         cache.set(key, counted, 600)
-    return counted
+    # DynToM counts the questions of one stage, which has no practice item.
+    practice = 0 if study.benchmark == "dyntom" else shape["practice"]
+    return (*counted, practice)
 
 
 def study_estimate(*, study: Study) -> Estimate:
@@ -537,7 +547,7 @@ def study_estimate(*, study: Study) -> Estimate:
     the computed figure and its basis stay on the estimate for the study page.
     """
     seconds = ANSWER_SECONDS.get(study.benchmark, DEFAULT_ANSWER_SECONDS)
-    history, item_words, n = _reading(study)
+    history, item_words, n, practice = _reading(study)
     words = history + item_words
     per_stage = study.benchmark == "dyntom"
     noun = "scene" if study.benchmark in ("tom-in-amc", "tvshowguess") else "question"
@@ -545,7 +555,8 @@ def study_estimate(*, study: Study) -> Estimate:
         noun = "item"
     floor = words / READING_WPM
     computed = math.ceil(floor + n * seconds / 60)
-    basis = f"{words:,} words to read at {READING_WPM} wpm + {n} × {seconds} s"  # noqa: RUF001
+    timed = f"({n - practice} + {practice} practice)" if practice else f"{n}"
+    basis = f"{words:,} words to read at {READING_WPM} wpm + {timed} × {seconds} s"  # noqa: RUF001
     pilot = _pilot_item_ms(study)
     if len(pilot) >= PILOT_MIN:
         units = 1 if per_stage else n  # DynToM: one study item is a whole stage
@@ -565,7 +576,8 @@ def study_estimate(*, study: Study) -> Estimate:
     return Estimate(
         minutes=study.minutes_estimate or computed,
         computed_minutes=computed,
-        items=n,
+        items=n - practice,
+        practice=practice,
         words=words,
         wpm=READING_WPM,
         item_seconds=seconds,

@@ -544,6 +544,7 @@ def _history_context(participant: Participant, session: WorkSession) -> dict[str
         "noun": _work_noun(session.study_work),
         "scenes": _history(participant.study, session.study_work),
         "total": recruitment.session_scenes(session_id=session.pk),
+        "practice": recruitment.practice_count(session_id=session.pk),
     }
 
 

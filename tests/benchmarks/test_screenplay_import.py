@@ -26,6 +26,8 @@ from benchmarks.importers.screenplay import build_movie
 from benchmarks.importers.screenplay_parser import parse_screenplay
 from benchmarks.models import Character, Scene, SpeakerInstance, Work
 from benchmarks.services import benchmark_import
+from studies.forms import WorkChoiceField
+from studies.selectors import works_for_studies
 
 pytestmark = pytest.mark.django_db
 
@@ -143,10 +145,30 @@ def test_real_script_counts_characters_and_masking(shared_data: Path, file_name:
     assert SpeakerInstance.objects.count() == instances
     assert all(i.candidates == list(mains) for i in SpeakerInstance.objects.all())
     assert assert_masking_complete(work) == instances
-    assert f"{scenes} scenes ({history} history, {scenes - history} testing)" in out
+    assert f"{scenes} scenes ({history} history), {speakers} speaking characters" in out
+    # The report's test scenes are the study form's (issue 49: "42 testing" vs "41 test scenes").
+    (offered,) = works_for_studies()
+    assert f"{file_name}: {offered.n_test} test scenes (a masked speaker to guess)" in out
     assert f"{speakers} speaking characters, {instances} masked instances ({silent} only" in out
     assert "main characters (utterances): " + ", ".join(f"{n} {c}" for n, c in mains.items()) in out
     assert f"Scene: {scenes} created, 0 unchanged, 0 updated" in out
+
+
+def test_a_later_scene_with_nothing_to_guess_is_no_test_scene(shared_data: Path) -> None:
+    out, _ = run_import(shared_data / "screenplays" / "dead_poets_society.txt")
+
+    # 42 scenes follow the history; one names no main character, so 41 can be asked.
+    later = Scene.objects.filter(part=Scene.Part.TESTING)
+    assert later.count() == 42 and later.filter(instances__isnull=True).count() == 1
+    assert (
+        "dead_poets_society.txt: 41 test scenes (a masked speaker to guess); "
+        "1 later scene(s) with no main character to guess"
+    ) in out
+    assert "testing" not in out
+    (offered,) = works_for_studies()
+    assert WorkChoiceField(works_for_studies()).label_from_instance(offered) == (
+        "Dead Poets Society (ToM-in-AMC, 41 test scenes)"
+    )
 
 
 def test_dead_poets_repairs_and_unparsed_lines_are_reported(shared_data: Path) -> None:
@@ -370,7 +392,8 @@ def test_imsdb_text_with_html_furniture_and_numbered_headings() -> None:
 
     work = Work.objects.get()
     assert work.title == "The Salt Road"
-    assert "10 scenes (6 history, 4 testing), 7 speaking characters, 9 masked instances" in out
+    assert "10 scenes (6 history), 7 speaking characters, 9 masked instances" in out
+    assert "salt_road.txt: 4 test scenes (a masked speaker to guess)\n" in out
     assert "(1 only named in the action)" in out
     assert "main characters (utterances): mara 10, jonah 8, iris 7, hope 5, dr. abernathy 4" in out
     assert (
@@ -627,7 +650,7 @@ def test_title_option_folder_import_and_the_service_default(tmp_path: Path) -> N
 
     report = benchmark_import(format_name="screenplay", path=SALT_ROAD)
     assert report.unchanged["Scene"] == 10
-    assert any("10 scenes (6 history, 4 testing)" in line for line in report.as_dict()["notes"])
+    assert "salt_road.txt: 4 test scenes (a masked speaker to guess)" in report.as_dict()["notes"]
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from metrics import (
     accuracy_by_difficulty,
     accuracy_by_group,
     accuracy_ci,
+    agreement_ci,
     average_ranks,
     bonus_point_coverage,
     bonus_point_coverage_ci,
@@ -32,9 +33,11 @@ from metrics import (
     length_ratio,
     majority_baseline,
     majority_choice,
+    mean_ci,
     mean_sd,
     pearson,
     penalty_rate,
+    percent_agreement,
     scene_accuracy_ci,
     speaker_difficulty,
     spearman,
@@ -515,3 +518,24 @@ def test_the_count_forms_give_the_same_intervals_as_the_lists():
     assert metrics.bonus_point_coverage_ci_of_counts([], [], []) == (None, None)
     with pytest.raises(ValueError, match="n_resamples"):
         metrics.bonus_point_coverage_ci_of_counts([1], [2], [1], n_resamples=0)
+
+
+# -- one unit, no interval (issue 49) --------------------------------------------------
+
+
+def test_no_interval_over_a_single_unit():
+    # One outcome, one scene, one item, one rater: every resample is that unit, so the
+    # percentile interval would be [x, x]. There is none; the point estimate stays.
+    assert accuracy_ci([True]) == AccuracyEstimate(1, 1, 1.0, None, None, 1)
+    one_scene = accuracy_ci([True, False, True], clusters=["s1"] * 3)
+    assert (one_scene.accuracy, one_scene.ci_low, one_scene.ci_high) == (2 / 3, None, None)
+    assert one_scene.units == 1
+    assert scene_accuracy_ci([True, True], ["s1", "s1"]).ci_low is None
+    assert mean_ci([0.25]) == (0.25, None, None)
+    assert bootstrap_ci([3.0], lambda xs: sum(xs) / len(xs)) == (None, None)
+    assert agreement_ci([["a", "a"]], percent_agreement) == (None, None)
+    assert bonus_point_coverage_ci([(1, 2)]) == (None, None)
+    # Two units already give an interval, with the same draws as before.
+    two = accuracy_ci([True, False], clusters=["s1", "s2"])
+    assert two.ci_low is not None and two.ci_low < two.accuracy < two.ci_high
+    assert mean_ci([0.0, 1.0])[1:] != (None, None)

@@ -108,6 +108,25 @@ def test_dyntom_runs_on_other_questions_keep_their_own_accuracy(dyntom_set):  # 
     assert _row(both.table("accuracy-common"), f"#{a.pk} A")["Overall %"] == 57.14  # 4 of 7
 
 
+def test_a_dyntom_run_with_no_parseable_answer_is_named_in_the_common_set(dyntom_set):  # noqa: F811
+    a, b = dyntom_set
+    garbage = Run.objects.create(name="G", benchmark="dyntom", method="vanilla", model="g")
+    for question in DynToMQuestion.objects.filter(key__in=["q1", "q2", "q3"]):
+        Prediction.objects.create(
+            run=garbage, dyntom_question=question, correct=False, parse_status="unparseable"
+        )
+    report = build_report("dyntom", run_ids=[a.pk, b.pk, garbage.pk])
+    common = report.table("accuracy-common")
+    assert report.facts["compared_questions"] == 3
+    assert _row(common, f"#{garbage.pk} G")["Overall %"] == 0.0
+    assert "No parseable answer, in it at 0% (every answer counted wrong): " in common.note
+    assert common.note.count("#") == 1  # A and B parsed (A's one unparseable answer aside)
+    # Without it, the note names no run.
+    assert "No parseable answer" not in (
+        build_report("dyntom", run_ids=[a.pk, b.pk]).table("accuracy-common").note
+    )
+
+
 def test_excluded_participants_are_left_out_unless_included(study):  # noqa: F811
     _exclude(study.raters["r1"])  # r1 answered A ✓✓, B ✓✓, C ✓✓✓: 7 of 7
     default = build_report("tvshowguess")

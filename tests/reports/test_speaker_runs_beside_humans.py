@@ -6,6 +6,7 @@ import pytest
 
 from modeling.models import Run
 from modeling.runs.executor import run_execute
+from modeling.runs.recording import NO_CACHE
 from modeling.runs.services import run_create
 from reports.tables import build_report
 from tests.modeling import conftest as run_fixtures
@@ -46,3 +47,37 @@ def test_tompro_and_icl_runs_beside_the_human_study(study, openai_backend, llm_s
         assert (machine["Instances"], machine["Accuracy %"]) == (7, 100.0)
         assert (machine["CI low %"], machine["CI high %"]) == (100.0, 100.0)
         assert machine["Method"] in ("icl", "tompro")
+
+
+def test_a_run_with_no_parseable_answer_stays_in_the_common_set_and_says_so(
+    study,  # noqa: F811
+    openai_backend,
+    llm_server,
+):
+    # Issue 49: a run whose every reply is unparseable must not pass for one that erred.
+    llm_server.responder = responder_for(gold_answers("tvshowguess", "zero-shot", {}, {}))
+    good = run_create(
+        benchmark="tvshowguess", method="zero-shot", backend=openai_backend, selection={},
+        params={}, enqueue=False,
+    )  # fmt: skip
+    run_execute(run_id=good.pk)
+    llm_server.responder = lambda body: "Sorry, I would rather not guess."
+    garbage = run_create(
+        benchmark="tvshowguess", method="zero-shot", backend=openai_backend, selection={},
+        params={NO_CACHE: True}, enqueue=False,
+    )  # fmt: skip
+    run_execute(run_id=garbage.pk)
+    assert not garbage.predictions.filter(parse_status="ok").exists()
+
+    report = build_report("tvshowguess")
+    runs = report.table("runs")
+    assert _row(runs, garbage.pk)["Unparseable %"] == 100.0
+    common = report.table("accuracy-common")
+    label = f"#{garbage.pk} {garbage.name}"
+    assert _row(common, label)["Accuracy %"] == 0.0
+    assert _row(common, f"#{good.pk} {good.name}")["Accuracy %"] == 100.0
+    assert f" No parseable answer, in it at 0% (every answer counted wrong): {label}." in (
+        common.note
+    )
+    # The own-answers table has no such note: the common set's is where 0% misleads.
+    assert "No parseable answer" not in report.table("accuracy").note

@@ -283,7 +283,8 @@ def test_the_estimate_reads_one_batch_and_the_extra_items(mini):
 
     tests = [words(i) for i in items if i.role == "test"]
     extras = sum(words(i) for i in items if i.role != "test")
-    assert estimate.items == 4 + 2 and estimate.noun == "item"
+    # A batch of 4 and the attention check; the practice item is told apart (issue 49).
+    assert (estimate.items, estimate.practice, estimate.noun) == (4 + 1, 1, "item")
     assert estimate.words == round(sum(tests) / len(tests) * 4) + extras
     assert estimate.item_seconds == recruitment.ANSWER_SECONDS["generic"]
 

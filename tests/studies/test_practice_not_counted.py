@@ -98,3 +98,35 @@ def test_the_break_comes_after_the_cap_of_counted_scenes(client, live_study):
     assert client.post(url("continue", participant)).status_code == 302
     page = client.get(url("start", participant)).content.decode()
     assert PROGRESS.search(page)[1] == "Scene 3 / 3"
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split()).replace(" ,", ",").replace(" .", ".")
+
+
+def test_consent_history_and_study_pages_tell_one_count_practice_apart(
+    client, live_study, researcher
+):
+    # Issue 49: the consent page said 8 (practice counted) where the history said 7.
+    _roles(live_study, tests=6, attention=True)
+    participant = invite(live_study)
+
+    consent = _text(client.get(url("start", participant)).content.decode())
+    assert ", for at most 7 scenes, plus 1 practice scene." in consent
+
+    client.post(url("consent", participant))
+    study_work = live_study.study_works.get()
+    client.post(url("familiarity", participant, study_work_id=study_work.pk), {"seen": "no"})
+    session = participant.work_sessions.get()
+    history = client.get(url("history", participant, session_id=session.pk)).content.decode()
+    assert "· to answer: 7 scenes, plus 1 practice scene" in _text(history)
+
+    client.force_login(researcher)
+    detail = client.get(f"/studies/{live_study.pk}/").content.decode()
+    told = re.search(r'data-testid="item-count">(.*?)</p>', detail, re.S)[1]
+    assert _text(told) == "Each participant answers at most 7 scenes, plus 1 practice scene."
+
+    # And the scene pages number the same seven.
+    _submit(client, participant, right=True)  # the practice scene
+    page = client.get(url("start", participant)).content.decode()
+    assert PROGRESS.search(page)[1] == "Scene 1 / 7"
