@@ -52,7 +52,7 @@ class CheckDispute:
     """One check task with its annotators' answers side by side."""
 
     task: AnnotationTask
-    answers: list[dict[str, Any]]  # annotator, annotator_id, value, comment, submitted_at
+    answers: list[dict[str, Any]]  # annotator, annotator_id, value, comment
     spread: float | None  # judgement: max - min of the scores
     disputed: bool
     rule_outcome: str
@@ -157,7 +157,6 @@ def check_disputes(
                 "comment": (slot.answer or {}).get("comment", "")
                 if isinstance(slot.answer, dict)
                 else "",
-                "submitted_at": slot.submitted_at,
             }
             for slot in slots.get(task.pk, [])
         ]

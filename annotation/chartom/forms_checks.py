@@ -30,8 +30,9 @@ class ReviewSpreadField(forms.DecimalField):
             **kwargs,
         )
 
-    def clean(self, value: Any) -> float:  # type: ignore[override]
-        return float(super().clean(value))
+    def clean(self, value: Any) -> float | None:  # type: ignore[override]
+        cleaned = super().clean(value)
+        return None if cleaned is None else float(cleaned)
 
 
 class ReviewSpreadForm(forms.Form):
@@ -69,7 +70,8 @@ class JudgementSampleForm(forms.Form):
     k = forms.IntegerField(
         min_value=1, max_value=judgement.MAX_K, initial=2, label="Experts per answer"
     )
-    review_spread = ReviewSpreadField()
+    # Left empty: the default threshold.
+    review_spread = ReviewSpreadField(required=False)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, prefix="judgement", **kwargs)

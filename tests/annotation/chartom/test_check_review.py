@@ -117,33 +117,26 @@ def test_the_judgement_threshold_picks_the_disputed_answers(scored, researcher, 
 
 def test_the_sampling_form_stores_the_threshold(runs, researcher, client):
     client.force_login(researcher)
-    response = client.post(
-        reverse("annotation:chartom-judgement-sample-create"),
-        {
-            "judgement-name": "with threshold",
-            "judgement-runs": [str(runs[0].pk)],
-            "judgement-size": "3",
-            "judgement-seed": "0",
-            "judgement-k": "2",
-            "judgement-review_spread": "0.4",
-        },
-    )
-    assert response.status_code == 302
+
+    def sample(name: str, spread: str):
+        fields = {"name": name, "size": "3", "seed": "0", "k": "2", "review_spread": spread}
+        return client.post(
+            reverse("annotation:chartom-judgement-sample-create"),
+            {
+                "judgement-runs": [str(runs[0].pk)],
+                **{f"judgement-{k}": v for k, v in fields.items()},
+            },
+        )
+
+    assert sample("with threshold", "0.4").status_code == 302
     assert JudgementSample.objects.get(name="with threshold").review_spread == 0.4
-    response = client.post(
-        reverse("annotation:chartom-judgement-sample-create"),
-        {
-            "judgement-name": "bad threshold",
-            "judgement-runs": [str(runs[0].pk)],
-            "judgement-size": "3",
-            "judgement-seed": "0",
-            "judgement-k": "2",
-            "judgement-review_spread": "3",
-        },
-    )
+    refused = sample("bad threshold", "3")
     assert (
-        response.status_code == 400 and "review_spread" in response.context["judgement_form"].errors
+        refused.status_code == 400 and "review_spread" in refused.context["judgement_form"].errors
     )
+    # Left empty: the default.
+    assert sample("default threshold", "").status_code == 302
+    assert JudgementSample.objects.get(name="default threshold").review_spread == 0.3
 
 
 @pytest.fixture
