@@ -555,17 +555,36 @@ class ValidationDecision(models.Model):
 
 
 class Adjudication(models.Model):
-    """A reviewer's decision on one object, with its provenance; never edited.
+    """A reviewer's decision on one disputed target, with its provenance; never edited.
 
-    Changing or undoing a decision adds a row, so the history stays: the newest row of
-    an object is in force, and one with an empty ``outcome`` withdrew the decision (the
-    rules decide again). The row in force is mirrored into the object's
-    :class:`ValidationDecision` ``override_*`` fields, which everything downstream
-    (stage, accepted set, reports) already reads.
+    The target is a DynToM validation ``object`` or a CharToM-QA check ``task`` (a note
+    check or an expert judgement), exactly one. Changing or undoing a decision adds a
+    row, so the history stays: the newest row of a target is in force, and one with an
+    empty ``outcome`` withdrew the decision (the annotators' answers count again).
+
+    - An object's row in force is mirrored into its :class:`ValidationDecision`
+      ``override_*`` fields, which everything downstream (stage, accepted set, reports)
+      already reads.
+    - A check's row in force is read directly (``annotation.chartom.check_decisions``):
+      ``outcome`` is the settled label, or the settled score as text with the number in
+      ``settled_scores["score"]``; ``rule_outcome`` is what the answers gave before (the
+      most frequent label or "split", the experts' mean score).
     """
 
     object = models.ForeignKey(
-        ValidationObject, on_delete=models.CASCADE, related_name="adjudications"
+        ValidationObject,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="adjudications",
+    )
+    task = models.ForeignKey(
+        "annotation.AnnotationTask",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="adjudications",
+        help_text="a CharToM-QA note check or expert judgement",
     )
     reviewer = models.ForeignKey(
         "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -582,16 +601,26 @@ class Adjudication(models.Model):
     rule_outcome = models.CharField(max_length=20, help_text="the rules' outcome before")
     rule_reason = models.TextField(blank=True, default="")
 
-    objects = WorkspaceManager("object__batch__workspace")
+    objects = WorkspaceManager(
+        ("object__batch__workspace", "task__batch__workspace", "task__sample__workspace")
+    )
 
     class Meta:
-        ordering = ["object", "-pk"]
+        ordering = ["object", "task", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(object__isnull=True, task__isnull=False)
+                | models.Q(object__isnull=False, task__isnull=True),
+                name="adjudication_one_target",
+            )
+        ]
         # "annotation.adjudicate": researchers hold every permission of the app
         # (accounts.services.roles_ensure); a manager may give it to an annotator.
         permissions = [("adjudicate", "Can review and settle annotators' disagreements")]
 
     def __str__(self) -> str:
-        return f"{self.object_id}: {self.outcome or 'withdrawn'} by {self.reviewer_id}"
+        target = f"task {self.task_id}" if self.task_id else self.object_id
+        return f"{target}: {self.outcome or 'withdrawn'} by {self.reviewer_id}"
 
 
 class AcceptedSet(models.Model):

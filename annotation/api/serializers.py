@@ -1,6 +1,7 @@
 """Read-only serializers of the annotation API: DynToM validation batches, their objects
 (each with its annotators' slots) and decisions; DynToM generation jobs and their
-stages; CharToM-QA construction batches and their tasks with the annotators' answers.
+stages; CharToM-QA construction batches and their tasks with the annotators' answers,
+and the reviewers' decisions on CharToM-QA checks.
 """
 
 from __future__ import annotations
@@ -337,3 +338,27 @@ class AnnotationTaskSerializer(serializers.ModelSerializer):
             "assignments",
         )
         read_only_fields = fields
+
+
+class CheckDecisionSerializer(serializers.Serializer):
+    """A reviewer's decision on a CharToM-QA check, with its provenance (read-only)."""
+
+    id = serializers.IntegerField()
+    task = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["note_check", "judgement"])
+    batch = serializers.CharField(help_text="note checks: the note batch")
+    sample = serializers.CharField(help_text="expert judgement: the sample")
+    note = serializers.IntegerField(allow_null=True)
+    prediction = serializers.IntegerField(allow_null=True)
+    reviewer = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    outcome = serializers.CharField(help_text="the settled label or score; '' withdrew it")
+    settled_score = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField()
+    rule_outcome = serializers.CharField(
+        help_text="what the answers gave before: the most frequent label or 'split', the mean"
+    )
+    rule_reason = serializers.CharField()
+    answers = serializers.JSONField(help_text="the annotators' answers it settled, as they stood")
+    in_force = serializers.BooleanField(help_text="the task's newest decision, not withdrawn")
+    changed = serializers.BooleanField(help_text="differs from what the answers gave")

@@ -37,6 +37,11 @@ urlpatterns = [
         views.AnnotationTaskListApi.as_view(),
         name="annotation-chartom-tasks",
     ),
+    path(
+        "chartom-check-decisions/",
+        views.CheckDecisionListApi.as_view(),
+        name="annotation-chartom-check-decisions",
+    ),
     # The batch page's files under the page's names; at most 18 digits, as there.
     re_path(
         r"^chartom-batches/(?P<batch_id>[0-9]{1,18})/exports/"

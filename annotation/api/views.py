@@ -1,6 +1,6 @@
 """The annotation API: read-only endpoints for DynToM validation batches, DynToM
 generation jobs and CharToM-QA construction batches, with their tasks, decisions and
-exports.
+exports, and the reviewers' decisions on CharToM-QA checks.
 
 Researchers only, as the pages they mirror (the batch, job and export pages): the API's
 default permission (``accounts.permissions.IsResearcher``) refuses raters and
@@ -18,18 +18,20 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, viewsets
+from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from common.scoping import ScopedQuerysetMixin
 
-from ..chartom import exports_board
+from ..chartom import check_review, exports_board
 from ..chartom.board import batch_list
 from ..chartom.models import AnnotationTask, NoteBatch, TaskAssignment
 from ..dyntom.generation.selectors import generation_job_list
 from ..models import (
     AcceptedSet,
+    Adjudication,
     GeneratedStage,
     GenerationJob,
     ValidationAssignment,
@@ -231,3 +233,29 @@ class NoteBatchExportApi(APIView):
             f'attachment; filename="chartom-batch-{batch.pk}-{table}.{fmt}"'
         )
         return response
+
+
+class CheckDecisionListApi(generics.ListAPIView):
+    """Every reviewer decision on a CharToM-QA check (note checks, expert judgement),
+    newest first, with its provenance: the rows of the review queue's decisions CSV.
+    ``?kind=note_check`` or ``?kind=judgement`` keeps one check."""
+
+    serializer_class = serializers.CheckDecisionSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "kind", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=list(check_review.KINDS)
+            )
+        ]
+    )
+    def get(self, request: Request, *args: object, **kwargs: object) -> HttpResponse:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> list[dict[str, object]] | QuerySet[Adjudication]:
+        if getattr(self, "swagger_fake_view", False):
+            return Adjudication.objects.none()  # the schema reads the rows' model
+        kind = self.request.query_params.get("kind") or None
+        if kind is not None and kind not in check_review.KINDS:
+            raise ValidationError({"kind": f"one of {', '.join(check_review.KINDS)}"})
+        return check_review.check_decision_rows(kind=kind)

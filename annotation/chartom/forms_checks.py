@@ -1,7 +1,9 @@
-"""The researcher's forms on the checks page: a note-check sample and a judgement sample."""
+"""The researcher's forms on the checks page (a note-check sample, a judgement sample) and
+on the reviewer queue (a sample's threshold, a decision)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -9,7 +11,34 @@ from django import forms
 from common.scoping import ScopedModelChoiceField
 
 from . import judgement, note_checks
-from .models import NoteBatch
+from .models import DEFAULT_REVIEW_SPREAD, NoteBatch, NoteCheckLabel, TaskKind
+
+
+class ReviewSpreadField(forms.DecimalField):
+    """The reviewer queue's threshold of a judgement sample (0.1 to 1.0, steps of 0.1)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("label", "Review when scores differ by")
+        kwargs.setdefault(
+            "help_text", "an answer goes to the reviewer queue when max - min reaches this"
+        )
+        super().__init__(
+            min_value=Decimal("0.1"),
+            max_value=Decimal("1.0"),
+            decimal_places=1,
+            initial=Decimal(str(DEFAULT_REVIEW_SPREAD)),
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> float | None:  # type: ignore[override]
+        cleaned = super().clean(value)
+        return None if cleaned is None else float(cleaned)
+
+
+class ReviewSpreadForm(forms.Form):
+    """The threshold alone, on the reviewer queue (researchers)."""
+
+    spread = ReviewSpreadField()
 
 
 class NoteCheckSampleForm(forms.Form):
@@ -41,6 +70,8 @@ class JudgementSampleForm(forms.Form):
     k = forms.IntegerField(
         min_value=1, max_value=judgement.MAX_K, initial=2, label="Experts per answer"
     )
+    # Left empty: the default threshold.
+    review_spread = ReviewSpreadField(required=False)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, prefix="judgement", **kwargs)
@@ -57,4 +88,27 @@ class JudgementSampleForm(forms.Form):
             "size": data["size"],
             "seed": data["seed"],
             "k": data["k"],
+            "review_spread": data["review_spread"],
         }
+
+
+class CheckDecisionForm(forms.Form):
+    """A reviewer's decision on a check: the settled label or score, and a reason."""
+
+    value = forms.ChoiceField(widget=forms.RadioSelect)
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        error_messages={"required": "reason: say why you decide so"},
+    )
+
+    def __init__(self, *args: Any, kind: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["value"]
+        if kind == TaskKind.NOTE_CHECK:
+            field.label, field.choices = "Settled label", NoteCheckLabel.choices
+            field.error_messages["required"] = "label: choose the settled label"
+        else:
+            field.label = "Settled score"
+            field.choices = [(f"{v:.1f}", f"{v:.1f}") for v in judgement.SCORES]
+            field.error_messages["required"] = "score: choose the settled score"

@@ -25,7 +25,14 @@ from benchmarks.models import Benchmark
 from modeling.models import Prediction, Run
 from modeling.pipelines.chartom_qa.predictions import generative_predictions
 
-from .models import AnnotationTask, JudgementSample, TaskAssignment, TaskKind
+from .check_decisions import settled_in_force
+from .models import (
+    DEFAULT_REVIEW_SPREAD,
+    AnnotationTask,
+    JudgementSample,
+    TaskAssignment,
+    TaskKind,
+)
 from .workflow import WorkflowError, assignment_lock, assignment_submit, task_take
 
 KIND = TaskKind.JUDGEMENT
@@ -103,6 +110,11 @@ def judgement_screen(slot: TaskAssignment) -> dict[str, Any]:
     The screen is built from this dict alone, so nothing else of the prediction can
     reach the page by a template change.
     """
+    return answer_screen(slot.task.prediction_id)
+
+
+def answer_screen(prediction_id: int) -> dict[str, Any]:
+    """The blind view of one answer (:func:`judgement_screen`), also the reviewer's."""
     prediction = (
         Prediction.objects.select_related("call", "qa_item", "qa_item__character")
         .only(
@@ -116,7 +128,7 @@ def judgement_screen(slot: TaskAssignment) -> dict[str, Any]:
             "qa_item__context_2000",
             "qa_item__character__name",
         )
-        .get(pk=slot.task.prediction_id)
+        .get(pk=prediction_id)
     )
     item = prediction.qa_item
     return {
@@ -131,15 +143,27 @@ def judgement_screen(slot: TaskAssignment) -> dict[str, Any]:
     }
 
 
-def judgement_scores(*, run_ids: Sequence[int] | None = None) -> dict[int, list[float]]:
-    """Submitted expert scores per prediction id (all samples pooled)."""
+def judgement_scores(
+    *, run_ids: Sequence[int] | None = None, settled: bool = True
+) -> dict[int, list[float]]:
+    """Submitted expert scores per prediction id (all samples pooled).
+
+    With ``settled`` (the default) every score of an answer a reviewer settled is the
+    settled score, so its mean is the decision; without it, the experts' own scores.
+    """
     rows = TaskAssignment.objects.filter(task__kind=KIND, submitted_at__isnull=False)
     if run_ids is not None:
         rows = rows.filter(task__prediction__run_id__in=list(run_ids))
+    decided = settled_in_force(kind=KIND) if settled else {}
     scores: dict[int, list[float]] = defaultdict(list)
-    for prediction_id, answer in rows.order_by("pk").values_list("task__prediction_id", "answer"):
+    for task_id, prediction_id, answer in rows.order_by("pk").values_list(
+        "task_id", "task__prediction_id", "answer"
+    ):
         if isinstance(answer, dict) and isinstance(answer.get("score"), int | float):
-            scores[prediction_id].append(float(answer["score"]))
+            settled_score = decided[task_id].score if task_id in decided else None
+            scores[prediction_id].append(
+                float(answer["score"]) if settled_score is None else settled_score
+            )
     return dict(scores)
 
 
@@ -158,9 +182,14 @@ def judgement_sample_create(
     size: int,
     seed: int = 0,
     k: int = 2,
+    review_spread: float | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> JudgementSample:
     """Sample ``size`` generative answers of ``run_ids`` for ``k`` experts each.
+
+    ``review_spread`` is the reviewer queue's threshold (default
+    :data:`~annotation.chartom.models.DEFAULT_REVIEW_SPREAD`); it picks no answer, so a
+    second call with another one sets it on the existing sample.
 
     The sample is the first ``size`` of the runs' judgeable answers (first sample,
     non-empty) in primary-key order shuffled with ``seed``: the same settings give the
@@ -181,6 +210,7 @@ def judgement_sample_create(
         raise WorkflowError("seed: must not be negative")
     if not 1 <= k <= MAX_K:
         raise WorkflowError(f"k: between 1 and {MAX_K} experts per answer")
+    spread = review_spread_clean(DEFAULT_REVIEW_SPREAD if review_spread is None else review_spread)
     with transaction.atomic():
         # The runs' rows serialise two creations over the same runs.
         runs = list(
@@ -199,9 +229,12 @@ def judgement_sample_create(
             if not _same_settings(existing, run_ids, size, seed, k):
                 raise WorkflowError(f"name: a sample named {name!r} exists with other settings")
             sample = existing
+            if review_spread is not None and sample.review_spread != spread:
+                sample.review_spread = spread
+                sample.save(update_fields=["review_spread"])
         else:
             sample = JudgementSample.objects.create(
-                name=name, size=size, seed=seed, k=k, created_by=created_by
+                name=name, size=size, seed=seed, k=k, review_spread=spread, created_by=created_by
             )
             sample.runs.set(runs)
         random.Random(seed).shuffle(ids)
@@ -231,6 +264,18 @@ def score_clean(score: Any) -> float:
     if not math.isfinite(value) or not 0 <= value <= 1 or abs(tenths - round(tenths)) > 1e-6:
         raise WorkflowError("score: from 0 to 1.0 in steps of 0.1")
     return round(round(tenths) / 10, 1)
+
+
+def review_spread_clean(spread: Any) -> float:
+    """A reviewer-queue threshold: 0.1 to 1.0 in steps of 0.1 (a spread of 0 is no
+    disagreement)."""
+    try:
+        value = score_clean(spread)
+    except WorkflowError:
+        raise WorkflowError("review spread: from 0.1 to 1.0 in steps of 0.1") from None
+    if value < 0.1:
+        raise WorkflowError("review spread: from 0.1 to 1.0 in steps of 0.1")
+    return value
 
 
 def judgement_submit(

@@ -16,10 +16,15 @@ within ``TOMLAB_ANNOTATION_TASK_TIMEOUT_S`` goes back to the queue.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from benchmarks.models import ToMDimension
 from common.scoping import WorkspaceManager, WorkspaceOwned
+
+# Experts score 0 to 1.0 in steps of 0.1: a spread of 0.3 (say 0.4 against 0.7) is the
+# first that is more than two neighbouring steps apart, as a Likert spread of 2 is.
+DEFAULT_REVIEW_SPREAD = 0.3
 
 
 class BookText(models.Model):
@@ -470,6 +475,13 @@ class JudgementSample(WorkspaceOwned):
     size = models.PositiveIntegerField()
     seed = models.PositiveIntegerField(default=0)
     k = models.PositiveSmallIntegerField(default=2, help_text="experts per answer")
+    # The reviewer queue's threshold (annotation.chartom.check_review): an answer is
+    # disputed when its experts' scores differ by this much or more (max - min).
+    review_spread = models.FloatField(
+        default=DEFAULT_REVIEW_SPREAD,
+        validators=[MinValueValidator(0.1), MaxValueValidator(1.0)],
+        help_text="disputed when max - min of the experts' scores reaches this (0.1-1.0)",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

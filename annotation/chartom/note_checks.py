@@ -22,6 +22,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 
+from .check_decisions import settled_in_force
 from .models import (
     AnnotationTask,
     Construction,
@@ -120,16 +121,26 @@ class NoteJudgement:
     label: str
 
 
-def note_check_judgements() -> list[NoteJudgement]:
-    """Every submitted note check, per note in submission order (for shares and agreement)."""
+def note_check_judgements(*, settled: bool = True) -> list[NoteJudgement]:
+    """Every submitted note check, per note in submission order (for shares and agreement).
+
+    With ``settled`` (the default) a note a reviewer settled counts every judgement of
+    it as the settled label, so the decision wins wherever the labels are read; without
+    it, the annotators' own labels (agreement before adjudication).
+    """
     rows = (
         TaskAssignment.objects.filter(task__kind=KIND, submitted_at__isnull=False)
         .order_by("task__note_id", "submitted_at", "pk")
-        .values_list("task__note_id", "annotator_id", "answer")
+        .values_list("task_id", "task__note_id", "annotator_id", "answer")
     )
+    decided = settled_in_force(kind=KIND) if settled else {}
     return [
-        NoteJudgement(note_id, annotator_id, answer.get("label", ""))
-        for note_id, annotator_id, answer in rows
+        NoteJudgement(
+            note_id,
+            annotator_id,
+            decided[task_id].outcome if task_id in decided else answer["label"],
+        )
+        for task_id, note_id, annotator_id, answer in rows
         if isinstance(answer, dict) and answer.get("label") in NoteCheckLabel.values
     ]
 

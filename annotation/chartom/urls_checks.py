@@ -1,10 +1,12 @@
 """CharToM-QA construction pages (checks) at /annotation/chartom/, namespace "annotation".
 
-Note checks (section 4.1) and expert judgement of model answers (Appendix E).
+Note checks (section 4.1) and expert judgement of model answers (Appendix E), and the
+reviewer queue of their conflicts.
 """
 
 from common.urls import screen_and_submit, under
 
+from . import views_check_review as review
 from . import views_checks as views
 
 urlpatterns = under(
@@ -27,5 +29,14 @@ urlpatterns = under(
             views.judgement_submit,
             "chartom-judgement",
         ),
+        # The reviewer queue (annotation.adjudicate).
+        ("review/", review.check_review_queue, "chartom-check-review"),
+        ("review/decisions.csv", review.check_decisions_csv, "chartom-check-decisions-csv"),
+        (
+            "review/samples/<int:sample_id>/threshold/",
+            review.check_review_threshold,
+            "chartom-check-review-threshold",
+        ),
+        ("review/<int:task_id>/", review.check_review_task, "chartom-check-review-task"),
     ],
 )

@@ -10,6 +10,11 @@ Added to the CharToM-QA report by ``reports/tables/chartom_qa.py``:
 - ``note-check-agreement``: the two annotators' agreement on the notes both judged
   (percent agreement and Cohen's kappa, with bootstrap CIs over notes), on the three
   labels and on "treated as accurate" or not;
+- ``check-review``: the reviewer queue's outcome: per check (note checks, expert
+  judgement) the items with two or more answers, disputed, settled by a reviewer, the
+  decisions changed, and agreement (percent and Krippendorff's alpha) before and after
+  adjudication; after, a settled item's answers all count as the settled label or score,
+  as they do in the shares above and in Table 7;
 - ``checks-by-annotator``: each annotator's note checks (label shares) and expert
   scores (mean), with the median time per task: progress, and a lenient or harsh
   annotator at a glance;
@@ -33,8 +38,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Avg, Count, Max, Q
 
-from annotation.chartom import judgement, note_checks
+from annotation.chartom import check_decisions, check_review, judgement, note_checks
 from annotation.models import (
+    Adjudication,
+    JudgementSample,
     NoteCheckLabel,
     QualificationAnswer,
     QualificationAttempt,
@@ -46,6 +53,7 @@ from metrics import (
     agreement_ci,
     bonus_point_coverage,
     cohen_kappa,
+    krippendorff_alpha,
     pearson,
     percent_agreement,
 )
@@ -75,8 +83,11 @@ def build(
 ) -> None:
     """Append the construction tables; ``answers`` holds each run's packed answers."""
     judgements = note_checks.note_check_judgements()
+    # The annotators' own labels: their agreement is about them, not the reviewer's.
+    own = note_checks.note_check_judgements(settled=False)
     report.tables.append(note_check_table(judgements, seed=seed))
-    report.tables.append(note_agreement_table(judgements, seed=seed))
+    report.tables.append(note_agreement_table(own, seed=seed))
+    report.tables.append(check_review_table(own, judgements))
     report.tables.append(checks_by_annotator_table())
     report.tables.append(qualification_table())
     run_ids = [r["id"] for r in generative]
@@ -102,6 +113,13 @@ def data_fingerprint(run_ids: Sequence[int]) -> dict[str, Any]:
         .annotate(n=Count("pk"), last=Max("submitted_at"))
     ):
         size[f"{kind}_n"], size[f"{kind}_last"] = n, str(last)
+    settled = Adjudication.objects.filter(task__isnull=False).aggregate(
+        n=Count("pk"), last=Max("pk")
+    )
+    size.update({f"check_adjudications_{k}": v for k, v in settled.items()})
+    size["review_spreads"] = sorted(
+        JudgementSample.objects.values_list("pk", "review_spread").order_by()
+    )
     size.update(
         {
             f"qualification_{k}": str(v)
@@ -225,6 +243,86 @@ def note_agreement_table(judgements: list[note_checks.NoteJudgement], *, seed: i
             "Over the notes with at least two judgements: the first and second judgement "
             "of each note (whoever gave them) are the two raters. Kappa is empty when it is "
             "0/0 (both gave one label throughout). 95% CI: bootstrap over notes."
+        ),
+    )
+
+
+def _units(pairs: list[tuple[int, Any]]) -> list[list[Any]]:
+    """(unit, value) pairs -> the values of each unit, units in first-seen order."""
+    by_unit: dict[int, list[Any]] = defaultdict(list)
+    for unit, value in pairs:
+        by_unit[unit].append(value)
+    return list(by_unit.values())
+
+
+def _agreement_cells(units: list[list[Any]], level: str) -> list[Cell]:
+    alpha = krippendorff_alpha(units, level)
+    return [pct(percent_agreement(units)), None if alpha is None else round(alpha, 4)]
+
+
+def check_review_table(
+    own: list[note_checks.NoteJudgement], settled: list[note_checks.NoteJudgement]
+) -> Table:
+    """Agreement before and after adjudication, and the decisions changed, per check.
+
+    ``own`` and ``settled`` are the note checks without and with the reviewers'
+    decisions; expert scores are read here the same two ways. Disputed, settled and
+    changed come from the reviewer queue's own functions, so the page and this table
+    count alike.
+    """
+    disputes = check_review.check_disputes()
+    in_force = check_decisions.settled_in_force()
+    changed = check_review.check_decisions_changed()
+    scores = {after: judgement.judgement_scores(settled=after) for after in (False, True)}
+    units = {
+        TaskKind.NOTE_CHECK: (
+            _units([(j.note_id, j.label) for j in own]),
+            _units([(j.note_id, j.label) for j in settled]),
+            "nominal",
+        ),
+        TaskKind.JUDGEMENT: (list(scores[False].values()), list(scores[True].values()), "interval"),
+    }
+    rows: list[list[Cell]] = []
+    for kind, name in (
+        (TaskKind.NOTE_CHECK, "Note checks"),
+        (TaskKind.JUDGEMENT, "Expert judgement"),
+    ):
+        before, after, level = units[kind]
+        rows.append(
+            [
+                name,
+                sum(1 for u in before if len(u) >= 2),
+                sum(1 for d in disputes if d.kind == kind and d.disputed),
+                sum(1 for s in in_force.values() if s.kind == kind),
+                changed.get(kind, 0),
+                *_agreement_cells(before, level),
+                *_agreement_cells(after, level),
+            ]
+        )
+    return Table(
+        key="check-review",
+        title="Checks: agreement before and after adjudication",
+        columns=[
+            "Check",
+            "Items with 2+ answers",
+            "Disputed",
+            "Settled by a reviewer",
+            "Decisions changed",
+            "Agreement before %",
+            "Alpha before",
+            "Agreement after %",
+            "Alpha after",
+        ],
+        rows=rows,
+        note=(
+            "Items: notes checked, model answers scored (all samples pooled). Disputed: "
+            "closed tasks whose labels differ, or whose scores differ by the sample's "
+            "threshold or more. Decisions changed: settled items whose decision differs "
+            "from the most frequent label (a tie always changes) or from the experts' mean "
+            "score. Agreement: the mean share of agreeing pairs of answers per item; "
+            "Krippendorff's alpha nominal on labels, interval on scores (empty when "
+            "undefined). After adjudication every answer of a settled item counts as the "
+            "settled label or score."
         ),
     )
 

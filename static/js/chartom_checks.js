@@ -3,6 +3,8 @@
  * Note check:  1 / 2 / 3   accurate / subjective but consistent / inappropriate (submits)
  * Judgement:   0 - 9       score 0.0 - 0.9;  p or =  score 1.0
  *              Ctrl+Enter  submit (also from the comment box)
+ * Review:      1 / 2 / 3 pick the settled label, or 0 - 9 / p the settled score
+ *              (nothing is sent until) Ctrl+Enter decides, also from the reason box
  * Keys typed into the comment box are left alone. A refused submit answers 422 with
  * its message, which htmx swaps into the status line.
  */
@@ -36,29 +38,46 @@
     return null;
   }
 
-  function judgementKey(form, event) {
-    var value = scoreValue(event.key);
-    if (value === null) return false;
-    var radio = form.querySelector("input[name=score][value='" + value + "']");
+  function pick(radio) {
     if (!radio || radio.disabled) return false;
     radio.checked = true;
     radio.focus({ preventScroll: true });
     return true;
   }
 
+  function reviewKey(form, event) {
+    var label = form.querySelector("input[name=value][data-key='" + event.key + "']");
+    if (label) return pick(label);
+    var value = scoreValue(event.key);
+    return value !== null && pick(form.querySelector("input[name=value][value='" + value + "']"));
+  }
+
+  function judgementKey(form, event) {
+    var value = scoreValue(event.key);
+    if (value === null) return false;
+    return pick(form.querySelector("input[name=score][value='" + value + "']"));
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.isComposing) return;
     var judgement = document.getElementById("judgement-form");
     var note = document.getElementById("note-check-form");
-    if (judgement && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
-      event.preventDefault();
-      if (!judgement.querySelector("fieldset[disabled]")) submitOnce(judgement, null);
+    var review = document.getElementById("check-review-form");
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      if (judgement) {
+        event.preventDefault();
+        if (!judgement.querySelector("fieldset[disabled]")) submitOnce(judgement, null);
+      } else if (review) {
+        event.preventDefault();
+        submitOnce(review, null);
+      }
       return;
     }
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     if (event.key.length !== 1) return;
     if (note && noteKey(note, event)) event.preventDefault();
     else if (judgement && judgementKey(judgement, event)) event.preventDefault();
+    else if (review && reviewKey(review, event)) event.preventDefault();
   });
 
   document.addEventListener("htmx:beforeSwap", function (event) {

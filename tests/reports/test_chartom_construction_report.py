@@ -42,6 +42,7 @@ pytestmark = pytest.mark.django_db
 NEW_TABLES = [
     "note-checks",
     "note-check-agreement",
+    "check-review",
     "checks-by-annotator",
     "qualification",
     "table-7",
@@ -140,8 +141,10 @@ def test_note_check_shares_and_agreement_by_hand(checked):
 
 def test_empty_construction_tables_say_so():
     report = build_report("chartom-qa")
-    assert [t.key for t in report.tables[-5:]] == NEW_TABLES
+    assert [t.key for t in report.tables[-6:]] == NEW_TABLES
     assert report.table("checks-by-annotator").rows == []
+    # Nothing to review: zero counts, agreement undefined.
+    assert [r[1:] for r in report.table("check-review").rows] == [[0, 0, 0, 0] + [None] * 4] * 2
     assert "No note checked yet." in report.table("note-checks").note
     assert report.table("qualification").rows == []
     assert "No qualification attempt yet." in report.table("qualification").note

@@ -202,6 +202,12 @@ def _default_objects(annotator: Client) -> dict[str, list]:
             apps.get_model("annotation", "ValidationObject"), batch__workspace=default
         ),
         "sample_id": ids(apps.get_model("annotation", "JudgementSample"), workspace=default),
+        # The reviewer queue's check tasks (note checks of Default's batches).
+        "task_id": ids(
+            apps.get_model("annotation", "AnnotationTask"),
+            kind=TaskKind.NOTE_CHECK,
+            batch__workspace=default,
+        ),
         "attempt_id": ids(
             apps.get_model("annotation", "QualificationAttempt"), qset__workspace=default
         ),

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -46,7 +47,8 @@ def reviewer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
     return wrapped
 
 
-def _hidden_from(request: HttpRequest):
+def hidden_from(request: HttpRequest) -> AbstractBaseUser | None:
+    """Whose own answers the reviewer must not see: none for a researcher."""
     # Researchers read every score on the batch page already; annotators do not.
     return None if is_researcher(request.user) else request.user
 
@@ -60,7 +62,7 @@ def review_index(request: HttpRequest) -> HttpResponse:
     for batch in selectors.open_batches()[:30]:
         disputes = [
             d
-            for d in review.batch_disputes(batch, hide_scored_by=_hidden_from(request))
+            for d in review.batch_disputes(batch, hide_scored_by=hidden_from(request))
             if d.disputed
         ]
         changed[batch.pk] = sum(review.decisions_changed(batch_ids=[batch.pk]).values())
@@ -81,7 +83,7 @@ def review_queue(request: HttpRequest, batch_id: int) -> HttpResponse:
     """A batch's disputed objects, those still to settle first."""
     batch = get_object_or_404(ValidationBatch, pk=batch_id)
     disputes = [
-        d for d in review.batch_disputes(batch, hide_scored_by=_hidden_from(request)) if d.disputed
+        d for d in review.batch_disputes(batch, hide_scored_by=hidden_from(request)) if d.disputed
     ]
     disputes.sort(key=lambda d: d.adjudication is not None)  # stable: stage order kept
     context = {
@@ -120,7 +122,7 @@ def review_threshold(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 def _dispute(request: HttpRequest, obj: ValidationObject) -> review.Dispute:
     found = review.batch_disputes(
-        obj.batch, object_ids=[obj.pk], hide_scored_by=_hidden_from(request)
+        obj.batch, object_ids=[obj.pk], hide_scored_by=hidden_from(request)
     )
     if not found:
         raise Http404("This object is not one you can review (not decided, or yours).")
@@ -131,7 +133,7 @@ def _next_open(request: HttpRequest, obj: ValidationObject) -> int | None:
     """The next disputed object of the batch still to settle, after ``obj`` or before."""
     open_ids = [
         d.obj.pk
-        for d in review.batch_disputes(obj.batch, hide_scored_by=_hidden_from(request))
+        for d in review.batch_disputes(obj.batch, hide_scored_by=hidden_from(request))
         if d.disputed and d.adjudication is None
     ]
     return open_ids[0] if open_ids else None
