@@ -30,7 +30,7 @@ def roles_ensure() -> dict[str, Group]:
 def user_create_with_role(
     *,
     username: str,
-    password: str,
+    password: str | None,
     role: str,
     email: str = "",
     workspace: Workspace | None = None,
@@ -45,7 +45,8 @@ def user_create_with_role(
     annotator there and a researcher its manager (the operator's first researcher runs
     the server's Default workspace; a manager's page adds the others with their role).
     ``one_time``: the password is a one-time password, to be changed at the user's
-    first sign-in.
+    first sign-in. ``password=None`` gives an unusable password: an account nobody
+    signs in to (the demo's seeded annotators, whose answers are loaded for them).
     """
     groups = roles_ensure()
     if role not in groups:

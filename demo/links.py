@@ -13,7 +13,9 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.chartom.board import annotator_cards
+from annotation.chartom.check_review import check_disputes
 from annotation.chartom.models import NoteBatch, QualificationSet
+from annotation.dyntom.validation.review import batch_disputes
 from annotation.models import ValidationBatch
 from modeling.models import Run
 from studies.models import Study
@@ -23,6 +25,7 @@ from .runs import RUN_NAME
 
 CONSTRUCTION_BATCH = "Demo: CharToM-QA construction"
 VALIDATION_BATCH = "Demo: validate the DynToM stage"
+DISPUTES_BATCH = "Demo: DynToM disagreements to settle"
 
 
 def demo_links(*, base_url: str = "") -> list[str]:
@@ -37,6 +40,7 @@ def demo_links(*, base_url: str = "") -> list[str]:
         *_studies(url),
         *_construction(url),
         *_validation(url),
+        *_disputes(url),
     ]
 
 
@@ -107,3 +111,19 @@ def _validation(url: Callable[[str], str]) -> list[str]:
     if not ValidationBatch.objects.filter(name=VALIDATION_BATCH).exists():
         return []
     return [f"Demo DynToM validation: {VALIDATION_BATCH}: {url(reverse('annotation:validation'))}"]
+
+
+def _disputes(url: Callable[[str], str]) -> list[str]:
+    """Both reviewer queues with their disputed count, read as the queue pages read it."""
+    batch = ValidationBatch.objects.filter(name=DISPUTES_BATCH).first()
+    if batch is None:
+        return []
+    dyntom = sum(1 for d in batch_disputes(batch) if d.disputed)
+    checks = sum(1 for d in check_disputes() if d.disputed)
+    return [
+        "Demo disagreements to settle (sign in as researcher):",
+        f"  DynToM validation, {batch.name}: {dyntom} disputed: "
+        f"{url(reverse('annotation:review-queue', args=[batch.pk]))}",
+        f"  CharToM-QA checks: {checks} disputed: "
+        f"{url(reverse('annotation:chartom-check-review'))}",
+    ]

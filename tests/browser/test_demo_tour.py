@@ -2,8 +2,9 @@
 
 The annotator opens one task of every CharToM-QA queue; the researcher opens the
 read/not-read design page and a report per benchmark with humans beside the demo
-model; a participant follows the invite links that load_demo prints for the two
-multiple-choice studies, through their first question.
+model, and finds disagreements to settle in both reviewer queues; a participant
+follows the invite links that load_demo prints for the two multiple-choice studies,
+through their first question.
 """
 
 from __future__ import annotations
@@ -106,6 +107,27 @@ def test_researcher_sees_the_design_and_humans_beside_the_model(
         expect(main).to_contain_text(human)
         expect(main).to_contain_text("Demo: recorded answers")
         screenshot(f"demo-tour-{n}-researcher-report-{benchmark}")
+
+
+def test_researcher_finds_disagreements_in_both_reviewer_queues(
+    live_server, demo, page, screenshot, log_in_as
+):
+    log_in_as(page, "researcher", "tomlab-researcher")
+    page.get_by_test_id("home-review").click()
+    batches = page.get_by_test_id("review-batches")
+    row = batches.locator("tr", has_text="Demo: DynToM disagreements to settle")
+    expect(row.locator("td.num").first).to_have_text("3")
+    row.get_by_role("link").click()
+    expect(page.get_by_test_id("queue-summary")).to_contain_text("3 to settle · 3 disputed")
+    expect(page.get_by_test_id("review-queue")).to_contain_text("scenario 3")
+    screenshot("demo-tour-13b-researcher-validation-disputes")
+
+    page.goto(f"{live_server.url}/")
+    page.get_by_test_id("home-check-review").click()
+    expect(page.get_by_test_id("queue-summary")).to_contain_text("2 to settle · 2 disputed")
+    expect(page.get_by_test_id("review-notes").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("review-answers").locator("tbody tr")).to_have_count(1)
+    screenshot("demo-tour-13c-researcher-check-disputes")
 
 
 def test_participant_follows_the_printed_invite_links(live_server, demo, page, screenshot):

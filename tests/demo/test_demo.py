@@ -153,12 +153,20 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
 
 
 def test_second_run_creates_and_changes_nothing():
+    from annotation.chartom.models import TaskAssignment
+    from annotation.models import ValidationAssignment, ValidationScore
+
     run_demo()
     before = snapshot()
+    # The seeded annotators' answers (demo.disputes) are not given twice.
+    answers = [m.objects.count() for m in (ValidationAssignment, ValidationScore, TaskAssignment)]
 
     out = run_demo()
 
     assert snapshot() == before
+    assert [
+        m.objects.count() for m in (ValidationAssignment, ValidationScore, TaskAssignment)
+    ] == answers
     assert "demo data: 0 created, 86 unchanged, 0 updated" in out
     assert "created" not in out.replace("0 created", "")
 
@@ -357,7 +365,9 @@ def test_no_fixture_copies_a_long_run_of_the_real_data(shared_data):
 
 
 def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client):
-    from annotation.models import Location, ValidationBatch
+    from annotation.chartom.check_review import check_disputes
+    from annotation.dyntom.validation.review import batch_disputes
+    from annotation.models import Adjudication, Location, ValidationBatch
 
     out = run_demo()
 
@@ -372,6 +382,54 @@ def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     assert "Hana Okafor" in page  # the whole stage is on the scoring screen
+
+    # Disagreements to settle (issue 49): three seeded annotators scored a second,
+    # small batch in full, so its objects are decided and some disputed.
+    seeded = get_user_model().objects.filter(username__startswith="demo-annotator-")
+    assert sorted(seeded.values_list("username", flat=True)) == [
+        "demo-annotator-2",
+        "demo-annotator-3",
+        "demo-annotator-4",
+    ]
+    assert not any(u.has_usable_password() for u in seeded)
+    assert all(has_role(u, "annotator") for u in seeded)
+    review = ValidationBatch.objects.get(name="Demo: DynToM disagreements to settle")
+    disputes = {d.obj.label: d for d in batch_disputes(review) if d.disputed}
+    assert sorted(disputes) == [
+        "mental-state trajectory",
+        "profiles and relationship",
+        "scenario 3",
+    ]
+    assert all(len(d.answers) == review.k == 3 for d in disputes.values())
+    assert disputes["scenario 3"].spread == 3 and disputes["profiles and relationship"].split
+    checks = sorted((d.kind, d.rule_outcome) for d in check_disputes() if d.disputed)
+    assert checks == [("judgement", "0.65"), ("note_check", "split")]
+    assert "Demo disagreements to settle (sign in as researcher):" in out
+    assert "DynToM validation, Demo: DynToM disagreements to settle: 3 disputed" in out
+    assert "CharToM-QA checks: 2 disputed: /annotation/chartom/checks/review/" in out
+
+    # The researcher finds them in both queues and settles one of each.
+    client.logout()
+    assert client.login(username="researcher", password=LOGINS["researcher"])
+    queue = client.get(f"/annotation/validation/review/{review.pk}/").content.decode()
+    assert "scenario 3" in queue
+    obj = disputes["scenario 3"].obj
+    response = client.post(
+        f"/annotation/validation/review/objects/{obj.pk}/",
+        {"outcome": "keep", "reason": "The dialogue is plain, not unreal."},
+    )
+    assert response.status_code == 302
+    obj.decision.refresh_from_db()
+    assert (obj.decision.outcome, obj.decision.override_outcome) == ("discard", "keep")
+    queue = client.get("/annotation/chartom/checks/review/").content.decode()
+    note = next(d.task for d in check_disputes() if d.disputed and d.kind == "note_check")
+    assert f"/annotation/chartom/checks/review/{note.pk}/" in queue
+    response = client.post(
+        f"/annotation/chartom/checks/review/{note.pk}/",
+        {"value": "subjective", "reason": "A reading the book allows."},
+    )
+    assert response.status_code == 302
+    assert Adjudication.objects.get(task=note).outcome == "subjective"
 
 
 def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):

@@ -9,7 +9,9 @@ What it sets up, each part named "Demo: ..." where the app shows it:
 * three live human studies with two demo participants' answers in and three invite
   links each (``demo.studies``);
 * DynToM validation, and CharToM-QA construction with a task waiting in every
-  annotator queue (``annotation.chartom.demo``).
+  annotator queue (``annotation.chartom.demo``);
+* disagreements in both reviewer queues (DynToM validation, CharToM-QA checks) for
+  the researcher to settle, answered by three seeded annotators (``demo.disputes``).
 
 Run by ``make run`` after ``migrate``; ``scripts/run_embedded.py`` then prints the
 links in full (``manage.py demo_links``). One transaction: anything refused loads
@@ -152,6 +154,7 @@ class Command(BaseCommand):
                     parts.append((study.name, created))
             parts.append(self._ensure_validation())
             parts.append(self._ensure_construction())
+            parts.extend(self._ensure_disputes())
         except (ImportDataError, studies.DemoStudyError, StudyError, DemoDataError) as exc:
             raise CommandError(f"demo refused, nothing was loaded: {exc}") from None
         return parts
@@ -182,6 +185,16 @@ class Command(BaseCommand):
             generative_run_ids=demo_generative_run_ids(),
         )
         return batch.name, created
+
+    def _ensure_disputes(self) -> list[tuple[str, bool]]:
+        """Disagreements in both reviewer queues, after the work they are answers to."""
+        from demo.disputes import demo_disputes_ensure
+
+        return demo_disputes_ensure(
+            fixture=DEMO_DIR / "disagreements.json",
+            construction_fixture=DEMO_DIR / "chartom_construction.json",
+            researcher=get_user_model().objects.get(username=DEMO_USERS[0][0]),
+        )
 
     def _ensure_pools(self) -> list[str]:
         """The DynToM generator's pools, from the shared data beside the checkout.
