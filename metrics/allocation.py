@@ -310,8 +310,10 @@ def stratified_bootstrap(
     towards the stratum mean by the factor that leaves only their spread beyond the
     answers' noise, and the redrawn answers add that noise back once: a resampled
     mean then varies as much as the item means do, around the right centre, and a
-    stratum of a few items still gets a smooth interval. The interval is the
-    percentile interval, clipped to the range of the quantity (0..1, or -1..1 for a
+    stratum of a few items still gets a smooth interval. The interval is the expanded
+    percentile interval (Hesterberg 2015: the percentiles taken where the normal
+    distribution puts Student's t over the stratum's answered items, as its spread is
+    estimated from them), clipped to the range of the quantity (0..1, or -1..1 for a
     difference), which a two-stage draw on very few items can overstep.
 
     The answers of an item enter only as counts and the items of a stratum are put in a

@@ -215,7 +215,8 @@ def test_next_strata_does_not_depend_on_dict_order():
 
 def test_two_items_one_answer_each_by_hand():
     # Items 1 and 0, one answer each: no answer noise to redraw, so the resampled mean
-    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; the 2.5% and 97.5% quantiles are 0, 1.
+    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; any central interval of 95% or more
+    # (the expanded level for 2 items is all of it) runs from 0 to 1.
     result = stratified_bootstrap({"a": [[True], [False]]})
     assert result["a"] == (0.5, 0.0, 1.0)
     assert result[""] == (0.5, 0.0, 1.0)
