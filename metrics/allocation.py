@@ -8,7 +8,8 @@ answers then goes, place by place, where the design says:
   behaviour: every item ends with the same number of answers);
 - ``balanced``: the within-stratum spread decides (Neyman allocation, in its
   equal-precision form for per-stratum estimates): the next place goes to the stratum
-  whose human-accuracy interval is widest and that an answer narrows;
+  whose human-accuracy interval is widest and that an answer narrows (each stratum's
+  spread of item means, the answers' noise pooled over strata: see ``next_strata``);
 - ``widest``: the same on the interval of the human - model difference, the model side
   being fixed runs named by the researcher (their per-item accuracy, ``model``).
 
@@ -241,6 +242,14 @@ def next_strata(
     # A stratum's spreads come from its answers only, which places handed out here do
     # not change: worked out once, not once per place.
     spreads = {key: _spreads(state[key], diff=design == WIDEST) for key in state}
+    if design != UNIFORM:
+        # The answers' noise (what more answers shrink) is pooled over the strata. A
+        # stratum's own estimate of it rises and falls with its own luck (p(1 - p) of
+        # the answers so far), and sending answers after that luck biases the mean:
+        # a stratum that happened to look sure would stop early, high; in simulation
+        # (make bench-allocation) 1.5 points on a ToMBench ability, none pooled.
+        pooled = _pooled_within(state.values())
+        spreads = {key: (mean, s_b2, pooled) for key, (mean, s_b2, _) in spreads.items()}
 
     def rank(key: str) -> tuple[int, float, str] | None:
         """The stratum's place in the queue (lowest first), ``None`` when it is full.
@@ -269,6 +278,14 @@ def next_strata(
         if (entry := rank(key)) is not None:
             heapq.heappush(queue, entry)
     return chosen
+
+
+def _pooled_within(tallies: Iterable[Tally]) -> float:
+    """The within-item spread of answers over every stratum's items with two answers
+    or more; the Bernoulli bound 0.25 until there are any."""
+    rows = [(t.within, t.within_items) for t in tallies]
+    items = sum(n for _, n in rows)
+    return sum(w for w, _ in rows) / items if items else 0.25
 
 
 def weighted_overall(means: Mapping[str, float | None], items: Mapping[str, int]) -> float | None:

@@ -162,6 +162,15 @@ def test_balanced_sends_places_to_the_wider_interval():
     assert next_strata(UNIFORM, {"large": large, "small": small}, 2) == ["large", "small"]
 
 
+def test_a_stratum_whose_answers_agree_so_far_is_not_left_behind():
+    # a: 10 items split 1-1, b: 10 items both right. On its own, b's answers show no
+    # noise and it would look finished; with the noise pooled over strata (5 / 20 =
+    # 0.25 per answer) both are equally wide, so they take turns (ties to "a" first).
+    split = tally_of_items([(2, 1, None)] * 10)
+    agreed = tally_of_items([(2, 2, None)] * 10)
+    assert next_strata(BALANCED, {"a": split, "b": agreed}, 4) == ["a", "b", "a", "b"]
+
+
 def test_widest_looks_at_the_difference_with_the_model():
     # Both strata have the same human answers (item means 0.5 and 1); in "gap" the model
     # is right where humans split and wrong where they agree (differences -0.5 and 1
