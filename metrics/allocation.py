@@ -247,7 +247,8 @@ def next_strata(
         # stratum's own estimate of it rises and falls with its own luck (p(1 - p) of
         # the answers so far), and sending answers after that luck biases the mean:
         # a stratum that happened to look sure would stop early, high; in simulation
-        # (make bench-allocation) 1.5 points on a ToMBench ability, none pooled.
+        # (make bench-allocation, docs/benchmarks.md) 1.5 points on the worst ToMBench
+        # ability, 0.7 pooled (the spread of item means still follows the luck a little).
         pooled = _pooled_within(state.values())
         spreads = {key: (mean, s_b2, pooled) for key, (mean, s_b2, _) in spreads.items()}
 
