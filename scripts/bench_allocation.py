@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 from metrics.allocation import (  # noqa: E402 - after the path is set
     DESIGNS,
     UNIFORM,
+    Z95,
     Tally,
     next_strata,
     stratified_bootstrap_pair,
@@ -205,6 +206,21 @@ class Population:
         model = _mean_sigmoid(theta - delta, ITEM_SD)
         stratum = np.repeat(np.arange(len(keys)), [data.sizes[k] for k in keys])
         return cls(keys, stratum, delta, theta, human, human - model)
+
+    def floors(self, data: DataSet, draws: int = 20_000) -> tuple[float, float]:
+        """The widest stratum's 95% half-width with endlessly many answers per item:
+        Z95 x the spread of the items' true values over sqrt(items), for human
+        accuracy and for human - model (seeded Monte Carlo over the kind of item)."""
+        rng = np.random.default_rng(0)
+        widest = [0.0, 0.0]
+        for h, key in enumerate(self.keys):
+            difficulty = self.delta[h] + ITEM_SD * rng.standard_normal(draws)
+            p = _mean_sigmoid(-difficulty, RATER_SD)
+            run = rng.random(draws) < 1 / (1 + np.exp(difficulty - self.theta[h]))
+            for side, value in enumerate((p, p - run)):
+                width = Z95 * float(value.std()) / math.sqrt(data.sizes[key])
+                widest[side] = max(widest[side], width)
+        return widest[0], widest[1]
 
 
 @dataclass(frozen=True)
@@ -371,6 +387,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
 
 def print_table(data: DataSet, settings: Settings, rows: dict[str, dict[str, float]]) -> None:
     sizes = sorted(data.sizes.values())
+    floor_human, floor_diff = Population.of(data).floors(data)
     print(
         f"\n{data.name}: {sum(sizes):,} items in {len(sizes)} strata ({sizes[0]} to "
         f"{sizes[-1]} items); {settings.per_item} answers per item "
@@ -393,6 +410,11 @@ def print_table(data: DataSet, settings: Settings, rows: dict[str, dict[str, flo
             f"| {100 * abs(r['bias_human']):.2f} ± {100 * r['bias_human_se']:.2f} pts "
             f"| {r['per_item_low']:.1f}-{r['per_item_high']:.1f}"
         )
+    print(
+        f"floor    | {100 * floor_human:5.1f} pts ({floor_human / base['widest_human']:.2f}x) "
+        f"| {100 * floor_diff:5.1f} pts ({floor_diff / base['widest_diff']:.2f}x)    "
+        "| (endless answers per item: the items' own spread, which no design lowers)"
+    )
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ Expected values are worked out by hand in the comments next to each assertion.
 
 import math
 import random
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -161,6 +162,15 @@ def test_balanced_sends_places_to_the_wider_interval():
     assert next_strata(UNIFORM, {"large": large, "small": small}, 2) == ["large", "small"]
 
 
+def test_a_stratum_whose_answers_agree_so_far_is_not_left_behind():
+    # a: 10 items split 1-1, b: 10 items both right. On its own, b's answers show no
+    # noise and it would look finished; with the noise pooled over strata (5 / 20 =
+    # 0.25 per answer) both are equally wide, so they take turns (ties to "a" first).
+    split = tally_of_items([(2, 1, None)] * 10)
+    agreed = tally_of_items([(2, 2, None)] * 10)
+    assert next_strata(BALANCED, {"a": split, "b": agreed}, 4) == ["a", "b", "a", "b"]
+
+
 def test_widest_looks_at_the_difference_with_the_model():
     # Both strata have the same human answers (item means 0.5 and 1); in "gap" the model
     # is right where humans split and wrong where they agree (differences -0.5 and 1
@@ -214,7 +224,8 @@ def test_next_strata_does_not_depend_on_dict_order():
 
 def test_two_items_one_answer_each_by_hand():
     # Items 1 and 0, one answer each: no answer noise to redraw, so the resampled mean
-    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; the 2.5% and 97.5% quantiles are 0, 1.
+    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; any central interval of 95% or more
+    # (the expanded level for 2 items is all of it) runs from 0 to 1.
     result = stratified_bootstrap({"a": [[True], [False]]})
     assert result["a"] == (0.5, 0.0, 1.0)
     assert result[""] == (0.5, 0.0, 1.0)
@@ -332,9 +343,15 @@ def test_the_pair_is_both_calls_from_the_same_draws():
     assert human == stratified_bootstrap(strata, seed=2)
     assert diff == stratified_bootstrap(strata, model=model, seed=2)
     assert stratified_bootstrap_pair(strata, seed=2) == (human, None)
-    # A constant model shifts every draw: the difference is human - 0.5 throughout.
-    for key in ("x", "y", "z"):
-        assert diff[key] == pytest.approx(tuple(v - 0.5 for v in human[key]))
+    # A constant model shifts every draw: the difference is human - 0.5 throughout,
+    # except where the human bound was clipped at 0 or 1 (the difference's range is -1..1).
+    shifted = 0
+    for key in ("x", "y", "z", ""):
+        for human_value, diff_value in zip(human[key], diff[key], strict=True):
+            if 0 < human_value < 1:
+                assert diff_value == pytest.approx(human_value - 0.5)
+                shifted += 1
+    assert shifted >= 8
 
 
 def test_a_stratum_keeps_its_interval_when_another_is_added():
@@ -368,3 +385,21 @@ def test_bad_arguments_are_refused(kwargs, message):
 def test_an_empty_stratum_key_is_refused():
     with pytest.raises(ValueError, match="must not be empty"):
         stratified_bootstrap({"": [[True]]})
+
+
+@pytest.mark.parametrize(
+    ("df", "quantile"),
+    # Student's t, 97.5% point, from the printed tables.
+    [(1, 12.7062), (2, 4.3027), (5, 2.5706), (19, 2.0930), (120, 1.9799), (5000, 1.9604)],
+)
+def test_the_intervals_widen_by_students_t(df, quantile):
+    from metrics.allocation import _expanded_level, _t_quantile
+
+    assert _t_quantile(0.975, df) == pytest.approx(quantile, abs=1e-4)
+    # The expanded level puts the normal quantile where t's is: 19 df -> about 96.4%;
+    # at 1 df it is 1 in floating point (the interval is the resamples' whole range).
+    level = _expanded_level(0.95, df)
+    if df == 1:
+        assert level == 1.0
+    else:
+        assert NormalDist().inv_cdf((1 + level) / 2) == pytest.approx(quantile, abs=1e-4)
