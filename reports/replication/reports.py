@@ -9,8 +9,8 @@ marked imported (``package_view``), so nobody's name or label reaches the packag
 an import builds the same report.
 
 Left out of the packaged report: the CharToM-QA construction tables (note checks,
-qualification, Table 7), which report annotation work on the whole bank, not the study
-or its runs, and would name annotators.
+their review by adjudication, qualification, Table 7), which report annotation work on
+the whole bank, not the study or its runs, and would name annotators.
 
 Database ids differ between installs, so comparison (``report_normalise``) writes the
 package's ids instead: run ``#12 name`` becomes ``#R1 name`` and the study's id
@@ -40,7 +40,14 @@ SEED = 0
 REPORT_FILES = {"report.json": False, "report-include-excluded.json": True}
 DROPPED_TABLES: dict[str, frozenset[str]] = {
     "chartom-qa": frozenset(
-        {"note-checks", "note-check-agreement", "checks-by-annotator", "qualification", "table-7"}
+        {
+            "note-checks",
+            "note-check-agreement",
+            "check-review",
+            "checks-by-annotator",
+            "qualification",
+            "table-7",
+        }
     ),
 }
 
