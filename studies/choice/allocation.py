@@ -30,7 +30,9 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
+from common.compiled_queries import CompiledQuery, update_where
 from metrics.allocation import (
     BALANCED,
     DESIGNS,
@@ -304,35 +306,66 @@ def tallies_rebuild(*, study: Study) -> None:
     StratumTally.objects.bulk_update(rows, ["stats", "updated_at"])
 
 
+def _item_answers(item_id: int, assignment_id: int):
+    """The test item, annotated with its counted answers (``m``), the correct ones
+    (``c``) and those of ``assignment_id`` (``mine``), as :func:`_counted_answers`
+    counts them."""
+    counted = counted_participants("assignments__") & Q(
+        assignments__status=Assignment.Status.SUBMITTED,
+        assignments__choices__round=ChoiceAnswer.Round.FIRST,
+    )
+    answers = "assignments__choices"
+    return (
+        StudyItem._base_manager.filter(pk=item_id)
+        .only("pk")
+        .annotate(
+            m=Count(answers, filter=counted),
+            c=Count(answers, filter=counted & Q(assignments__choices__correct=True)),
+            mine=Count(answers, filter=counted & Q(assignments__pk=assignment_id)),
+        )
+    )
+
+
+# Every counted answer of an adaptive study runs these two reads, compiled once per
+# connection (common.compiled_queries), and a fixed UPDATE (update_where). Built by the
+# ORM on each submit, the tally's three statements took 2.2-2.5 ms of CPU per answer
+# (a uniform study's whole answer: 3.7 ms), 0.3-0.5 ms compiled, answering in one
+# process. Reached through the base managers: the study is in hand, and a workspace
+# filter compiled in would stick to the connection.
+_TALLY_LOCKED = CompiledQuery(
+    lambda study_id, key: (
+        StratumTally._base_manager.select_for_update().filter(study_id=study_id, key=key).order_by()
+    ),
+    study_id=int,
+    key=str,
+)
+_ITEM_ANSWERS = CompiledQuery(_item_answers, item_id=int, assignment_id=int)
+
+
 def tally_record(*, study: Study, answer: ChoiceAnswer, key: str) -> None:
     """Add ``answer`` (just stored, on a test item of stratum ``key``) to its tally, in
     the answer's transaction: the row is locked first, then the item's counted answers
     read, so concurrent answers on one stratum apply one after another and a rebuild
     (which locks the same rows) either holds this answer or is applied before it. An
     answer whose participant does not count (excluded meanwhile) changes nothing."""
-    row = StratumTally.objects.select_for_update().filter(study=study, key=key).first()
+    row = _TALLY_LOCKED.first(study_id=study.pk, key=key)
     item_id = answer.assignment.study_item_id
     if row is None or item_id not in row.item_ids:
         return
-    own = Q(assignment_id=answer.assignment_id)
-    counts = (
-        _counted_answers(study)
-        .filter(assignment__study_item_id=item_id)
-        .aggregate(
-            m=Count("pk"), c=Count("pk", filter=Q(correct=True)), mine=Count("pk", filter=own)
-        )
-    )
-    if not counts["mine"]:
+    # A statement of its own, after the lock: one that locked and counted at once would
+    # count with the snapshot taken before it waited for the lock, missing the answer
+    # whose transaction held it.
+    counts = _ITEM_ANSWERS.first(item_id=item_id, assignment_id=answer.assignment_id)
+    if not counts.mine:
         return
-    m, c = counts["m"], counts["c"]
+    m, c = counts.m, counts.c
     tally = tally_update(
         Tally.from_dict(row.stats),
         before=(m - 1, c - (1 if answer.correct else 0)),
         after=(m, c),
         model=_model_of(row, item_id),
     )
-    row.stats = tally.as_dict()
-    row.save(update_fields=["stats", "updated_at"])
+    update_where(StratumTally, {"stats": tally.as_dict(), "updated_at": timezone.now()}, pk=row.pk)
 
 
 def study_tallies(study: Study) -> dict[str, Tally]:

@@ -32,8 +32,25 @@ per request (from the header), CPU of the whole gunicorn tree and of PostgreSQL
 no rater given a scene twice, no scene over its quota, every submitted scene fully
 answered and scored.
 
+``--study generic`` drives a mapped multiple-choice study instead: ToMBench (imported
+once from ``../shared/data/tombench`` with its built-in mapping), ``--per-ability`` items
+of each ability, ``--overlap`` participants per item (the budget, the same for both
+designs), answers allocated by ``--allocation uniform|balanced``. Each loop is one
+participant after another, each with a fresh invite token: consent and the batch offer
+(kind ``onboarding``), the take (``take``), then per item its page (``next``) and the
+answer, a random option (``submit``), and the last page (``done``). It prints items
+answered/s, and checks no answer stored twice, no participant given an item twice, the
+budget and every item's quota kept, every submitted item answered once and scored, and
+the strata's tallies equal to a rebuild from the answers. On 29 Nov 2026 (docs/
+benchmarks.md, "Adaptive allocation under load"), 50 loops on a busy 2-core machine: a
+balanced study 42.1 items/s against a uniform one's 48.1 (3 alternating pairs, -12.5 %;
+35.3 against 32.2 ms of server + PostgreSQL CPU per item), the scene path unchanged.
+
     .venv/bin/python tests/benchmarks/bench_study_load.py [--mode closed] [--loops 50]
         [--raters 50] [--seconds 60] [--think 3 9] [--workers 4 --threads 4] [--json out.json]
+    .venv/bin/python tests/benchmarks/bench_study_load.py --study generic
+        [--allocation uniform|balanced] [--items-per-participant 10] [--per-ability 10]
+        [--overlap 40] [--loops 50] [--seconds 40]
 
 DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/tomlab_bench (created
 when missing); SQLite is refused. Earlier load-check studies are deleted at the
@@ -66,6 +83,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/tomlab_bench"
 STUDY_PREFIX = "load check"
 COPY_PREFIX = "friends_loadcopy_"
+TOMBENCH_KEY = "tombench@jsonl"
 
 FAMILIARITY_RE = re.compile(r'action="(/s/[^"]+/works/\d+/familiarity/)"')
 HISTORY_RE = re.compile(r'action="(/s/[^"]+/history/\d+/confirm/)"')
@@ -74,6 +92,10 @@ SUBMIT_RE = re.compile(r'action="(/s/[^"]+/scenes/(\d+)/submit/)"')
 CHOICE_RE = re.compile(r'name="choice-(\d+)" value="(\d+)"')
 TAG_RE = re.compile(r'name="tags-(\d+)" value="([^"]+)"')
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+# --study generic: the batch offer's Start, an item's answer form and its options.
+TAKE_RE = re.compile(r'action="(/s/[^"]+/items/take/)"')
+ANSWER_RE = re.compile(r'action="(/s/[^"]+/choices/(\d+)/)"')
+OPTION_RE = re.compile(r'name="option" value="(\d+)"')
 
 
 # -- /proc: CPU of a process tree (the shared load generator's helpers, stdlib only) --------
@@ -366,6 +388,60 @@ class Loop:
                 raise RuntimeError(f"save after submit answered {status}, not 422")
 
 
+class TokenPool:
+    """The invite tokens not used yet, handed to the loops one participant at a time."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self._tokens = iter(tokens)
+        self._lock = threading.Lock()
+
+    def take(self) -> str | None:
+        with self._lock:
+            return next(self._tokens, None)
+
+
+@dataclass
+class GenericLoop(Loop):
+    """--study generic: each pass is a new participant (a fresh invite token) who
+    consents, takes the batch, then answers each item with a random option."""
+
+    pool: TokenPool | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                token = self.pool.take()
+                if token is None:
+                    raise RuntimeError("no invite token left: invite more participants")
+                self.participant(token, stop)
+        except Exception as exc:  # reported, not raised: the other loops go on
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if self.conn is not None:
+                self.conn.close()
+
+    def participant(self, token: str, stop: threading.Event) -> None:
+        start = f"/s/{token}/"
+        _, page = self.request("onboarding", "GET", start)
+        if match := CONSENT_RE.search(page):
+            self.post("onboarding", match[1], {})
+            _, page = self.request("onboarding", "GET", start)
+        match = TAKE_RE.search(page)
+        if match is None:
+            raise RuntimeError(f"no batch offered: {_message(page)!r}")
+        self.post("take", match[1], {})
+        while not stop.is_set():
+            _, page = self.request("next", "GET", start)
+            match = ANSWER_RE.search(page)
+            if match is None:
+                self.timings[-1].kind = "done"  # the last page: results, completion
+                return
+            option = self.rng.choice(OPTION_RE.findall(page))
+            self.post("submit", match[1], {"option": option, "action": "submit"})
+            self.submitted.add(int(match[2]))
+            self.speakers_answered += 1
+
+
 def _pairs(data) -> list[tuple[str, str]]:
     items = data.items() if isinstance(data, dict) else data
     return [(k, str(v)) for k, v in items]
@@ -426,12 +502,101 @@ def import_works(copies: int, workdir: Path):
     return [works[k] for k in keys]
 
 
+def scene_study(args, raters: int, workdir: Path):
+    """The TVShowGuess study: Friends and its copies, room for every rater on every scene."""
+    from studies.services import study_create, study_go_live
+
+    works = import_works(args.copies, workdir)
+    quota = raters // 5
+    study = study_go_live(
+        study=study_create(
+            name=f"{STUDY_PREFIX} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            benchmark="tvshowguess",
+            works=works,
+            overlap=raters,  # room for every rater on every scene
+            min_seen=quota,
+            min_unseen=quota,
+        )
+    )
+    return study, (
+        f"{len(works)} works, {study.study_items.count()} scenes, overlap {study.overlap} "
+        f"(seen >= {quota}, unseen >= {quota})"
+    )
+
+
+def import_tombench():
+    """ToMBench's 20 JSONL files through the generic importer and its built-in mapping,
+    as `import_benchmark generic … --mapping ToMBench` imports them (once)."""
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from benchmarks.models import Work
+
+    work = Work.objects.filter(benchmark="generic", key=TOMBENCH_KEY).first()
+    if work is None:
+        folder = Path(settings.TOMLAB_SHARED_DATA) / "tombench"
+        call_command(
+            "import_benchmark",
+            "generic",
+            str(folder),
+            "--mapping",
+            "ToMBench",
+            "--name",
+            "ToMBench",
+            "--version",
+            "jsonl",
+            "--no-progress",
+            verbosity=0,
+        )
+        work = Work.objects.get(benchmark="generic", key=TOMBENCH_KEY)
+    return work
+
+
+def generic_study(args):
+    """A live ToMBench study: ``--per-ability`` items of each ability, ``--overlap``
+    participants per item (the budget, overlap x items, is the same for both designs),
+    batches of ``--items-per-participant``, the answers allocated by ``--allocation``."""
+    from studies.choice import allocation
+    from studies.choice import services as cs
+    from studies.choice.generic import GenericSpec
+    from studies.services import study_go_live
+
+    study = study_go_live(
+        study=cs.choice_study_create(
+            name=f"{STUDY_PREFIX} {args.allocation} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            benchmark=cs.GENERIC,
+            works=[import_tombench()],
+            generic=GenericSpec(
+                category_field="ability",
+                per_category=args.per_ability,
+                items_per_participant=args.items_per_participant,
+            ),
+            allocation_spec=allocation.AllocationSpec(design=args.allocation),
+            seed=args.seed,
+            overlap=args.overlap,
+        ).study
+    )
+    budget = allocation.study_budget(study)
+    return study, (
+        f"ToMBench, {study.study_items.count()} items by ability, {args.overlap} "
+        f"participants per item ({budget} answers), batches of {args.items_per_participant}; "
+        f"{allocation.design_text(study)}"
+    )
+
+
 def pct(values: list[float], p: float) -> float | None:
     """The p-th percentile, nearest rank (as annotation_load.py computes it)."""
     if not values:
         return None
     v = sorted(values)
     return v[max(0, min(len(v) - 1, round(p / 100.0 * len(v) + 0.5) - 1))]
+
+
+def _repeated(rows, *fields: str) -> int:
+    """How many combinations of ``fields`` occur in more than one of ``rows``."""
+    from django.db.models import Count
+
+    return rows.values(*fields).annotate(n=Count("pk")).filter(n__gt=1).count()
 
 
 def db_check(study) -> dict[str, int]:
@@ -456,14 +621,8 @@ def db_check(study) -> dict[str, int]:
         "assignments": assignments.count(),
         "submitted_scenes": submitted.count(),
         "guesses_stored": guesses.count(),
-        "guesses_stored_twice": guesses.values("assignment", "instance")
-        .annotate(n=Count("pk"))
-        .filter(n__gt=1)
-        .count(),
-        "rater_scene_pairs_assigned_twice": assignments.values("participant", "study_item")
-        .annotate(n=Count("pk"))
-        .filter(n__gt=1)
-        .count(),
+        "guesses_stored_twice": _repeated(guesses, "assignment", "instance"),
+        "rater_scene_pairs_assigned_twice": _repeated(assignments, "participant", "study_item"),
         "scenes_over_quota": over.count(),
         "submitted_with_unanswered_or_unscored_speaker": submitted.filter(
             Q(guesses__answer="") | Q(guesses__correct__isnull=True)
@@ -471,6 +630,78 @@ def db_check(study) -> dict[str, int]:
         .distinct()
         .count(),
     }
+
+
+def db_check_generic(study) -> dict[str, int]:
+    """--study generic: duplicates, the budget and each item's quota, the tallies."""
+    from django.db.models import Count, F, Q
+
+    from metrics.allocation import Tally
+    from studies.choice import allocation
+    from studies.counting import counted_participants
+    from studies.models import Assignment, ChoiceAnswer, StratumTally, StudyItem
+
+    assignments = Assignment.objects.filter(study_item__study=study)
+    counted = assignments.filter(counted_participants(), study_item__role=StudyItem.Role.TEST)
+    answers = ChoiceAnswer.objects.filter(assignment__study_item__study=study)
+    budget = allocation.study_budget(study)
+    # A uniform study's items take the overlap each; an adaptive one's the budget's cap.
+    quota = (
+        allocation.cap_per_item(budget, study.sampling["items_per_participant"])
+        if allocation.is_adaptive(study)
+        else study.overlap
+    )
+    places = counted.values("study_item").annotate(n=Count("pk"))
+    # The tallies kept on submit against a rebuild from the stored answers (the run is
+    # over: the rebuild writes what the study's pages would show anyway).
+    stored = {r.key: Tally.from_dict(r.stats) for r in StratumTally.objects.filter(study=study)}
+    allocation.tallies_rebuild(study=study)
+    tallies_off = 0
+    for row in StratumTally.objects.filter(study=study):
+        kept, rebuilt = stored[row.key].as_dict(), Tally.from_dict(row.stats).as_dict()
+        tallies_off += any(abs(kept[name] - rebuilt[name]) > 1e-9 for name in kept)
+    return {
+        "assignments": assignments.count(),
+        "submitted_items": assignments.filter(status="submitted").count(),
+        "answers_stored": answers.count(),
+        "answers_stored_twice": _repeated(answers, "assignment", "round"),
+        "participant_item_pairs_assigned_twice": _repeated(
+            assignments, "participant", "study_item"
+        ),
+        "budget": budget,
+        "places_counted": counted.count(),
+        "places_over_budget": max(0, counted.count() - budget),
+        "items_over_quota": places.filter(n__gt=quota).count(),
+        "submitted_without_one_scored_answer": assignments.filter(status="submitted")
+        .annotate(n=Count("choices", filter=Q(choices__correct__isnull=False)))
+        .exclude(n=1)
+        .count(),
+        "answers_on_open_items": answers.exclude(assignment__status="submitted").count(),
+        "answers_not_for_their_item": answers.exclude(
+            mc_item_id=F("assignment__study_item__mc_item_id")
+        ).count(),
+        "strata": len(stored),
+        "strata_whose_tally_differs_from_a_rebuild": tallies_off,
+    }
+
+
+# The database checks that must find nothing.
+SCENE_CHECKS = (
+    "guesses_stored_twice",
+    "rater_scene_pairs_assigned_twice",
+    "scenes_over_quota",
+    "submitted_with_unanswered_or_unscored_speaker",
+)
+GENERIC_CHECKS = (
+    "answers_stored_twice",
+    "participant_item_pairs_assigned_twice",
+    "places_over_budget",
+    "items_over_quota",
+    "submitted_without_one_scored_answer",
+    "answers_on_open_items",
+    "answers_not_for_their_item",
+    "strata_whose_tally_differs_from_a_rebuild",
+)
 
 
 def verify_rich(study, loops: list[Loop]) -> list[str]:
@@ -513,6 +744,7 @@ def verify_rich(study, loops: list[Loop]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", choices=["scene", "generic"], default="scene")
     parser.add_argument("--mode", choices=["closed", "autosave", "rich"], default="closed")
     parser.add_argument("--loops", type=int, default=50, help="concurrent loops (50)")
     parser.add_argument("--raters", type=int, help="invite tokens (default: one per loop)")
@@ -523,8 +755,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--worker-class", choices=["gthread", "sync"], default="gthread")
     parser.add_argument("--seed", type=int, default=1)
+    generic = parser.add_argument_group("--study generic (ToMBench)")
+    generic.add_argument("--allocation", choices=["uniform", "balanced"], default="uniform")
+    generic.add_argument("--items-per-participant", type=int, default=10)
+    generic.add_argument("--per-ability", type=int, default=10, help="items per ability (10)")
+    generic.add_argument("--overlap", type=int, default=40, help="participants per item (40)")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
+    if args.study == "generic" and args.mode != "closed":
+        parser.error("--study generic runs closed loops only")
     raters = args.raters or args.loops
     threads_each = 1 if args.worker_class == "sync" else args.threads
 
@@ -545,7 +784,6 @@ def main() -> None:
     from django.db import connection
 
     from studies.participation.services import participants_invite
-    from studies.services import study_create, study_go_live
 
     workdir = Path(tempfile.mkdtemp(prefix="study-load-"))
     server = None
@@ -555,30 +793,25 @@ def main() -> None:
         from studies.models import Study
 
         Study.objects.filter(name__startswith=STUDY_PREFIX).delete()
-        works = import_works(args.copies, workdir)
+        if args.study == "generic":
+            study, described = generic_study(args)
+            # Enough for every place of the budget, however the loops share them.
+            from studies.choice.allocation import study_budget
+
+            raters = -(-study_budget(study) // args.items_per_participant) + args.loops
+        else:
+            study, described = scene_study(args, raters, workdir)
         # The previous runs' rows are dead tuples now; where autovacuum is off (as on
         # our test server) they would slow every later run a little more.
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
-        quota = raters // 5
-        study = study_go_live(
-            study=study_create(
-                name=f"{STUDY_PREFIX} {time.strftime('%Y-%m-%d %H:%M:%S')}",
-                benchmark="tvshowguess",
-                works=works,
-                overlap=raters,  # room for every rater on every scene
-                min_seen=quota,
-                min_unseen=quota,
-            )
-        )
         invited = participants_invite(
             study=study, labels=[f"load rater {i}" for i in range(raters)]
         )
         pg = postmaster_pid()
         print(
             f"PostgreSQL {connection.settings_dict['NAME']}; {os.cpu_count()} CPUs; study "
-            f"{study.pk}: {len(works)} works, {study.study_items.count()} scenes, overlap "
-            f"{study.overlap} (seen >= {quota}, unseen >= {quota}); cache "
+            f"{study.pk}: {described}; cache "
             f"{os.environ.get('CACHE_URL', 'locmem (per process)')}"
         )
         connection.close()
@@ -591,22 +824,26 @@ def main() -> None:
         print(
             f"gunicorn {args.workers} workers x {threads_each} threads ({args.worker_class}) "
             f"on :{port}; "
-            f"mode {args.mode}, {args.loops} loops over {raters} raters, {args.seconds:.0f} s, "
+            f"{args.study} study, mode {args.mode}, {args.loops} loops over {raters} raters, "
+            f"{args.seconds:.0f} s, "
             f"think {args.think or 'none'}; load average before: {load_before}"
         )
         master = random.Random(args.seed)
-        loops = [
-            Loop(
-                index=i,
-                token=invited[i % raters].token,
-                seen=(i % raters) % 2 == 0,
-                port=port,
-                rng=random.Random(master.random()),
-                think=tuple(args.think) if args.think else None,
-                mode=args.mode,
-            )
-            for i in range(args.loops)
-        ]
+        pool = TokenPool([p.token for p in invited])
+
+        def loop(i: int) -> Loop:
+            common = {
+                "index": i,
+                "port": port,
+                "rng": random.Random(master.random()),
+                "think": tuple(args.think) if args.think else None,
+                "mode": args.mode,
+            }
+            if args.study == "generic":  # a new participant after each batch
+                return GenericLoop(**common, token="", seen=False, pool=pool)
+            return Loop(**common, token=invited[i % raters].token, seen=(i % raters) % 2 == 0)
+
+        loops = [loop(i) for i in range(args.loops)]
         stop = threading.Event()
         threads = [threading.Thread(target=loop.run, args=(stop,)) for loop in loops]
         cpu0, db0, own0 = tree_cpu_s(server.pid), tree_cpu_s(pg) if pg else 0.0, os.times()
@@ -638,6 +875,8 @@ def main() -> None:
     server_cpu, db_cpu = cpu1 - cpu0, db1 - db0
     gen_cpu = (own1.user + own1.system) - (own0.user + own0.system)
     figures: dict = {
+        "study": args.study,
+        "allocation": args.allocation if args.study == "generic" else None,
         "mode": args.mode,
         "loops": args.loops,
         "raters": raters,
@@ -649,6 +888,9 @@ def main() -> None:
         "answers_per_s": round(speakers / elapsed, 1),
         "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, len(timings)), 2),
         "db_cpu_ms_per_request": round(1000 * db_cpu / max(1, len(timings)), 2) if pg else None,
+        # Per accepted scene or item: what a unit of work costs the server and the database.
+        "server_cpu_ms_per_task": round(1000 * server_cpu / max(1, len(accepted)), 2),
+        "db_cpu_ms_per_task": round(1000 * db_cpu / max(1, len(accepted)), 2) if pg else None,
         "server_cpu_cores": round(server_cpu / elapsed, 2),
         "db_cpu_cores": round(db_cpu / elapsed, 2) if pg else None,
         "load_generator_cpu_cores": round(gen_cpu / elapsed, 2),
@@ -673,11 +915,17 @@ def main() -> None:
             "queries_max": max(queries) if queries else None,
             "queries_mean": _r(sum(queries) / len(queries)) if queries else None,
         }
-    check = db_check(study)
+    if args.study == "generic":
+        check, zero, submitted = db_check_generic(study), GENERIC_CHECKS, "submitted_items"
+        done = f"{figures['tasks_per_s']} items answered/s"
+    else:
+        check, zero, submitted = db_check(study), SCENE_CHECKS, "submitted_scenes"
+        done = f"{figures['tasks_per_s']} scenes submitted/s, {figures['answers_per_s']} answers/s"
     figures["db_check"] = check
     print(
-        f"\n{elapsed:.1f} s, {len(timings)} requests: {figures['tasks_per_s']} scenes "
-        f"submitted/s, {figures['answers_per_s']} answers/s; server CPU "
+        f"\n{elapsed:.1f} s, {len(timings)} requests: {done}; CPU per "
+        f"{'item' if args.study == 'generic' else 'scene'} {figures['server_cpu_ms_per_task']}"
+        f" ms server + {figures['db_cpu_ms_per_task']} ms PostgreSQL; server CPU "
         f"{figures['server_cpu_ms_per_request']} ms/request ({figures['server_cpu_cores']} "
         f"cores), PostgreSQL {figures['db_cpu_ms_per_request']} ms/request "
         f"({figures['db_cpu_cores']} cores), load generator {figures['load_generator_cpu_cores']}"
@@ -707,17 +955,12 @@ def main() -> None:
         problems.append(f"{len(errors)} client errors")
     if hung:
         problems.append(f"{hung} loops did not finish")
-    for key in (
-        "guesses_stored_twice",
-        "rater_scene_pairs_assigned_twice",
-        "scenes_over_quota",
-        "submitted_with_unanswered_or_unscored_speaker",
-    ):
+    for key in zero:
         if check[key]:
             problems.append(f"{key}: {check[key]}")
     acked = {a for loop in loops for a in loop.submitted}
-    if check["submitted_scenes"] != len(acked):
-        problems.append(f"{check['submitted_scenes']} scenes submitted, {len(acked)} acknowledged")
+    if check[submitted] != len(acked):
+        problems.append(f"{check[submitted]} submitted, {len(acked)} acknowledged")
     if args.mode == "rich":
         problems += verify_rich(study, loops)
     if args.json:
@@ -727,7 +970,7 @@ def main() -> None:
         if "Traceback" in server_log:
             print(server_log[-3000:])
         raise SystemExit(1)
-    print("checks: no answer stored twice, no scene over quota, no server errors")
+    print("checks: no answer stored twice, none over quota or budget, no server errors")
 
 
 def _r(x: float | None) -> float | None:
