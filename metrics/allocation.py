@@ -363,11 +363,13 @@ def stratified_bootstrap(
     towards the stratum mean by the factor that leaves only their spread beyond the
     answers' noise, and the redrawn answers add that noise back once: a resampled
     mean then varies as much as the item means do, around the right centre, and a
-    stratum of a few items still gets a smooth interval. The interval is the expanded
-    percentile interval (Hesterberg 2015: the percentiles taken where the normal
-    distribution puts Student's t over the stratum's answered items, as its spread is
-    estimated from them), clipped to the range of the quantity (0..1, or -1..1 for a
-    difference), which a two-stage draw on very few items can overstep.
+    stratum of a few items still gets a smooth interval. The interval of human -
+    model is the expanded percentile interval (Hesterberg 2015: the percentiles taken
+    where the normal distribution puts Student's t over the stratum's answered items,
+    as its spread is estimated from them), clipped to -1..1, which a two-stage draw on
+    very few items can overstep. The interval of human accuracy is a score interval
+    whose effective number of answers the draws' variance sets (:func:`_interval`):
+    near 0 or 1 the draws cannot reach past what they resample.
 
     The answers of an item enter only as counts and the items of a stratum are put in a
     canonical order first, so nothing depends on the order of answers, items or strata.
