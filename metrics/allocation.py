@@ -154,10 +154,13 @@ class StratumEstimate:
         return None if self.mean is None else Z95 * math.sqrt(max(self.variance, 0.0))
 
 
-def _spreads(tally: Tally, *, diff: bool) -> tuple[float | None, float, float]:
+def _spreads(
+    tally: Tally, *, diff: bool, within: float | None = None
+) -> tuple[float | None, float, float]:
     """``(mean, S_b², S_w²)`` of the item-level quantity (human accuracy, or human -
     model when ``diff``), from the tally's sums; spreads fall back to a Bernoulli spread
-    of 0.25 until there are enough items to estimate them."""
+    of 0.25 until there are enough items to estimate them. ``within`` stands for the
+    stratum's own S_w² when given (the value pooled over strata)."""
     k = tally.answered
     if k == 0:
         return None, 0.25, 0.25
@@ -167,7 +170,10 @@ def _spreads(tally: Tally, *, diff: bool) -> tuple[float | None, float, float]:
     else:
         mean = tally.mean_sum / k
         sq = tally.mean_sq
-    s_w2 = tally.within / tally.within_items if tally.within_items else 0.25
+    if within is not None:
+        s_w2 = within
+    else:
+        s_w2 = tally.within / tally.within_items if tally.within_items else 0.25
     observed = (sq - k * mean * mean) / (k - 1) if k >= 2 else 0.25
     per_item = tally.answers / k
     # The observed spread of item means holds within-item noise s_w² / m as well.
@@ -241,16 +247,11 @@ def next_strata(
     planned: dict[str, int] = {key: (pending or {}).get(key, 0) for key in state}
     # A stratum's spreads come from its answers only, which places handed out here do
     # not change: worked out once, not once per place.
-    spreads = {key: _spreads(state[key], diff=design == WIDEST) for key in state}
-    if design != UNIFORM:
-        # The answers' noise (what more answers shrink) is pooled over the strata. A
-        # stratum's own estimate of it rises and falls with its own luck (p(1 - p) of
-        # the answers so far), and sending answers after that luck biases the mean:
-        # a stratum that happened to look sure would stop early, high; in simulation
-        # (make bench-allocation, docs/benchmarks.md) 1.5 points on the worst ToMBench
-        # ability, 0.7 pooled (the spread of item means still follows the luck a little).
-        pooled = _pooled_within(state.values())
-        spreads = {key: (mean, s_b2, pooled) for key, (mean, s_b2, _) in spreads.items()}
+    diff = design == WIDEST
+    if design == UNIFORM:
+        spreads = {key: _spreads(state[key], diff=diff) for key in state}
+    else:
+        spreads = _shrunk_spreads(state, diff=diff)
 
     def rank(key: str) -> tuple[int, float, str] | None:
         """The stratum's place in the queue (lowest first), ``None`` when it is full.
@@ -279,6 +280,40 @@ def next_strata(
         if (entry := rank(key)) is not None:
             heapq.heappush(queue, entry)
     return chosen
+
+
+# How many items' worth of evidence the between-item spread pooled over strata counts
+# for in a stratum's own (see _shrunk_spreads). Chosen in simulation (make
+# bench-allocation, docs/benchmarks.md, round two): the worst ToMBench ability's bias
+# was 0.7 points with no pooling, about 0.3 at 100 items, and about 0 fully pooled,
+# where the balanced design no longer sees which abilities people disagree on and its
+# widest TVShowGuess stratum rose past 0.8x uniform's.
+PRIOR_ITEMS = 100
+
+
+def _shrunk_spreads(
+    state: Mapping[str, Tally], *, diff: bool
+) -> dict[str, tuple[float | None, float, float]]:
+    """The spreads an adaptive design decides by: every stratum's ``(mean, S_b², S_w²)``
+    with the answers' noise S_w² pooled over strata and the items' spread S_b² shrunk
+    towards its pooled value (empirical Bayes, the pooled value counting as
+    ``PRIOR_ITEMS`` items against the stratum's answered items - 1).
+
+    Why: a stratum's own estimates of both spreads rise and fall with its own luck,
+    and with its mean (p(1 - p) is smallest where the answers happen to agree), so
+    sending answers after them biases the mean of item means: a stratum that happened
+    to look sure stops early, and high. Round one pooled the noise (bias on the worst
+    ToMBench ability 1.5 -> 0.7 points); the items' spread still followed the luck.
+    """
+    pooled = _pooled_within(state.values())
+    own = {key: _spreads(state[key], diff=diff, within=pooled) for key in state}
+    df = {key: max(state[key].answered - 1, 0) for key in state}
+    total = sum(df.values())
+    centre = sum(df[key] * own[key][1] for key in state) / total if total else 0.25
+    return {
+        key: (mean, (df[key] * s_b2 + PRIOR_ITEMS * centre) / (df[key] + PRIOR_ITEMS), pooled)
+        for key, (mean, s_b2, _) in own.items()
+    }
 
 
 def _pooled_within(tallies: Iterable[Tally]) -> float:
@@ -328,11 +363,13 @@ def stratified_bootstrap(
     towards the stratum mean by the factor that leaves only their spread beyond the
     answers' noise, and the redrawn answers add that noise back once: a resampled
     mean then varies as much as the item means do, around the right centre, and a
-    stratum of a few items still gets a smooth interval. The interval is the expanded
-    percentile interval (Hesterberg 2015: the percentiles taken where the normal
-    distribution puts Student's t over the stratum's answered items, as its spread is
-    estimated from them), clipped to the range of the quantity (0..1, or -1..1 for a
-    difference), which a two-stage draw on very few items can overstep.
+    stratum of a few items still gets a smooth interval. The interval of human -
+    model is the expanded percentile interval (Hesterberg 2015: the percentiles taken
+    where the normal distribution puts Student's t over the stratum's answered items,
+    as its spread is estimated from them), clipped to -1..1, which a two-stage draw on
+    very few items can overstep. The interval of human accuracy is a score interval
+    whose effective number of answers the draws' variance sets (:func:`_interval`):
+    near 0 or 1 the draws cannot reach past what they resample.
 
     The answers of an item enter only as counts and the items of a stratum are put in a
     canonical order first, so nothing depends on the order of answers, items or strata.
@@ -384,9 +421,17 @@ def stratified_bootstrap_pair(
         for side in sides:
             draws[side][key] = means[side]
             if items.mean.size > 1:
-                expanded = _expanded_level(level, items.mean.size - 1)
-                interval = _clipped(percentile_interval(means[side], expanded), side)
-                results[side][key] = (estimates[side][key], *interval)
+                results[side][key] = (
+                    estimates[side][key],
+                    *_interval(
+                        estimates[side][key],
+                        means[side],
+                        side,
+                        answers=int(items.answers.sum()),
+                        df=items.mean.size - 1,
+                        level=level,
+                    ),
+                )
     sizes = {key: len(strata[key]) for key in strata}
     answered = sum(_answered(strata[key]) for key in sorted(strata))
     for side in sides:
@@ -396,8 +441,14 @@ def stratified_bootstrap_pair(
             keys = sorted(draws[side])
             weights = np.array([sizes[k] for k in keys], dtype=float)
             stats = np.column_stack([draws[side][k] for k in keys]) @ (weights / weights.sum())
-            expanded = _expanded_level(level, answered - len(keys))
-            interval = _clipped(percentile_interval(stats, expanded), side)
+            interval = _interval(
+                overall,
+                stats,
+                side,
+                answers=sum(sum(len(o) for o in strata[key]) for key in sorted(strata)),
+                df=answered - len(keys),
+                level=level,
+            )
         results[side][""] = (overall, *interval)
     return results[False], results.get(True)
 
@@ -522,6 +573,42 @@ def _multiplicity_chunks(seed: int, stream: int, k: int, n_resamples: int) -> It
         yield np.bincount(drawn.reshape(-1), minlength=size * k).reshape(size, k).astype(float)
 
 
+def _interval(
+    estimate: float,
+    draws: np.ndarray,
+    diff: bool,
+    *,
+    answers: int,
+    df: int,
+    level: float,
+) -> tuple[float | None, float | None]:
+    """The interval of an estimate from its bootstrap draws.
+
+    Human - model: the expanded percentile interval of the draws. Human accuracy: the
+    Wilson score interval of a proportion, with the draws' variance setting its
+    effective number of answers (Korn & Graubard 1998; Dean & Pagano 2015). Near 0 or
+    1 a percentile interval cannot reach past what it resamples: a stratum whose 114
+    answers happen to be all right draws nothing else and gets [100%, 100%], which on
+    a kind of item people get 98% right happens in about one study in ten. The score
+    interval's variance is taken at the bound, not at the estimate, so it reaches down
+    from 100% as a binomial of that many answers does. The effective number is
+    p(1 - p) over the draws' variance (the answers' clustering in items), at most the
+    answers themselves, and the answers when there is no spread to measure (p at 0 or
+    1); Student's t over the items takes the place of the normal quantile.
+    """
+    if diff:
+        return _clipped(percentile_interval(draws, _expanded_level(level, df)), diff)
+    prob = (1 + level) / 2
+    quantile = t_quantile(prob, df) if df >= 1 else NormalDist().inv_cdf(prob)
+    spread = float(draws.var())
+    pq = estimate * (1 - estimate)
+    n = answers if pq <= 0 or spread <= 0 else min(answers, pq / spread)
+    q2n = quantile * quantile / n
+    centre = (estimate + q2n / 2) / (1 + q2n)
+    half = quantile / (1 + q2n) * math.sqrt(pq / n + q2n / (4 * n))
+    return _clipped((centre - half, centre + half), diff)
+
+
 def _expanded_level(level: float, df: int) -> float:
     """The percentile level that gives a bootstrap of a mean over few items the
     coverage ``level`` asks for (Hesterberg 2015, "expanded percentile interval").
@@ -534,11 +621,11 @@ def _expanded_level(level: float, df: int) -> float:
     """
     if df < 1:
         return level
-    t = _t_quantile((1 + level) / 2, df)
+    t = t_quantile((1 + level) / 2, df)
     return 2 * NormalDist().cdf(t) - 1
 
 
-def _t_quantile(prob: float, df: int) -> float:
+def t_quantile(prob: float, df: int) -> float:
     """Student's t quantile (prob > 0.5) for whole degrees of freedom: bisection on the
     exact finite series of its distribution function (Abramowitz & Stegun 26.7.3-4);
     beyond 1,000 degrees the first term of the Cornish-Fisher expansion."""

@@ -208,6 +208,23 @@ def test_uniform_keeps_items_level():
     assert {key: given[key] / sizes[key] for key in sizes} == dict.fromkeys(sizes, 3.0)
 
 
+def test_the_items_spread_is_shrunk_towards_its_pooled_value():
+    # a: 20 items, 10 answered 2 of 2 and 10 answered 0 of 2; b: 20 items, all 2 of 2.
+    # No item's answers disagree, so the pooled noise is 0 and the items' spreads are
+    # the spreads of their means: a 20 x 0.25 / 19 = 5/19, b 0. Pooled over the strata
+    # with their 19 degrees each: 5/38. Each stratum's own counts for 19 items against
+    # the pooled value's 100: a (5 + 100 x 5/38) / 119, b (100 x 5/38) / 119. So b,
+    # whose items happen to agree, is not taken for a stratum with nothing to learn.
+    from metrics.allocation import PRIOR_ITEMS, _shrunk_spreads
+
+    assert PRIOR_ITEMS == 100
+    split = tally_of_items([(2, 2, None)] * 10 + [(2, 0, None)] * 10)
+    agreed = tally_of_items([(2, 2, None)] * 20)
+    spreads = _shrunk_spreads({"a": split, "b": agreed}, diff=False)
+    assert spreads["a"] == pytest.approx((0.5, (5 + 100 * 5 / 38) / 119, 0.0))
+    assert spreads["b"] == pytest.approx((1.0, (100 * 5 / 38) / 119, 0.0))
+
+
 def test_next_strata_does_not_depend_on_dict_order():
     tallies = {
         "b": tally_of_items([(2, 1, None)] * 10),
@@ -223,12 +240,16 @@ def test_next_strata_does_not_depend_on_dict_order():
 
 
 def test_two_items_one_answer_each_by_hand():
-    # Items 1 and 0, one answer each: no answer noise to redraw, so the resampled mean
-    # is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4; any central interval of 95% or more
-    # (the expanded level for 2 items is all of it) runs from 0 to 1.
+    # Items 1 and 0, one answer each: the resampled mean is 0, 0.5 or 1 (variance 1/8),
+    # so the effective answers are 0.25 / (1/8) = 2, the answers themselves. The score
+    # interval of 1 right in 2 with Student's t at 1 degree (12.71) is nearly all of
+    # 0..1 (0.5 ± 0.4985, Wilson's formula): two items say next to nothing.
     result = stratified_bootstrap({"a": [[True], [False]]})
-    assert result["a"] == (0.5, 0.0, 1.0)
-    assert result[""] == (0.5, 0.0, 1.0)
+    for key in ("a", ""):
+        estimate, low, high = result[key]
+        assert estimate == 0.5
+        assert low == pytest.approx(0.0015, abs=1e-3)
+        assert high == pytest.approx(0.9985, abs=1e-3)
 
 
 def test_estimate_is_the_mean_of_item_means():
@@ -237,9 +258,19 @@ def test_estimate_is_the_mean_of_item_means():
     assert result["a"][0] == pytest.approx(0.375)
 
 
-def test_all_correct_gives_a_point_interval():
-    result = stratified_bootstrap({"a": [[True, True]] * 5})
-    assert result["a"] == (1.0, 1.0, 1.0)
+def test_all_correct_still_reaches_below_100():
+    # 5 items, 2 answers each, all right: every resample is 100%, which a percentile
+    # interval would give as [100, 100]. The score interval takes the 10 answers as a
+    # binomial's (no spread to measure a clustering by): lower bound n / (n + t²) with
+    # t = 2.776 (4 degrees): 10 / 17.71 = 0.565.
+    estimate, low, high = stratified_bootstrap({"a": [[True, True]] * 5})["a"]
+    assert (estimate, high) == (1.0, 1.0)
+    t = 2.7764451
+    assert low == pytest.approx(10 / (10 + t * t), abs=1e-6)
+    # And all wrong mirrors it.
+    estimate, low, high = stratified_bootstrap({"a": [[False, False]] * 5})["a"]
+    assert (estimate, low) == (0.0, 0.0)
+    assert high == pytest.approx(t * t / (10 + t * t), abs=1e-6)
 
 
 def test_overall_weights_strata_by_items_and_skips_unanswered_items():
@@ -305,6 +336,25 @@ def test_intervals_cover_the_mean_of_a_simulated_kind_of_item():
     assert hits / 400 >= 0.92
 
 
+def test_intervals_cover_near_the_ceiling():
+    # A kind of item people get about 97% right (log-odds N(3.8, 1)), 30 items, 3
+    # answers each: most items' answers all agree, and 28 of these 400 studies have not
+    # one wrong answer. The expanded percentile interval of round one held the mean in
+    # 370 of them (0.925: it cannot reach below 100% when every draw is 100%); the
+    # score interval holds it in 386 (0.965), and the issue asks for 0.94.
+    rng = np.random.default_rng(8)
+    difficulty = rng.normal(-3.8, 1.0, size=200_000)
+    truth = float((1 / (1 + np.exp(difficulty))).mean())
+    assert 0.96 < truth < 0.975
+    hits = 0
+    for study in range(400):
+        p = 1 / (1 + np.exp(rng.normal(-3.8, 1.0, size=30)))
+        items = [list(rng.random(3) < pi) for pi in p]
+        _, low, high = stratified_bootstrap({"a": items}, seed=study, n_resamples=500)["a"]
+        hits += low <= truth <= high
+    assert hits / 400 >= 0.94
+
+
 def _noisy_strata(seed: int) -> dict[str, list[list[bool]]]:
     rng = random.Random(seed)
     return {
@@ -343,13 +393,18 @@ def test_the_pair_is_both_calls_from_the_same_draws():
     assert human == stratified_bootstrap(strata, seed=2)
     assert diff == stratified_bootstrap(strata, model=model, seed=2)
     assert stratified_bootstrap_pair(strata, seed=2) == (human, None)
-    # A constant model shifts every draw: the difference is human - 0.5 throughout,
-    # except where the human bound was clipped at 0 or 1 (the difference's range is -1..1).
+    # A constant model shifts every draw. The difference's interval is a percentile
+    # interval of the shifted draws, so another constant moves it by as much (except
+    # where a bound is clipped at -1 or 1); the human side is a score interval of the
+    # same draws, not a shift of them: its estimate is the difference's + 0.5.
+    lower = {key: [0.25] * len(items) for key, items in strata.items()}
+    _, moved = stratified_bootstrap_pair(strata, model=lower, seed=2)
     shifted = 0
     for key in ("x", "y", "z", ""):
-        for human_value, diff_value in zip(human[key], diff[key], strict=True):
-            if 0 < human_value < 1:
-                assert diff_value == pytest.approx(human_value - 0.5)
+        assert diff[key][0] == pytest.approx(human[key][0] - 0.5)
+        for value, moved_value in zip(diff[key], moved[key], strict=True):
+            if -1 < value < 0.75:
+                assert moved_value == pytest.approx(value + 0.25)
                 shifted += 1
     assert shifted >= 8
 
@@ -393,9 +448,9 @@ def test_an_empty_stratum_key_is_refused():
     [(1, 12.7062), (2, 4.3027), (5, 2.5706), (19, 2.0930), (120, 1.9799), (5000, 1.9604)],
 )
 def test_the_intervals_widen_by_students_t(df, quantile):
-    from metrics.allocation import _expanded_level, _t_quantile
+    from metrics.allocation import _expanded_level, t_quantile
 
-    assert _t_quantile(0.975, df) == pytest.approx(quantile, abs=1e-4)
+    assert t_quantile(0.975, df) == pytest.approx(quantile, abs=1e-4)
     # The expanded level puts the normal quantile where t's is: 19 df -> about 96.4%;
     # at 1 df it is 1 in floating point (the interval is the resamples' whole range).
     level = _expanded_level(0.95, df)
