@@ -242,12 +242,15 @@ def test_phase_one_holds_for_every_item_even_after_holes_open(mini):
     study = make_adaptive(mini, min_per_item=2)
     people = run_to_the_end(study, limit=9)  # phase one, and one participant past it
     assert min(places(study).values()) == 2
-    first = people[0]  # a phase-one participant: three items go down to one answer
-    lost = set(first.assignments.values_list("study_item__mc_item__item_id", flat=True))
+    first = people[0]  # a phase-one participant: their items go down a place
     participant_exclusion_override(participant=first, decision="exclude", reason="test")
+    # Below phase one now: the first's items that had no phase-two answer besides (the
+    # session seeds that break ties are drawn afresh, so which ones varies by run).
+    below = {item for item, n in places(study).items() if n < 2}
+    assert below
     (newcomer,) = _joined(study, 1)
-    given = cs.generic_batch_take(participant=newcomer)
-    assert {a.study_item.mc_item.item_id for a in given} == lost
+    given = {a.study_item.mc_item.item_id for a in cs.generic_batch_take(participant=newcomer)}
+    assert below <= given
 
 
 def test_a_uniform_study_keeps_no_tallies_and_its_table_reads_the_answers(mini):
