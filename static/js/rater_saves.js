@@ -21,6 +21,20 @@
     box.hidden = !text;
   }
 
+  // A rater who chooses before the deferred scripts ran (a slow connection, a fast
+  // hand) changed a field htmx was not yet listening to: that save never left. Once
+  // htmx has processed the page (its DOMContentLoaded handler runs before this one,
+  // its script coming first), send each such field's save now.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.htmx) return;
+    document.querySelectorAll("[hx-post]").forEach(function (elt) {
+      var changed = elt.type === "radio" || elt.type === "checkbox"
+        ? elt.checked !== elt.defaultChecked
+        : "defaultValue" in elt && elt.value !== elt.defaultValue;
+      if (changed && (elt.type !== "radio" || elt.checked)) htmx.trigger(elt, "change");
+    });
+  });
+
   document.addEventListener("htmx:beforeSwap", function (event) {
     var xhr = event.detail.xhr;
     if (xhr.status === 422) {

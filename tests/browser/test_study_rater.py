@@ -303,3 +303,38 @@ def test_a_save_answered_503_is_retried_after_retry_after_and_lands(
     expect(page.locator("#save-retry")).to_be_hidden()
     assert len(refused) == 1
     assert Guess.objects.filter(assignment=first, instance=instance).count() == 1
+
+
+def test_a_choice_made_before_the_scripts_ran_is_saved_once_they_do(
+    live_server, page, live_study, friends
+):
+    """CI lost a save so (test_researcher_loop, Nov 2026): a radio checked before the
+    deferred htmx had processed the page sent nothing. rater_saves.js now sends each
+    such field's save once htmx is ready. The browser holds htmx back until the
+    choice is made."""
+    live_study.study_items.exclude(position__in=KEPT_POSITIONS).update(held_back=True)
+    (participant,) = participation_services.participants_invite(
+        study=live_study, labels=["Quick hand"]
+    )
+    page.goto(f"{live_server.url}/s/{participant.token}/")
+    page.get_by_role("button", name="I agree, start").click()
+    page.get_by_role("button", name="No, I have not").click()
+    first = open_scene(participant)
+    instance = speakers_of(first)[0]
+    held = []
+    page.route(re.compile(r"htmx\.min\.js"), lambda route: held.append(route))
+
+    page.goto(page.url, wait_until="commit")
+    group = page.get_by_role("radiogroup", name=f"Who is {instance.code}?")
+    group.get_by_role("radio", name=instance.gold_character.name.title(), exact=True).check()
+    for _ in range(200):  # the request for htmx is made while the page parses
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "htmx.min.js was never requested"
+    assert not Guess.objects.filter(assignment=first, instance=instance).exists()
+    held[0].continue_()
+
+    expect(page.locator(f"#status-{instance.pk}")).to_have_text("✓ Saved")
+    guess = Guess.objects.get(assignment=first, instance=instance)
+    assert guess.answer == instance.gold_character.name
