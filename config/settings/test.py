@@ -37,6 +37,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not :memory:, so a real Celery worker process can open the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}  # noqa: F405
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    # DELETE, not TRUNCATE, after each transactional test: tests/pg_flush/base.py.
+    DATABASES["default"]["ENGINE"] = "tests.pg_flush"  # noqa: F405
+
 if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
     # Keys of this run and xdist worker only: a demo, another run or another xdist
     # worker on the same Redis sees none of them.

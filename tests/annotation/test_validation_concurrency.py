@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db import connection
 from django.db.models import Count
 
 from annotation.dyntom.validation.rubrics import validation_defaults_ensure
@@ -26,7 +26,7 @@ from tests.studies.test_concurrency import run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 TRIALS = ("trial149", "trial210", "trial263")
 
 

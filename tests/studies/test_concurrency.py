@@ -17,8 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
 from django.db.models import Count, Q
 
 from studies.errors import StudyError
@@ -36,7 +35,7 @@ from studies.services import study_create, study_go_live
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 
 
 def run_together(jobs: list[Callable[[], Any]]) -> tuple[list[Any], list[BaseException]]:

@@ -15,8 +15,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from studies.models import Assignment, Participant, SceneSlot, StudyItem
@@ -29,7 +28,7 @@ from studies.participation.services import (
 from studies.scene.services import familiarity_declare
 from studies.services import study_create, study_go_live
 
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 
 
 def _study(friends, *, overlap: int, min_seen: int, min_unseen: int, idle: int = 0):

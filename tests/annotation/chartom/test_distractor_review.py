@@ -6,9 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -263,7 +262,7 @@ def test_raters_get_403(client, rater) -> None:
     assert client.post(reverse("annotation:chartom-distractor-take")).status_code == 403
 
 
-ON_POSTGRES = django_settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 
 
 @pytest.mark.postgres

@@ -6,8 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 
 from annotation.chartom import workflow
@@ -24,7 +23,7 @@ from tests.factories import UserFactory
 from tests.studies.test_concurrency import run_together
 
 pytestmark = pytest.mark.django_db
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 
 CAFE = "cafe\u0301"
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"

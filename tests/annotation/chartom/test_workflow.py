@@ -12,9 +12,8 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from annotation.chartom import workflow
@@ -22,7 +21,7 @@ from annotation.models import AnnotationTask, FieldChange, Stage, TaskAssignment
 from tests.factories import UserFactory
 from tests.studies.test_concurrency import run_together
 
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+ON_POSTGRES = connection.vendor == "postgresql"
 
 
 def _advance(construction, stage, user=None):
