@@ -35,6 +35,8 @@ from typing import Any
 from django.conf import settings
 from django.utils.text import slugify
 
+from common.csv_safe import read_with_field_limit
+
 from ..models import Benchmark, MCItem, Work
 from .base import (
     MAX_JSON_DEPTH,
@@ -891,29 +893,31 @@ def _csv(
     path: Path, shown: str, source: Source, delimiter: str
 ) -> Iterator[Record | ImportDataError]:
     delimiter = delimiter or ("\t" if path.suffix.lower() == ".tsv" else ",")
-    # A story is longer than csv's default 128 KiB field limit only in a broken file;
-    # the stored-field limit bounds it instead.
-    csv.field_size_limit(max(csv.field_size_limit(), settings.TOMLAB_IMPORT_MAX_FIELD_BYTES))
-    reader = csv.reader(io.StringIO(_read_text(path, shown), newline=""), delimiter=delimiter)
-    try:
-        header_cells = next(reader, None)
-    except csv.Error as exc:
-        raise ImportDataError(f"unreadable CSV: {exc}", path=shown, record="row 1") from None
-    if header_cells is None:
+    text = _read_text(path, shown)
+
+    def read() -> tuple[list[list[str]], str | None]:
+        rows: list[list[str]] = []
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        try:
+            rows.extend(reader)
+        except csv.Error as exc:
+            return rows, str(exc)
+        return rows, None
+
+    # A story is longer than csv's default 128 KiB cell limit only in a broken file; the
+    # stored-field limit bounds it instead, for this read only: the limit is the
+    # process's, and another CSV reader there (an invite list) keeps its default.
+    rows, error = read_with_field_limit(
+        max(csv.field_size_limit(), settings.TOMLAB_IMPORT_MAX_FIELD_BYTES), read
+    )
+    if not rows:
+        if error:
+            raise ImportDataError(f"unreadable CSV: {error}", path=shown, record="row 1")
         return
-    header = _header(tuple(header_cells), shown, "row 1")
+    header = _header(tuple(rows[0]), shown, "row 1")
     source.fields.update(dict.fromkeys(n for n in header if n))
     n = 0
-    row = 1
-    while True:
-        row += 1
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield ImportDataError(f"unreadable CSV: {exc}", path=shown, record=f"row {row}")
-            return
+    for row, cells in enumerate(rows[1:], start=2):
         if all(_empty(c) for c in cells):
             continue
         n += 1
@@ -925,6 +929,8 @@ def _csv(
             continue
         source.records += 1
         yield Record(values=values, path=shown, where=f"row {row}", n=n, line=row, file=path.stem)
+    if error:
+        yield ImportDataError(f"unreadable CSV: {error}", path=shown, record=f"row {len(rows) + 1}")
 
 
 def _sheet_wanted(title: str, mapping: Mapping) -> bool:

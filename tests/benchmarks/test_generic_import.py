@@ -254,6 +254,24 @@ def test_each_option_shape_gives_the_same_items(tmp_path, reference, shape):
     assert stored("shape") == reference
 
 
+def test_a_story_over_the_csv_default_cell_limit_imports_and_leaves_the_limit_alone(tmp_path):
+    """csv's cell limit is the process's: the importer raises it for its own read only,
+    so an invite CSV read later in the same worker still refuses a 140 kB cell."""
+    default = csv.field_size_limit()
+    path = _columns_csv(tmp_path)
+    rows = list(csv.reader(path.open(encoding="utf-8", newline="")))
+    rows[1][1] = "A long story. " * 12_000  # 168 kB, over the default 128 KiB
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+
+    run(path, {**PLAIN, "options": [f"OPTION-{x}" for x in LETTERS]}, version="long")
+
+    items = stored("long")
+    assert len(items) == len(ITEMS)
+    assert items[0][1]["en"]["context"] == rows[1][1].strip()
+    assert csv.field_size_limit() == default == 131_072
+
+
 def test_the_labelled_string_splitter_keeps_commas_and_needs_labels_in_order():
     assert options_split("A. Joy, though sad, B. Fear; C. Calm") == [
         "Joy, though sad",
