@@ -52,10 +52,12 @@ def _layout(study: Study) -> list[str]:
 def slots_ensure(*, study_work: StudyWork) -> None:
     """Create the slots of the work's test scenes that have none, holding their raters.
 
-    A study's quotas are fixed once it is live (only drafts are edited), so slots are
-    made on the first claim. Scenes that already had raters before slots existed get
-    them seated own kind first; withdrawn and excluded raters do not count. Runs in its own
-    transaction: the scene rows are locked only while slots are made.
+    A study's quotas are fixed once it is live (only drafts are edited), so the slots
+    are made when it goes live (``study_launch``). A claim calls this too, for scenes
+    that have none yet: studies live before that, or an item made a test item after the
+    launch. Scenes that already had raters before slots existed get them seated own kind
+    first; withdrawn and excluded raters do not count. Runs in its own transaction: the
+    scene rows are locked only while slots are made.
     """
     # NOT EXISTS, not a LEFT JOIN … IS NULL: PostgreSQL answered the join form by
     # scanning every slot of every study (30 ms at 180,000 slots) on each "seen it?".

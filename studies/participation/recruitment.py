@@ -592,14 +592,10 @@ def study_estimate(*, study: Study) -> Estimate:
 # -- pacing -------------------------------------------------------------------------------
 
 
-def work_has_history(work_id: int) -> bool:
-    """Whether the work has earlier (training) scenes to read: no history step otherwise."""
-    return Scene.objects.filter(work_id=work_id, part=Scene.Part.TRAINING).exists()
-
-
 def study_work_has_history(study_work_id: int) -> bool:
-    """``work_has_history`` from a study work's id: one query, then cached (a work's
-    scenes do not change while a study runs, and the rater path asks on every page)."""
+    """Whether the study work's work has earlier (training) scenes to read (no history
+    step otherwise): one query, then cached (a work's scenes do not change while a
+    study runs, and the rater path asks on every page and every "seen it?")."""
     key = f"studies:has-history:{study_work_id}"
     has = cache.get(key)
     if has is None:
@@ -618,7 +614,7 @@ def session_prepare(*, participant: Participant, session: WorkSession, given: li
     """
     if not given:
         return
-    if not work_has_history(session.study_work.work_id):
+    if not study_work_has_history(session.study_work_id):
         WorkSession.objects.filter(pk=session.pk).update(history_confirmed_at=timezone.now())
     extras = list(
         StudyItem.objects.filter(study_work=session.study_work)

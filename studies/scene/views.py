@@ -505,7 +505,9 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         from ..choice import views as choice_views
 
         return choice_views.step(request, participant)
-    step = scene_services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(
+        participant=participant, open_assignment=assignment
+    )
     if study.status == Study.Status.CLOSED and step.kind != "done":
         return _message(
             request, "Study closed", "This study is closed. Thank you for your interest."
