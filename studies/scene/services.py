@@ -192,12 +192,12 @@ def _next_step(
     if offer_work and participant.excluded_at is None:
         assignments_release_idle(study=participant.study)  # no query without a timeout
         for study_work in _open_works(participant):
-            if _work_has_room(study_work):
+            if _work_has_room(study_work, overlap=participant.study.overlap):
                 return NextStep("familiarity", study_work=study_work)
     return NextStep("done")
 
 
-def _work_has_room(study_work: StudyWork) -> bool:
+def _work_has_room(study_work: StudyWork, *, overlap: int) -> bool:
     """Cheap pre-check (no locks) that some scene of the work is not yet full.
 
     A free slot is room (``studies.slots``: a scene's counted raters sit in its slots),
@@ -218,10 +218,7 @@ def _work_has_room(study_work: StudyWork) -> bool:
         .alias(n=Coalesce(Subquery(counted), 0))
         .filter(
             Exists(SceneSlot.objects.filter(study_item_id=OuterRef("pk"), assignment__isnull=True))
-            | (
-                ~Exists(SceneSlot.objects.filter(study_item_id=OuterRef("pk")))
-                & Q(n__lt=study_work.study.overlap)
-            )
+            | (~Exists(SceneSlot.objects.filter(study_item_id=OuterRef("pk"))) & Q(n__lt=overlap))
         )
         .exists()
     )
