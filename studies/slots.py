@@ -173,7 +173,20 @@ def slots_free(*, participant_id: int) -> list[int]:
     ids, for ``slots_rebalance``."""
     held = SceneSlot.objects.filter(assignment__participant_id=participant_id)
     item_ids = sorted(set(held.values_list("study_item_id", flat=True)))
-    held.update(assignment=None)
+    if not item_ids:
+        return []
+    with transaction.atomic():
+        # Every slot of those scenes locked first, in ``slots_rebalance``'s order: two
+        # raters freed at once (an exclusion beside a withdrawal) each held their own
+        # slots and then waited for the other's in the rebalancing, a deadlock
+        # (issue 51's 20-tab test). Claims skip locked slots, so they never wait here.
+        list(
+            SceneSlot.objects.filter(study_item_id__in=item_ids)
+            .select_for_update(of=("self",))
+            .order_by("study_item_id", "number")
+            .values_list("pk", flat=True)
+        )
+        held.update(assignment=None)
     return item_ids
 
 
@@ -232,8 +245,16 @@ def slots_rebalance(item_ids: Iterable[int]) -> None:
             SceneSlot.objects.filter(study_item_id__in=ids)
             .select_for_update(of=("self",))
             .order_by("study_item_id", "number")
-            .select_related("assignment")
-            .only("pk", "study_item_id", "kind", "assignment_id", "assignment__seen")
+            .only("pk", "study_item_id", "kind", "assignment_id")
+        )
+        # Read after the locks, in a statement of its own: a slot a concurrent claim
+        # seated while this waited comes back with its new assignment id, but a join in
+        # the locking statement would not see that assignment (its snapshot is older)
+        # and gave None (issue 51's 20-tab test).
+        seen_of = dict(
+            Assignment.objects.filter(
+                pk__in=[s.assignment_id for s in slots if s.assignment_id is not None]
+            ).values_list("pk", "seen")
         )
         by_item: dict[int, list[SceneSlot]] = defaultdict(list)
         for slot in slots:
@@ -246,7 +267,9 @@ def slots_rebalance(item_ids: Iterable[int]) -> None:
                 movers = [
                     s
                     for s in item_slots
-                    if s.kind == ANY and s.assignment_id is not None and s.assignment.seen is seen
+                    if s.kind == ANY
+                    and s.assignment_id is not None
+                    and seen_of[s.assignment_id] is seen
                 ]
                 for target, source in zip(free, movers, strict=False):
                     target.assignment_id = source.assignment_id
