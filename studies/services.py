@@ -32,6 +32,7 @@ from .participation.ledger import SCENE_BENCHMARKS
 from .participation.services import participants_invite as participants_invite
 from .scene.leaks import LeakReport, leaks_check
 from .scene.perturbation import name_maps_build
+from .slots import slots_ensure
 
 # (work id, StudyItem fields) for each item of a study, in order.
 ItemPlan = list[tuple[int, dict[str, Any]]]
@@ -327,6 +328,12 @@ def study_launch(*, study: Study) -> GoLive:
         study.save(update_fields=["item_set_hash", "updated_at"])
     study = _transition(study, (Study.Status.DRAFT, Study.Status.PAUSED), Study.Status.LIVE)
     tallies_start(study=study)  # an adaptive generic study's strata (once)
+    if study.benchmark in SCENE_BENCHMARKS:
+        # Every scene's quota slots now, not on the work's first "seen it?": made there,
+        # they locked the work's scenes while the first of a launch's arrivals wrote
+        # them, and everyone arriving with them waited (issue 51).
+        for study_work in study.study_works.order_by("pk"):
+            slots_ensure(study_work=study_work)
     held = study.study_items.filter(held_back=True).order_by("study_work__position", "position")
     return GoLive(
         study=study,

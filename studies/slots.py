@@ -52,10 +52,12 @@ def _layout(study: Study) -> list[str]:
 def slots_ensure(*, study_work: StudyWork) -> None:
     """Create the slots of the work's test scenes that have none, holding their raters.
 
-    A study's quotas are fixed once it is live (only drafts are edited), so slots are
-    made on the first claim. Scenes that already had raters before slots existed get
-    them seated own kind first; withdrawn and excluded raters do not count. Runs in its own
-    transaction: the scene rows are locked only while slots are made.
+    A study's quotas are fixed once it is live (only drafts are edited), so the slots
+    are made when it goes live (``study_launch``). A claim calls this too, for scenes
+    that have none yet: studies live before that, or an item made a test item after the
+    launch. Scenes that already had raters before slots existed get them seated own kind
+    first; withdrawn and excluded raters do not count. Runs in its own transaction: the
+    scene rows are locked only while slots are made.
     """
     # NOT EXISTS, not a LEFT JOIN … IS NULL: PostgreSQL answered the join form by
     # scanning every slot of every study (30 ms at 180,000 slots) on each "seen it?".
@@ -171,7 +173,20 @@ def slots_free(*, participant_id: int) -> list[int]:
     ids, for ``slots_rebalance``."""
     held = SceneSlot.objects.filter(assignment__participant_id=participant_id)
     item_ids = sorted(set(held.values_list("study_item_id", flat=True)))
-    held.update(assignment=None)
+    if not item_ids:
+        return []
+    with transaction.atomic():
+        # Every slot of those scenes locked first, in ``slots_rebalance``'s order: two
+        # raters freed at once (an exclusion beside a withdrawal) each held their own
+        # slots and then waited for the other's in the rebalancing, a deadlock
+        # (issue 51's 20-tab test). Claims skip locked slots, so they never wait here.
+        list(
+            SceneSlot.objects.filter(study_item_id__in=item_ids)
+            .select_for_update(of=("self",))
+            .order_by("study_item_id", "number")
+            .values_list("pk", flat=True)
+        )
+        held.update(assignment=None)
     return item_ids
 
 
@@ -230,8 +245,16 @@ def slots_rebalance(item_ids: Iterable[int]) -> None:
             SceneSlot.objects.filter(study_item_id__in=ids)
             .select_for_update(of=("self",))
             .order_by("study_item_id", "number")
-            .select_related("assignment")
-            .only("pk", "study_item_id", "kind", "assignment_id", "assignment__seen")
+            .only("pk", "study_item_id", "kind", "assignment_id")
+        )
+        # Read after the locks, in a statement of its own: a slot a concurrent claim
+        # seated while this waited comes back with its new assignment id, but a join in
+        # the locking statement would not see that assignment (its snapshot is older)
+        # and gave None (issue 51's 20-tab test).
+        seen_of = dict(
+            Assignment.objects.filter(
+                pk__in=[s.assignment_id for s in slots if s.assignment_id is not None]
+            ).values_list("pk", "seen")
         )
         by_item: dict[int, list[SceneSlot]] = defaultdict(list)
         for slot in slots:
@@ -244,7 +267,9 @@ def slots_rebalance(item_ids: Iterable[int]) -> None:
                 movers = [
                     s
                     for s in item_slots
-                    if s.kind == ANY and s.assignment_id is not None and s.assignment.seen is seen
+                    if s.kind == ANY
+                    and s.assignment_id is not None
+                    and seen_of[s.assignment_id] is seen
                 ]
                 for target, source in zip(free, movers, strict=False):
                     target.assignment_id = source.assignment_id

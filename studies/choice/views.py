@@ -95,7 +95,7 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
     study = participant.study
     context: dict[str, Any] = {"participant": participant, "study": study}
     if participant.consented_at is None:
-        context["estimate"] = recruitment.study_estimate(study=study)
+        context["estimate"] = recruitment.study_estimate_for_participants(study=study)
         return render(request, "studies/rater_consent.html", context)
     assignment = _next_open(participant)
     if study.benchmark == cs.CHARTOM:
@@ -154,7 +154,7 @@ def _batch_offer(request: HttpRequest, participant: Participant) -> HttpResponse
         "items": min(batch, tests) if batch else tests,
         "practice": open_items.filter(role=StudyItem.Role.PRACTICE).count(),
         "attention": open_items.filter(role=StudyItem.Role.ATTENTION).count(),
-        "estimate": recruitment.study_estimate(study=study),
+        "estimate": recruitment.study_estimate_for_participants(study=study),
     }
     return render(request, "studies/choice_batch_offer.html", context)
 

@@ -526,6 +526,15 @@ def _reading(study: Study) -> tuple[int, int, int, int]:
     return (*counted, practice)
 
 
+def study_estimate_for_participants(*, study: Study) -> Estimate:
+    """``study_estimate`` as participants' pages show it: kept a minute under the study's
+    last save. Its pilot median reads every finished participant's items, which every
+    arrival of a launch paid on the consent page (issue 51); the researcher's pages
+    compute it afresh."""
+    key = f"studies:estimate:{study.pk}:{study.updated_at.timestamp()}"
+    return cache.get_or_set(key, lambda: study_estimate(study=study), 60)
+
+
 def study_estimate(*, study: Study) -> Estimate:
     """How long one participant's part of ``study`` takes, with the basis shown to the
     researcher.
@@ -592,14 +601,10 @@ def study_estimate(*, study: Study) -> Estimate:
 # -- pacing -------------------------------------------------------------------------------
 
 
-def work_has_history(work_id: int) -> bool:
-    """Whether the work has earlier (training) scenes to read: no history step otherwise."""
-    return Scene.objects.filter(work_id=work_id, part=Scene.Part.TRAINING).exists()
-
-
 def study_work_has_history(study_work_id: int) -> bool:
-    """``work_has_history`` from a study work's id: one query, then cached (a work's
-    scenes do not change while a study runs, and the rater path asks on every page)."""
+    """Whether the study work's work has earlier (training) scenes to read (no history
+    step otherwise): one query, then cached (a work's scenes do not change while a
+    study runs, and the rater path asks on every page and every "seen it?")."""
     key = f"studies:has-history:{study_work_id}"
     has = cache.get(key)
     if has is None:
@@ -618,7 +623,7 @@ def session_prepare(*, participant: Participant, session: WorkSession, given: li
     """
     if not given:
         return
-    if not work_has_history(session.study_work.work_id):
+    if not study_work_has_history(session.study_work_id):
         WorkSession.objects.filter(pk=session.pk).update(history_confirmed_at=timezone.now())
     extras = list(
         StudyItem.objects.filter(study_work=session.study_work)

@@ -165,7 +165,7 @@ def public_join(request: HttpRequest, public_token: str) -> HttpResponse:
     context = {
         "study": study,
         "action": request.get_full_path(),
-        "estimate": recruitment.study_estimate(study=study),
+        "estimate": recruitment.study_estimate_for_participants(study=study),
     }
     return render(request, JOIN_PAGE, context)
 

@@ -505,7 +505,7 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         from ..choice import views as choice_views
 
         return choice_views.step(request, participant)
-    step = scene_services.participant_next_step(participant=participant)
+    step = scene_services.participant_next_step(participant=participant, open_assignment=assignment)
     if study.status == Study.Status.CLOSED and step.kind != "done":
         return _message(
             request, "Study closed", "This study is closed. Thank you for your interest."
@@ -516,7 +516,7 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
         context = {
             "participant": participant,
             "study": study,
-            "estimate": recruitment.study_estimate(study=study),
+            "estimate": recruitment.study_estimate_for_participants(study=study),
         }
         return render(request, "studies/rater_consent.html", context)
     if step.kind == "familiarity":

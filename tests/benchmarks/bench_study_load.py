@@ -14,16 +14,19 @@ Label Studio runs):
 - ``closed``: next (GET /s/<token>/, the scene page) -> submit the whole form as a
   browser posts it (a random candidate per masked speaker, the tag groups, empty
   notes, the history flag 40 % of the time). The first time, and at each new work,
-  consent / "seen it?" / history are answered first (kind ``onboarding``).
+  consent / "seen it?" / history are answered first (kinds ``onboarding page`` and
+  ``onboarding post``, and ``onboarding`` for both together).
 - ``autosave``: the same, plus one htmx save per speaker before the submit.
 - ``rich``: every speaker's choice saved, tags half the time, the flag, then the
   submit; 5 % double submits and 5 % saves after the submit (must be refused, 422);
   afterwards every acknowledged answer is checked against the database.
 
 ``--think MIN MAX`` pauses before every request but a loop's first (human pacing:
-``--think 3 9``). ``--loops`` above ``--raters`` gives raters several tabs (loops
-share invite tokens round-robin): the second tab's submit of a scene the first tab
-submitted must land like a replay (302), never an error page.
+``--think 3 9``). ``--arrive S`` starts each loop at a seeded random moment within S
+seconds (a study going live: ``--loops 100 --arrive 5``). ``--loops`` above
+``--raters`` gives raters several tabs (loops share invite tokens round-robin): the
+second tab's submit of a scene the first tab submitted must land like a replay (302),
+never an error page.
 
 It prints accepted scenes/s (tasks/s) and answers/s (masked speakers answered), per
 request kind p50/p95/p99 as the client saw them, the server's CPU ms and queries
@@ -33,21 +36,23 @@ no rater given a scene twice, no scene over its quota, every submitted scene ful
 answered and scored.
 
 ``--study generic`` drives a mapped multiple-choice study instead: ToMBench (imported
-once from ``../shared/data/tombench`` with its built-in mapping), ``--per-ability`` items
-of each ability, ``--overlap`` participants per item (the budget, the same for both
-designs), answers allocated by ``--allocation uniform|balanced``. Each loop is one
+once from ``../shared/data/tombench`` with its built-in mapping), ``--per-ability``
+items of each ability, ``--overlap`` participants per item (the budget, the same for
+both designs), answers allocated by ``--allocation uniform|balanced``. Each loop is one
 participant after another, each with a fresh invite token: consent and the batch offer
-(kind ``onboarding``), the take (``take``), then per item its page (``next``) and the
-answer, a random option (``submit``), and the last page (``done``). It prints items
-answered/s, and checks no answer stored twice, no participant given an item twice, the
-budget and every item's quota kept, every submitted item answered once and scored, and
-the strata's tallies equal to a rebuild from the answers. On 29 Nov 2026 (docs/
-benchmarks.md, "Adaptive allocation under load"), 50 loops on a busy 2-core machine: a
-balanced study 42.1 items/s against a uniform one's 48.1 (3 alternating pairs, -12.5 %;
-35.3 against 32.2 ms of server + PostgreSQL CPU per item), the scene path unchanged.
+(kinds ``onboarding page`` / ``onboarding post``), the take (``take``), then per item
+its page (``next``) and the answer, a random option (``submit``), and the last page
+(``done``). It prints items answered/s, and checks no answer stored twice, no
+participant given an item twice, the budget and every item's quota kept, every submitted
+item answered once and scored, and the strata's tallies equal to a rebuild from the
+answers. On 29 Nov 2026 (docs/ benchmarks.md, "Adaptive allocation under load"), 50
+loops on a busy 2-core machine: a balanced study 42.1 items/s against a uniform one's
+48.1 (3 alternating pairs, -12.5 %; 35.3 against 32.2 ms of server + PostgreSQL CPU per
+item), the scene path unchanged.
 
     .venv/bin/python tests/benchmarks/bench_study_load.py [--mode closed] [--loops 50]
-        [--raters 50] [--seconds 60] [--think 3 9] [--workers 4 --threads 4] [--json out.json]
+        [--raters 50] [--seconds 60] [--think 3 9] [--arrive 5] [--workers 4 --threads 4]
+        [--json out.json]
     .venv/bin/python tests/benchmarks/bench_study_load.py --study generic
         [--allocation uniform|balanced] [--items-per-participant 10] [--per-ability 10]
         [--overlap 40] [--loops 50] [--seconds 40]
@@ -224,12 +229,13 @@ class Loop:
     csrf: str = ""
     conn: http.client.HTTPConnection | None = None
     first_request: bool = True
+    arrive_s: float = 0.0  # --arrive: when this participant opens their link
     onboarding: bool = False  # the last page was a step before the scenes
 
     def request(self, kind: str, method: str, path: str, data=None, htmx=False):
         # As annotation_load.py paces: before every request but a loop's first, except
         # the onboarding steps (the next page is fetched first, then found to be one).
-        if self.think and not self.first_request and kind != "onboarding":
+        if self.think and not self.first_request and not kind.startswith("onboarding"):
             time.sleep(self.rng.uniform(*self.think))
         self.first_request = False
         headers = {"Connection": "keep-alive", "Accept": "text/html"}
@@ -279,9 +285,11 @@ class Loop:
         return response.status, text
 
     def run(self, stop: threading.Event) -> None:
+        if stop.wait(self.arrive_s):
+            return
         try:
             while not stop.is_set():
-                kind = "onboarding" if self.onboarding else "next"
+                kind = "onboarding page" if self.onboarding else "next"
                 status, page = self.request(kind, "GET", f"/s/{self.token}/")
                 if status != 200:
                     raise RuntimeError(f"GET start: {status}")
@@ -293,13 +301,13 @@ class Loop:
                     else:
                         self.scene(page, match[1], int(match[2]))
                     continue
-                self.timings[-1].kind = "onboarding"  # not a scene page
+                self.timings[-1].kind = "onboarding page"  # not a scene page
                 if match := CONSENT_RE.search(page):
-                    self.post("onboarding", match[1], {})
+                    self.post("onboarding post", match[1], {})
                 elif match := FAMILIARITY_RE.search(page):
-                    self.post("onboarding", match[1], {"seen": "yes" if self.seen else "no"})
+                    self.post("onboarding post", match[1], {"seen": "yes" if self.seen else "no"})
                 elif match := HISTORY_RE.search(page):
-                    self.post("onboarding", match[1], {})
+                    self.post("onboarding post", match[1], {})
                 else:
                     break  # the final report: nothing left for this rater
         except Exception as exc:  # reported, not raised: the other loops go on
@@ -409,6 +417,8 @@ class GenericLoop(Loop):
 
     def run(self, stop: threading.Event) -> None:
         try:
+            if stop.wait(self.arrive_s):
+                return
             while not stop.is_set():
                 token = self.pool.take()
                 if token is None:
@@ -422,10 +432,10 @@ class GenericLoop(Loop):
 
     def participant(self, token: str, stop: threading.Event) -> None:
         start = f"/s/{token}/"
-        _, page = self.request("onboarding", "GET", start)
+        _, page = self.request("onboarding page", "GET", start)
         if match := CONSENT_RE.search(page):
-            self.post("onboarding", match[1], {})
-            _, page = self.request("onboarding", "GET", start)
+            self.post("onboarding post", match[1], {})
+            _, page = self.request("onboarding page", "GET", start)
         match = TAKE_RE.search(page)
         if match is None:
             raise RuntimeError(f"no batch offered: {_message(page)!r}")
@@ -750,6 +760,13 @@ def main() -> None:
     parser.add_argument("--raters", type=int, help="invite tokens (default: one per loop)")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--think", type=float, nargs=2, metavar=("MIN", "MAX"))
+    parser.add_argument(
+        "--arrive",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="loops start at seeded random moments within this many seconds (0: all at once)",
+    )
     parser.add_argument("--copies", type=int, default=10, help="extra copies of Friends (10)")
     parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) + 1)
     parser.add_argument("--threads", type=int, default=4)
@@ -826,7 +843,8 @@ def main() -> None:
             f"on :{port}; "
             f"{args.study} study, mode {args.mode}, {args.loops} loops over {raters} raters, "
             f"{args.seconds:.0f} s, "
-            f"think {args.think or 'none'}; load average before: {load_before}"
+            f"think {args.think or 'none'}, arrivals within {args.arrive:g} s; "
+            f"load average before: {load_before}"
         )
         master = random.Random(args.seed)
         pool = TokenPool([p.token for p in invited])
@@ -838,6 +856,8 @@ def main() -> None:
                 "rng": random.Random(master.random()),
                 "think": tuple(args.think) if args.think else None,
                 "mode": args.mode,
+                # Drawn only when asked, so runs without --arrive keep their old seeds.
+                "arrive_s": master.uniform(0, args.arrive) if args.arrive else 0.0,
             }
             if args.study == "generic":  # a new participant after each batch
                 return GenericLoop(**common, token="", seen=False, pool=pool)
@@ -870,6 +890,8 @@ def main() -> None:
     by_kind: dict[str, list[Timing]] = defaultdict(list)
     for t in timings:
         by_kind[t.kind].append(t)
+        if t.kind.startswith("onboarding "):  # page and post together, as before the split
+            by_kind["onboarding"].append(t)
     accepted = [t for t in by_kind["submit"] if t.status == 302]
     speakers = sum(loop.speakers_answered for loop in loops)
     server_cpu, db_cpu = cpu1 - cpu0, db1 - db0
@@ -881,6 +903,7 @@ def main() -> None:
         "loops": args.loops,
         "raters": raters,
         "think_s": args.think,
+        "arrive_s": args.arrive,
         "server": f"gunicorn {args.workers}x{threads_each} {args.worker_class}",
         "seconds": round(elapsed, 1),
         "requests": len(timings),

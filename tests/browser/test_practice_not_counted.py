@@ -11,6 +11,7 @@ from studies.participation import recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
 from tests.studies import conftest as study_fixtures
+from tests.studies.quotas import quotas_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,8 +32,7 @@ def _submit_open_scene(participant, *, right: bool = True) -> None:
 
 
 def test_practice_result_break_and_final_page(live_server, page, screenshot, live_study):
-    live_study.overlap, live_study.min_unseen, live_study.session_cap = 1, 0, 2
-    live_study.save(update_fields=["overlap", "min_unseen", "session_cap"])
+    quotas_set(live_study, overlap=1, min_unseen=0, session_cap=2)
     items = list(live_study.study_items.order_by("position"))
     live_study.study_items.exclude(pk__in=[i.pk for i in items[:4]]).update(held_back=True)
     recruitment.item_roles_set(study=live_study, practice=items[0], attention=[])

@@ -29,6 +29,7 @@ from tests.browser.test_study_rater import (
     speakers_of,
 )
 from tests.studies import conftest as study_fixtures
+from tests.studies.quotas import quotas_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -278,9 +279,7 @@ def test_an_abandoned_assignment_returns_to_the_pool(
     live_server, browser, page, screenshot, live_study
 ):
     keep(live_study, 2)
-    live_study.overlap, live_study.min_unseen = 1, 0
-    live_study.idle_timeout_minutes = 30
-    live_study.save(update_fields=["overlap", "min_unseen", "idle_timeout_minutes"])
+    quotas_set(live_study, overlap=1, min_unseen=0, idle_timeout_minutes=30)
     first, second = participation_services.participants_invite(
         study=live_study, labels=["gone", "next"]
     )

@@ -20,9 +20,15 @@ import pytest
 from django.db import connection, connections
 from django.db.models import Count, Q
 
+from studies.counting import counted_participants
 from studies.errors import StudyError
-from studies.models import Assignment, Familiarity, Guess, Participant, WorkSession
-from studies.participation.services import participant_consent, participants_invite
+from studies.models import Assignment, Familiarity, Guess, Participant, SceneSlot, WorkSession
+from studies.participation.ledger import participant_exclusion_override
+from studies.participation.services import (
+    participant_consent,
+    participant_withdraw,
+    participants_invite,
+)
 from studies.scene.services import (
     familiarity_declare,
     flag_record,
@@ -154,6 +160,96 @@ def test_thirty_raters_start_at_once_on_postgres(friends, overlap, min_seen, min
     # Whoever came too late is told there is nothing left.
     late = [p for p in people if not p.assignments.exists()]
     assert late and all(participant_next_step(participant=p).kind == "done" for p in late)
+
+
+def _check_counted_exact(study, seen_of: dict[int, bool]) -> list[Any]:
+    """The quotas on the raters who count (the excluded and the withdrawn keep their
+    answers but hold no place), and every counted rater of a scene sits in one of its
+    slots and nobody else does: the slots' count is the counted raters, exactly.
+    Returns the scenes with ``n`` counted raters."""
+    counted = Assignment.objects.filter(counted_participants(), study_item__study=study)
+    pairs = Counter(counted.values_list("participant_id", "study_item_id"))
+    assert max(pairs.values()) == 1, "a rater got a scene twice"
+    for participant_id, seen in counted.values_list("participant_id", "seen"):
+        assert seen == seen_of[participant_id], "counted in the wrong familiarity group"
+    counts = counted_participants("assignments__")
+    per_scene = list(
+        study.study_items.annotate(
+            n=Count("assignments", filter=counts),
+            seen=Count("assignments", filter=counts & Q(assignments__seen=True)),
+            unseen=Count("assignments", filter=counts & Q(assignments__seen=False)),
+        )
+    )
+    for scene in per_scene:
+        assert scene.n <= study.overlap, f"{scene} has {scene.n} counted raters"
+        assert scene.seen <= study.overlap - study.min_unseen
+        assert scene.unseen <= study.overlap - study.min_seen
+    slots = SceneSlot.objects.filter(study_item__study=study, assignment__isnull=False)
+    seated = list(slots.values_list("assignment_id", flat=True))
+    assert sorted(seated) == sorted(counted.values_list("pk", flat=True)), (
+        "an uncounted rater holds a slot, or a counted one holds none"
+    )
+    return per_scene
+
+
+def _mixed_launch(friends, *, tabs: int):
+    """``tabs`` requests at once on a live study: new raters declaring (one of them from
+    three tabs), a researcher excluding a rater who holds scenes and a rater
+    withdrawing. Returns the study and each rater's group."""
+    study = _study(friends, overlap=6, min_seen=2, min_unseen=2)
+    study_work = study.study_works.get()
+    early = _consented(study, 4)
+    seen_of = {p.pk: i % 2 == 0 for i, p in enumerate(early)}
+    for p in early:
+        _declare(p.pk, study_work.pk, seen_of[p.pk])
+    leaving, excluded = early[0], early[1]
+    arrivals = _consented(study, tabs - 4)  # the two more tabs are one arrival's
+    flags = [True] * (len(arrivals) // 2) + [False] * (len(arrivals) - len(arrivals) // 2)
+    random.Random(51).shuffle(flags)
+    seen_of |= {p.pk: flag for p, flag in zip(arrivals, flags, strict=True)}
+    jobs: list[Callable[[], Any]] = [
+        lambda p=p: _declare(p.pk, study_work.pk, seen_of[p.pk]) for p in arrivals
+    ]
+    jobs += [lambda p=arrivals[0]: _declare(p.pk, study_work.pk, seen_of[p.pk])] * 2
+    jobs.append(
+        lambda: participant_exclusion_override(
+            participant=Participant.objects.get(pk=excluded.pk),
+            decision="exclude",
+            reason="failed the checks",
+        )
+    )
+    jobs.append(lambda: participant_withdraw(participant=Participant.objects.get(pk=leaving.pk)))
+    assert len(jobs) == tabs
+    random.Random(52).shuffle(jobs)  # which thread each lands on
+    _, errors = run_together(jobs)
+    assert not errors, errors
+    return study, early + arrivals, seen_of
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not ON_POSTGRES, reason="row locks are only meaningful on PostgreSQL")
+def test_twenty_tabs_with_an_exclusion_and_a_withdrawal_keep_the_counts_exact(friends):
+    """A launch's arrivals, a second and third tab of one of them, an exclusion and a
+    withdrawal, all at once (issue 51): the counts stay exact, and the places the
+    exclusion and the withdrawal reopened go to the next raters, no more, no fewer."""
+    study, raters, seen_of = _mixed_launch(friends, tabs=20)
+    leaving, excluded = raters[0], raters[1]
+    assert Participant.objects.get(pk=leaving.pk).withdrawn_at is not None
+    assert Participant.objects.get(pk=excluded.pk).excluded_at is not None
+    assert not SceneSlot.objects.filter(assignment__participant__in=[leaving, excluded]).exists()
+    _check_counted_exact(study, seen_of)
+    # The rater declaring from three tabs has one session, and everyone one each.
+    assert WorkSession.objects.filter(participant__in=raters).count() == len(raters)
+    # Late raters of both groups until no scene has room left for either: every scene
+    # then holds exactly its quota of counted raters, the reopened places included.
+    study_work = study.study_works.get()
+    late = _consented(study, 8)
+    for i, p in enumerate(late):
+        seen_of[p.pk] = i % 2 == 0
+        _declare(p.pk, study_work.pk, seen_of[p.pk])
+    per_scene = _check_counted_exact(study, seen_of)
+    assert {scene.n for scene in per_scene} == {study.overlap}
+    assert not SceneSlot.objects.filter(study_item__study=study, assignment__isnull=True).exists()
 
 
 def test_raters_start_at_once_on_sqlite_too(friends):

@@ -22,6 +22,7 @@ from studies.models import Assignment, Participant, StudyItem
 from studies.participation import ledger, recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
+from tests.studies.quotas import quotas_set
 
 from .test_rater_views import current, full_form, invite, keep_scenes, to_scenes, url
 
@@ -127,10 +128,7 @@ def test_the_last_scene_finishes_a_participant_without_an_exit_questionnaire(liv
 
 def test_every_status_and_its_precedence(client, res_client, live_study):
     keep_scenes(live_study, 2)
-    live_study.overlap = 6
-    live_study.session_cap = 1
-    live_study.idle_timeout_minutes = 30
-    live_study.save(update_fields=["overlap", "session_cap", "idle_timeout_minutes"])
+    quotas_set(live_study, overlap=6, session_cap=1, idle_timeout_minutes=30)
     labels = ["invited", "consented", "declined", "breaking", "timed", "withdrawn", "both"]
     people = {p.label: p for p in participation_services.participants_invite(
         study=live_study, labels=labels
@@ -241,9 +239,7 @@ def test_a_failed_attention_check_excludes_and_the_researcher_can_override(
 
 def test_the_fast_rule_compares_with_the_cohorts_median(live_study):
     keep_scenes(live_study, 2)
-    live_study.overlap = 4
-    live_study.fast_exclusion_share = 0.5
-    live_study.save(update_fields=["overlap", "fast_exclusion_share"])
+    quotas_set(live_study, overlap=4, fast_exclusion_share=0.5)
     people = participation_services.participants_invite(
         study=live_study, labels=["slow", "steady", "fast", "gone"]
     )
@@ -303,8 +299,7 @@ def test_quality_ignores_practice_and_attention_answers(client, live_study):
 
 def test_raters_and_platform_ids_csv_agree_with_the_tiles(client, res_client, live_study):
     keep_scenes(live_study, 2)
-    live_study.overlap = 4
-    live_study.save(update_fields=["overlap"])
+    quotas_set(live_study, overlap=4)
     recruitment.public_link_set(study=live_study, cap=4)
     public = reverse("rater:public", args=[live_study.public_token])
     people = {}

@@ -12,6 +12,7 @@ import pytest
 from studies.models import Study
 from studies.participation import recruitment
 from studies.scene import services as scene_services
+from tests.studies.quotas import quotas_set
 
 from .test_rater_views import current, full_form, invite, keep_scenes, to_scenes, url
 
@@ -22,8 +23,7 @@ PROGRESS = re.compile(r'data-testid="progress">([^<]*)<')
 
 def _roles(study: Study, *, tests: int, attention: bool = False, cap: int = 0) -> None:
     """One rater takes every scene: a practice scene, ``tests`` test scenes, maybe a check."""
-    study.overlap, study.min_unseen, study.session_cap = 1, 0, cap
-    study.save(update_fields=["overlap", "min_unseen", "session_cap"])
+    quotas_set(study, overlap=1, min_unseen=0, session_cap=cap)
     n = 1 + tests + attention
     keep_scenes(study, n)
     items = list(study.study_items.order_by("position")[:n])

@@ -38,6 +38,12 @@ SUBMIT_MAX = 6
 # The study, the slots check, session, familiarity, the slot claim, one INSERT of every
 # assignment, seating them, the history check, practice items and their savepoints.
 DECLARE_MAX = 20
+# The open scene (none) and the participant with the study; the consent page's estimate
+# is cached, "seen it?" reads the works not started and looks for one free slot.
+CONSENT_PAGE_MAX = 2
+FAMILIARITY_PAGE_MAX = 4
+# The participant and study, the update, reading it back.
+CONSENT_POST_MAX = 3
 
 
 def _at_scene(client, study):
@@ -224,3 +230,47 @@ def test_a_declaration_claims_every_scene_in_a_fixed_number_of_queries(
         scene_services.familiarity_declare(participant=second, study_work=work, seen=True)
     scenes = live_study.study_items.count()
     assert Assignment.objects.filter(participant=second).count() == scenes == 53
+
+
+@pytest.mark.django_db
+def test_the_onboarding_pages_take_a_few_queries_however_many_raters_came_first(client, friends):
+    """The consent page, the "seen it?" page and their posts (issue 51: a launch's first
+    pages): a pinned number of queries, the same with 1 rater before as with 12."""
+    from studies.participation.services import participant_consent
+    from studies.services import study_create, study_go_live
+
+    live_study = study_go_live(  # room for every rater below on every scene
+        study=study_create(name="onboarding", benchmark="tvshowguess", works=[friends], overlap=20)
+    )
+
+    def onboarding_queries(participant) -> list[int]:
+        counts = []
+        for method, path, data in (
+            ("get", url("start", participant), None),  # consent
+            ("post", url("consent", participant), {}),
+            ("get", url("start", participant), None),  # "seen it?"
+        ):
+            with CaptureQueriesContext(connection) as queries:
+                response = getattr(client, method)(path, data)
+            assert response.status_code in (200, 302)
+            counts.append(len(queries))
+        assert "familiarity" in response.content.decode()
+        return counts
+
+    study_work = live_study.study_works.get()
+    first = invite(live_study, "first")
+    onboarding_queries(first)  # the cached estimate and history check are made here
+    scene_services.familiarity_declare(
+        participant=participant_consent(participant=first), study_work=study_work, seen=True
+    )
+    alone = onboarding_queries(invite(live_study, "second"))
+    for n in range(10):
+        rater = participant_consent(participant=invite(live_study, f"more {n}"))
+        seen = n % 2 == 0
+        scene_services.familiarity_declare(participant=rater, study_work=study_work, seen=seen)
+    crowded = onboarding_queries(invite(live_study, "last"))
+    assert crowded == alone
+    consent_page, consent_post, familiarity_page = alone
+    assert consent_page <= CONSENT_PAGE_MAX
+    assert familiarity_page <= FAMILIARITY_PAGE_MAX
+    assert consent_post <= CONSENT_POST_MAX

@@ -22,6 +22,7 @@ from studies.models import Assignment, Guess, Participant, Study, StudyItem
 from studies.participation import recruitment
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
+from tests.studies.quotas import quotas_set
 
 from .test_rater_views import current, instances, invite, keep_scenes, to_scenes, url
 
@@ -151,8 +152,7 @@ def test_cant_tell_and_confidence(client, live_study):
 
 
 def test_idle_assignments_return_to_the_pool(live_study):
-    live_study.overlap, live_study.min_unseen, live_study.idle_timeout_minutes = 1, 0, 10
-    live_study.save()
+    quotas_set(live_study, overlap=1, min_unseen=0, idle_timeout_minutes=10)
     keep_scenes(live_study, 2)
     gone, fresh = participation_services.participants_invite(study=live_study, labels=["g", "f"])
     for p in (gone, fresh):
@@ -173,8 +173,7 @@ def test_idle_assignments_return_to_the_pool(live_study):
 
 
 def test_practice_and_checks_are_outside_quotas_and_fixed_once_handed_out(live_study):
-    live_study.overlap, live_study.min_unseen = 1, 0
-    live_study.save()
+    quotas_set(live_study, overlap=1, min_unseen=0)
     items = list(live_study.study_items.order_by("position")[:5])
     live_study.study_items.exclude(pk__in=[i.pk for i in items]).update(held_back=True)
     items[4].held_back = True
