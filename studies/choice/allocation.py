@@ -43,7 +43,7 @@ from metrics.allocation import (
     Tally,
     answers_to_reach,
     next_strata,
-    stratum_estimate,
+    stratified_bootstrap_pair,
     tally_of_items,
 )
 
@@ -256,13 +256,17 @@ def _model_of(row: StratumTally, item_id: int) -> float | None:
     return None if value is None else float(value)
 
 
+def _row_items(
+    row: StratumTally, counts: Mapping[int, tuple[int, int]]
+) -> list[tuple[int, int, float | None]]:
+    """The stratum's items as ``(answers, correct, model)``: their counted answers and
+    the model side fixed at go-live."""
+    return [(*counts.get(pk, (0, 0)), _model_of(row, pk)) for pk in row.item_ids]
+
+
 def row_tally(row: StratumTally, counts: Mapping[int, tuple[int, int]]) -> Tally:
-    """The stratum's tally from its items' counted ``(answers, correct)`` and the model
-    side fixed at go-live."""
-    return tally_of_items(
-        ((*counts.get(item_id, (0, 0)), _model_of(row, item_id)) for item_id in row.item_ids),
-        n_items=len(row.item_ids),
-    )
+    """The stratum's tally from its items' counted ``(answers, correct)``."""
+    return tally_of_items(_row_items(row, counts))
 
 
 def _strata_items(study: Study, field_: str) -> dict[str, list[int]]:
@@ -301,22 +305,26 @@ def tallies_start(*, study: Study) -> int:
     return len(strata)
 
 
-def study_tallies(study: Study) -> dict[str, Tally]:
-    """The strata's tallies from the counted answers (one grouped query): an adaptive
-    study's stored strata with their model side, else the items by the stratum field."""
+def _strata_answers(study: Study) -> dict[str, list[tuple[int, int, float | None]]]:
+    """Each stratum's items as ``(answers, correct, model)``, from the counted answers
+    (one grouped query): an adaptive study's stored strata with their model side, else
+    the items by the stratum field (no model side)."""
     counts = _item_counts(study)
     rows = list(StratumTally.objects.filter(study=study).order_by("key"))
     if rows:
-        return {row.key: row_tally(row, counts) for row in rows}
+        return {row.key: _row_items(row, counts) for row in rows}
     spec = study_allocation(study)
     if not spec.stratum_field:
         return {}
     return {
-        key: tally_of_items(
-            ((*counts.get(pk, (0, 0)), None) for pk in item_ids), n_items=len(item_ids)
-        )
+        key: [(*counts.get(pk, (0, 0)), None) for pk in item_ids]
         for key, item_ids in _strata_items(study, spec.stratum_field).items()
     }
+
+
+def study_tallies(study: Study) -> dict[str, Tally]:
+    """The strata's tallies from the counted answers (:func:`_strata_answers`)."""
+    return {key: tally_of_items(items) for key, items in _strata_answers(study).items()}
 
 
 # -- the take ------------------------------------------------------------------------------
@@ -389,23 +397,42 @@ STRATUM_COLUMNS = [
 
 def stratum_rows(study: Study) -> list[dict[str, Any]]:
     """One row per stratum: its items, counted answers, current estimate (mean of item
-    means, %), 95% half-width (points) and the answers still needed to reach the
-    study's target half-width (``None``: more raters on these items cannot, the items'
-    own spread is wider). On the human - model difference for a ``widest`` design.
-    The study page, ``strata.csv`` and the API all read this."""
+    means, %), 95% half-width (points: half the interval's width, as the interval is
+    not symmetric) and the answers still needed to reach the study's target half-width
+    (``None``: more raters on these items cannot, the items' own spread is wider). On
+    the human - model difference for a ``widest`` design.
+
+    The estimate and interval are the report's (``stratified_bootstrap_pair``, with its
+    default resamples and seed 0, a report's default seed): the study page,
+    ``strata.csv`` and the API all read this, and say what the report will say."""
     spec = study_allocation(study)
     diff = spec.design == WIDEST
+    strata = _strata_answers(study)
+    human, difference = stratified_bootstrap_pair(
+        {
+            key: [[True] * c + [False] * (m - c) for m, c, _ in items]
+            for key, items in strata.items()
+        },
+        model=(
+            {key: [x or 0.0 for _, _, x in items] for key, items in strata.items()}
+            if diff
+            else None
+        ),
+    )
+    shown = difference if difference is not None else human
     rows = []
-    for key, tally in study_tallies(study).items():
-        estimate = stratum_estimate(tally, diff=diff)
-        half = estimate.half_width
+    for key, items in strata.items():
+        tally = tally_of_items(items)
+        mean, low, high = shown[key]
         rows.append(
             {
                 "stratum": key,
                 "items": tally.items,
                 "answers": tally.answers,
-                "estimate_pct": None if estimate.mean is None else round(100 * estimate.mean, 1),
-                "half_width_points": None if half is None else round(100 * half, 1),
+                "estimate_pct": None if mean is None else round(100 * mean, 1),
+                "half_width_points": (
+                    None if low is None or high is None else round(100 * (high - low) / 2, 1)
+                ),
                 "answers_to_target": answers_to_reach(tally, spec.target_points / 100, diff=diff),
             }
         )

@@ -290,8 +290,11 @@ def test_a_uniform_study_keeps_no_tallies_and_its_table_reads_the_answers(mini):
     rows = {r["stratum"]: r for r in allocation.stratum_rows(study)}
     assert rows[SPLIT]["answers"] == 6 and rows[SPLIT]["estimate_pct"] == 50.0
     assert rows["False belief"]["estimate_pct"] == 100.0
-    assert rows["False belief"]["half_width_points"] == 0.0
-    assert rows["False belief"]["answers_to_target"] == 0
+    # All six answers right, yet not ±0: the report's score interval reaches down from
+    # 100% as six independent answers would (t over 3 items: q = 4.30, half-width
+    # q² / 2(n + q²) = 37.8 points), and reaching ±5 takes q² / 0.1 - q² = 167 answers.
+    assert rows["False belief"]["half_width_points"] == 37.8
+    assert rows["False belief"]["answers_to_target"] == 167 - 6
 
 
 def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
@@ -316,3 +319,10 @@ def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
     # The same seed, the same intervals; the plain accuracy table weights answers by item.
     again = build_report("generic", work_id=mini.pk, seed=0).table(f"design-{study.pk}")
     assert again.rows == table.rows
+    # The study page's strata (and so strata.csv and the API) give the report's
+    # estimates and intervals: one function (a report's default seed, 0).
+    for row in allocation.stratum_rows(study):
+        reported = rows[row["stratum"]]
+        assert row["estimate_pct"] == reported["Accuracy %"]
+        half = (reported["CI high %"] - reported["CI low %"]) / 2
+        assert row["half_width_points"] == pytest.approx(half, abs=0.06), row["stratum"]
