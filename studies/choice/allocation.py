@@ -372,13 +372,24 @@ def items_choose(
         # Places handed out and not answered yet: what the tally does not hold.
         pending = {key: max(0, placed[key] - open_[key].answers) for key in open_}
         picks = next_strata(
-            design, open_, 1, min_per_item=min_per_item, cap_per_item=cap, pending=pending
+            design,
+            open_,
+            n - len(chosen),
+            min_per_item=min_per_item,
+            cap_per_item=cap,
+            pending=pending,
         )
-        if not picks:
-            break
-        pk = free[picks[0]].pop(0)
-        chosen.append(pk)
-        placed[picks[0]] += 1
+        # next_strata counts each place it hands out as pending, as this loop would
+        # between calls, so one call gives the places one call per place gives, until
+        # a stratum runs out of items: from there on the rest are asked for again
+        # without it (its spread no longer enters the pooled one).
+        for key in picks:
+            if not free[key]:
+                break
+            chosen.append(free[key].pop(0))
+            placed[key] += 1
+        else:
+            break  # every place given, or every stratum full
     return chosen
 
 
