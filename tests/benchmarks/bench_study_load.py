@@ -41,10 +41,8 @@ participant after another, each with a fresh invite token: consent and the batch
 answer, a random option (``submit``), and the last page (``done``). It prints items
 answered/s, and checks no answer stored twice, no participant given an item twice, the
 budget and every item's quota kept, and every submitted item answered once and
-scored. On 29 Nov 2026 (docs/
-benchmarks.md, "Adaptive allocation under load"), 50 loops on a busy 2-core machine: a
-balanced study 42.1 items/s against a uniform one's 48.1 (3 alternating pairs, -12.5 %;
-35.3 against 32.2 ms of server + PostgreSQL CPU per item), the scene path unchanged.
+scored. Figures: docs/benchmarks.md, "Adaptive allocation under load" (since bef5769 a
+balanced study's answer runs a uniform one's statements; the take one query more).
 
     .venv/bin/python tests/benchmarks/bench_study_load.py [--mode closed] [--loops 50]
         [--raters 50] [--seconds 60] [--think 3 9] [--workers 4 --threads 4] [--json out.json]
