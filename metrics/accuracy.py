@@ -297,10 +297,16 @@ def wilson_interval(correct: int, total: int, *, z: float = 1.96) -> tuple[float
     """
     if total < 1 or not 0 <= correct <= total:
         raise ValueError(f"need 0 <= correct <= total and total >= 1, got {correct}/{total}")
-    p = correct / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    return score_interval(correct / total, total, z=z)
+
+
+def score_interval(p: float, n: float, *, z: float) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` of ``n`` answers, ``n`` possibly
+    an effective number (answers clustered in items count for fewer) and ``z`` any
+    quantile (Student's t's over few items)."""
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
 
 

@@ -35,7 +35,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from metrics.bootstrap import check_bootstrap_args, percentile_interval
+from metrics.accuracy import score_interval
+from metrics.bootstrap import check_bootstrap_args
 
 UNIFORM = "uniform"
 BALANCED = "balanced"
@@ -126,32 +127,16 @@ def tally_of_items(
 ) -> Tally:
     """A stratum's tally from scratch: ``(answers, correct, model)`` per test item."""
     rows = list(items)
-    tally = Tally(items=n_items if n_items is not None else len(rows))
-    for m, c, model in rows:
-        tally = tally_update(tally, before=(0, 0), after=(m, c), model=model)
-    return tally
+    # Summed field by field in one pass: a take works out every stratum's tally from
+    # its items' counts, so this runs over all of a study's items on each take.
+    size = n_items if n_items is not None else len(rows)
+    if not rows:
+        return Tally(items=size)
+    terms = zip(*(_item_terms(*row) for row in rows), strict=True)
+    return Tally(size, *(sum(column) for column in terms))
 
 
 # -- estimates ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StratumEstimate:
-    """A stratum's estimate (mean of item means) and its approximate variance, split
-    into the part more answers shrink (``within``) and the part they cannot (``between``:
-    the items are a sample of the stratum's kind of item)."""
-
-    mean: float | None
-    between: float
-    within: float
-
-    @property
-    def variance(self) -> float:
-        return self.between + self.within
-
-    @property
-    def half_width(self) -> float | None:
-        return None if self.mean is None else Z95 * math.sqrt(max(self.variance, 0.0))
 
 
 def _spreads(
@@ -181,19 +166,6 @@ def _spreads(
     return mean, s_b2, s_w2
 
 
-def stratum_estimate(tally: Tally, *, diff: bool = False, extra: int = 0) -> StratumEstimate:
-    """The stratum's estimate, and its variance as if ``extra`` more answers were
-    spread over its items."""
-    return _estimate(tally, _spreads(tally, diff=diff), extra)
-
-
-def _estimate(
-    tally: Tally, spreads: tuple[float | None, float, float], extra: int
-) -> StratumEstimate:
-    between, within = _variance_parts(tally, spreads, extra)
-    return StratumEstimate(mean=spreads[0], between=between, within=within)
-
-
 def _variance_parts(
     tally: Tally, spreads: tuple[float | None, float, float], extra: int
 ) -> tuple[float, float]:
@@ -205,17 +177,52 @@ def _variance_parts(
     return s_b2 / n, s_w2 / (n * per_item)
 
 
-def answers_to_reach(tally: Tally, half_width: float, *, diff: bool = False) -> int | None:
+def answers_to_reach(
+    tally: Tally, half_width: float, *, diff: bool = False, level: float = 0.95
+) -> int | None:
     """How many more answers bring the stratum's 95% half-width to ``half_width``
     (a fraction, 0.05 for ±5 points): 0 when it is there already, ``None`` when more
-    raters on these items cannot (the items' own spread is wider than that)."""
+    raters on these items cannot (the items' own spread is wider than that).
+
+    Two conditions, the larger count wins: the variance of the mean of item means,
+    between items (which more raters do not shrink) and within them (which they do),
+    must fit in the target; and, for human accuracy, the score interval the report
+    gives (:func:`_interval`) must: however the answers cluster in items, it is at
+    least as wide as that of as many independent answers, which near 0% or 100% is
+    the wider of the two (an all-right stratum has no spread to measure, but its
+    interval still reaches down from 100%).
+    """
     _mean, s_b2, s_w2 = _spreads(tally, diff=diff)
     n = max(tally.items, 1)
     room = (half_width / Z95) ** 2 - s_b2 / n
     if room <= 0:
         return None
     needed = math.ceil(s_w2 / room)  # Σ m_i = n · s_w² / (n · room)
+    if not diff and _mean is not None:
+        df = tally.answered - 1
+        quantile = t_quantile((1 + level) / 2, df) if df >= 1 else Z95
+        needed = max(needed, _score_answers(_mean, half_width, quantile))
     return max(0, needed - tally.answers)
+
+
+def _score_half_width(p: float, n: float, quantile: float) -> float:
+    """Half the width of the score interval of ``p`` over ``n`` answers (within 0..1,
+    as the report and the study page show it)."""
+    low, high = score_interval(p, n, z=quantile)
+    return (high - low) / 2
+
+
+def _score_answers(p: float, half_width: float, quantile: float) -> int:
+    """The fewest answers whose score interval at ``p`` is no wider than ±half_width
+    (the half-width falls as answers grow: doubling, then bisection)."""
+    high = 1
+    while _score_half_width(p, high, quantile) > half_width:
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if _score_half_width(p, mid, quantile) > half_width else (low, mid)
+    return high
 
 
 # -- choosing ------------------------------------------------------------------------------
@@ -363,13 +370,12 @@ def stratified_bootstrap(
     towards the stratum mean by the factor that leaves only their spread beyond the
     answers' noise, and the redrawn answers add that noise back once: a resampled
     mean then varies as much as the item means do, around the right centre, and a
-    stratum of a few items still gets a smooth interval. The interval of human -
-    model is the expanded percentile interval (Hesterberg 2015: the percentiles taken
-    where the normal distribution puts Student's t over the stratum's answered items,
-    as its spread is estimated from them), clipped to -1..1, which a two-stage draw on
-    very few items can overstep. The interval of human accuracy is a score interval
-    whose effective number of answers the draws' variance sets (:func:`_interval`):
-    near 0 or 1 the draws cannot reach past what they resample.
+    stratum of a few items still gets a smooth interval. The interval of human
+    accuracy is a score interval whose effective number of answers the draws' variance
+    sets (:func:`_score_interval`): near 0 or 1 the draws cannot reach past what they
+    resample. The interval of human - model combines that interval with the same kind
+    of interval of the model's accuracy over the items, and the two sides' correlation
+    in the draws (:func:`_difference_interval`).
 
     The answers of an item enter only as counts and the items of a stratum are put in a
     canonical order first, so nothing depends on the order of answers, items or strata.
@@ -399,58 +405,59 @@ def stratified_bootstrap_pair(
     check_bootstrap_args(n_resamples, level)
     if "" in strata:
         raise ValueError("a stratum key must not be empty: '' is the overall figure")
-    sides = (False, True) if model is not None else (False,)
-    draws: dict[bool, dict[str, np.ndarray]] = {side: {} for side in sides}
-    estimates: dict[bool, dict[str, float | None]] = {side: {} for side in sides}
-    results: dict[bool, dict[str, tuple[float | None, float | None, float | None]]] = {
-        side: {} for side in sides
-    }
+    sides = ("human", "model") if model is not None else ("human",)
+    draws: dict[str, dict[str, np.ndarray]] = {side: {} for side in sides}
+    estimates: dict[str, dict[str, float | None]] = {side: {} for side in sides}
+    human: dict[str, tuple[float | None, float | None, float | None]] = {}
+    diff: dict[str, tuple[float | None, float | None, float | None]] = {}
+    counts: dict[str, tuple[int, int]] = {}  # answered items, answers
     for key in sorted(strata):
         items = _stratum_items(key, strata[key], model)
-        for side in sides:
-            if items is None:
-                estimates[side][key] = None
-                results[side][key] = (None, None, None)
-                continue
-            value = items.mean - items.model if side else items.mean
-            estimates[side][key] = float(value.mean())
-            results[side][key] = (estimates[side][key], None, None)
         if items is None:
+            for side in sides:
+                estimates[side][key] = None
             continue
+        estimates["human"][key] = float(items.mean.mean())
+        if model is not None:
+            estimates["model"][key] = float(items.model.mean())
+        counts[key] = (items.mean.size, int(items.answers.sum()))
         means = _two_stage_means(items, key, n_resamples, seed)
         for side in sides:
             draws[side][key] = means[side]
-            if items.mean.size > 1:
-                results[side][key] = (
-                    estimates[side][key],
-                    *_interval(
-                        estimates[side][key],
-                        means[side],
-                        side,
-                        answers=int(items.answers.sum()),
-                        df=items.mean.size - 1,
-                        level=level,
-                    ),
-                )
     sizes = {key: len(strata[key]) for key in strata}
-    answered = sum(_answered(strata[key]) for key in sorted(strata))
-    for side in sides:
-        overall = weighted_overall(estimates[side], sizes)
-        interval: tuple[float | None, float | None] = (None, None)
-        if overall is not None and answered > 1:
-            keys = sorted(draws[side])
-            weights = np.array([sizes[k] for k in keys], dtype=float)
-            stats = np.column_stack([draws[side][k] for k in keys]) @ (weights / weights.sum())
-            interval = _interval(
-                overall,
-                stats,
-                side,
-                answers=sum(sum(len(o) for o in strata[key]) for key in sorted(strata)),
-                df=answered - len(keys),
-                level=level,
-            )
-        results[side][""] = (overall, *interval)
-    return results[False], results.get(True)
+    for key in [*sorted(strata), ""]:
+        if key:
+            drawn = {side: draws[side].get(key) for side in sides}
+            answered, answers = counts.get(key, (0, 0))
+            df = answered - 1
+            values = {side: estimates[side][key] for side in sides}
+        else:
+            keys = sorted(draws["human"])
+            answered = sum(counts[k][0] for k in keys)
+            answers = sum(counts[k][1] for k in keys)
+            df = answered - len(keys)
+            values = {side: weighted_overall(estimates[side], sizes) for side in sides}
+            drawn = {side: None for side in sides}
+            if keys and answered > 1:
+                weights = np.array([sizes[k] for k in keys], dtype=float)
+                weights /= weights.sum()
+                drawn = {
+                    side: np.column_stack([draws[side][k] for k in keys]) @ weights
+                    for side in sides
+                }
+        h, x = values["human"], values.get("model")
+        if h is None or answered < 2 or drawn["human"] is None:
+            # One answered item: a bootstrap over one object says nothing of the spread.
+            human[key] = (h, None, None)
+            diff[key] = (None if h is None or x is None else h - x, None, None)
+            continue
+        people = _score_interval(h, drawn["human"], answers=answers, df=df, level=level)
+        human[key] = (h, *people)
+        if model is not None and x is not None:
+            machine = _score_interval(x, drawn["model"], answers=answered, df=df, level=level)
+            rho = _correlation(drawn["human"], drawn["model"])
+            diff[key] = (h - x, *_difference_interval(h, people, x, machine, rho))
+    return human, (diff if model is not None else None)
 
 
 # Cap on one stratum's resamples x items multiplicity matrix (8 MB of float64): drawn in
@@ -497,12 +504,11 @@ def _stratum_items(
     return _Items(answers=counts[:, 0], correct=counts[:, 1], model=table[:, 2])
 
 
-def _two_stage_means(
-    items: _Items, key: str, n_resamples: int, seed: int
-) -> dict[bool, np.ndarray]:
-    """``n_resamples`` bootstrap means of a stratum's human accuracy (``False``) and of
-    human - model (``True``), from the same draws (see :func:`stratified_bootstrap` for
-    the two stages and the shrinking).
+def _two_stage_means(items: _Items, key: str, n_resamples: int, seed: int) -> dict[str, np.ndarray]:
+    """``n_resamples`` bootstrap means of a stratum's human accuracy (``"human"``) and of
+    the model's (``"model"``, the items drawn: a run's outcome on an item has no noise
+    of answers), from the same draws (see :func:`stratified_bootstrap` for the two
+    stages and the shrinking).
 
     The second stage is drawn by kind of item: the redrawn answers of all the drawn
     items with the same m answers and c correct sum to Binomial(m · draws, c / m), one
@@ -516,15 +522,13 @@ def _two_stage_means(
     # deviation by sqrt(m / (m - 1)) makes that p(1 - p)/(m - 1), the unbiased estimate
     # of the item mean's noise.
     noise = float(np.where(noisy, p * (1 - p) / np.maximum(m - 1, 1), 0.0).mean())
-    centres = {}
-    for side, value in ((False, p), (True, p - items.model)):
-        # Resampling k items spreads them by their plain variance (divisor k), which
-        # falls short of the unbiased one (k - 1) by (k - 1)/k, a tenth at 10 items:
-        # the shrink factor aims at the unbiased spread beyond the answers' noise.
-        spread = float(value.var(ddof=1)) if k > 1 else 0.0
-        plain = float(value.var())
-        shrink = math.sqrt(max(0.0, spread - noise) / plain) if plain > 0 else 0.0
-        centres[side] = value.mean() + shrink * (value - value.mean())
+    # Resampling k items spreads them by their plain variance (divisor k), which falls
+    # short of the unbiased one (k - 1) by (k - 1)/k, a tenth at 10 items: the shrink
+    # factor aims at the unbiased spread beyond the answers' noise.
+    spread = float(p.var(ddof=1)) if k > 1 else 0.0
+    plain = float(p.var())
+    shrink = math.sqrt(max(0.0, spread - noise) / plain) if plain > 0 else 0.0
+    centres = {"human": p.mean() + shrink * (p - p.mean()), "model": items.model}
     # The items are sorted by (m, c), so each kind is a run of columns.
     counts = np.column_stack([m, items.correct])
     starts = np.flatnonzero(np.r_[True, np.any(counts[1:] != counts[:-1], axis=1)])
@@ -534,14 +538,14 @@ def _two_stage_means(
     scale = np.sqrt(kind_m / (kind_m - 1)) / kind_m
     stream = zlib.crc32(key.encode())
     answers = np.random.default_rng([seed, stream, 1])
-    sums: dict[bool, list[np.ndarray]] = {False: [], True: []}
+    sums: dict[str, list[np.ndarray]] = {"human": [], "model": []}
     for times in _multiplicities(seed, stream, k, n_resamples):
         drawn = np.add.reduceat(times, starts, axis=1)[:, redraws]
         trials = np.rint(drawn).astype(np.int64) * kind_m
         hits = answers.binomial(trials, kind_p)
         redrawn = ((hits - trials * kind_p) * scale).sum(axis=1)
-        for side in sums:
-            sums[side].append(times @ centres[side] + redrawn)
+        sums["human"].append(times @ centres["human"] + redrawn)
+        sums["model"].append(times @ centres["model"])
     return {side: np.concatenate(chunks) / k for side, chunks in sums.items()}
 
 
@@ -573,56 +577,70 @@ def _multiplicity_chunks(seed: int, stream: int, k: int, n_resamples: int) -> It
         yield np.bincount(drawn.reshape(-1), minlength=size * k).reshape(size, k).astype(float)
 
 
-def _interval(
-    estimate: float,
-    draws: np.ndarray,
-    diff: bool,
-    *,
-    answers: int,
-    df: int,
-    level: float,
-) -> tuple[float | None, float | None]:
-    """The interval of an estimate from its bootstrap draws.
+def _score_interval(
+    estimate: float, draws: np.ndarray, *, answers: int, df: int, level: float
+) -> tuple[float, float]:
+    """The interval of a proportion (human accuracy, or the model's over items) from
+    its bootstrap draws: the Wilson score interval, with the draws' variance setting
+    its effective number of answers (Korn & Graubard 1998; Dean & Pagano 2015).
 
-    Human - model: the expanded percentile interval of the draws. Human accuracy: the
-    Wilson score interval of a proportion, with the draws' variance setting its
-    effective number of answers (Korn & Graubard 1998; Dean & Pagano 2015). Near 0 or
-    1 a percentile interval cannot reach past what it resamples: a stratum whose 114
-    answers happen to be all right draws nothing else and gets [100%, 100%], which on
-    a kind of item people get 98% right happens in about one study in ten. The score
-    interval's variance is taken at the bound, not at the estimate, so it reaches down
-    from 100% as a binomial of that many answers does. The effective number is
-    p(1 - p) over the draws' variance (the answers' clustering in items), at most the
-    answers themselves, and the answers when there is no spread to measure (p at 0 or
-    1); Student's t over the items takes the place of the normal quantile.
+    Near 0 or 1 a percentile interval cannot reach past what it resamples: a stratum
+    whose 114 answers happen to be all right draws nothing else and gets [100%, 100%],
+    which on a kind of item people get 98% right happens in about one study in ten.
+    The score interval's variance is taken at the bound, not at the estimate, so it
+    reaches down from 100% as a binomial of that many answers does. The effective
+    number is p(1 - p) over the draws' variance (the answers' clustering in items), at
+    most ``answers`` (the model's side: its items), and ``answers`` when there is no
+    spread to measure (p at 0 or 1); Student's t over the items takes the place of
+    the normal quantile. A p strictly between 0 and 1 that no draw moves has a point
+    interval.
     """
-    if diff:
-        return _clipped(percentile_interval(draws, _expanded_level(level, df)), diff)
     prob = (1 + level) / 2
     quantile = t_quantile(prob, df) if df >= 1 else NormalDist().inv_cdf(prob)
     spread = float(draws.var())
     pq = estimate * (1 - estimate)
-    n = answers if pq <= 0 or spread <= 0 else min(answers, pq / spread)
-    q2n = quantile * quantile / n
-    centre = (estimate + q2n / 2) / (1 + q2n)
-    half = quantile / (1 + q2n) * math.sqrt(pq / n + q2n / (4 * n))
-    return _clipped((centre - half, centre + half), diff)
+    if pq > 0 and spread <= 0:
+        # Between 0 and 1 yet the same in every draw: items that all agree on it (a
+        # model as right on every item, averaged over samples): nothing to vary.
+        return estimate, estimate
+    n = answers if pq <= 0 else min(answers, pq / spread)
+    return score_interval(estimate, n, z=quantile)
 
 
-def _expanded_level(level: float, df: int) -> float:
-    """The percentile level that gives a bootstrap of a mean over few items the
-    coverage ``level`` asks for (Hesterberg 2015, "expanded percentile interval").
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """The correlation of two sides' draws (0 when either does not vary)."""
+    sa, sb = float(a.std()), float(b.std())
+    if sa <= 0 or sb <= 0:
+        return 0.0
+    return float(np.clip(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb), -1.0, 1.0))
 
-    The resampled means spread as the mean's unbiased standard error says, but the
-    interval of a mean whose spread is estimated from n items needs Student's t with
-    n - 1 degrees of freedom, not the normal quantile: at 20 items a 95% percentile
-    interval holds the true value about 93.5% of the time. So the percentiles are
-    taken where the normal distribution puts t's.
+
+def _difference_interval(
+    human: float,
+    people: tuple[float, float],
+    model: float,
+    machine: tuple[float, float],
+    rho: float,
+) -> tuple[float, float]:
+    """The interval of human - model from each side's score interval: Newcombe's
+    hybrid score interval for a paired difference of proportions (Newcombe 1998,
+    method 10; Zou & Donner 2008 call the construction MOVER), the sides' correlation
+    ``rho`` taken from the bootstrap draws (both sides are drawn on the same items).
+
+    Each side's distance to its own bounds carries that side's asymmetry: the model's
+    accuracy is a mean of right-or-wrong outcomes over a few dozen items, skewed near
+    0 or 1, which a percentile interval of the difference (round two's, expanded for
+    Student's t) under-covered on TVShowGuess (0.939 against 0.95, human accuracy
+    near 98%, the model 20 points lower). This keeps human - model consistent with
+    the human side's interval: the same score interval and t quantile.
     """
-    if df < 1:
-        return level
-    t = t_quantile((1 + level) / 2, df)
-    return 2 * NormalDist().cdf(t) - 1
+    (h_low, h_high), (m_low, m_high) = people, machine
+    below = (human - h_low, m_high - model)  # human lower, model higher
+    above = (h_high - human, model - m_low)
+    down = math.sqrt(max(0.0, below[0] ** 2 - 2 * rho * below[0] * below[1] + below[1] ** 2))
+    up = math.sqrt(max(0.0, above[0] ** 2 - 2 * rho * above[0] * above[1] + above[1] ** 2))
+    difference = human - model
+    return max(difference - down, -1.0), min(difference + up, 1.0)
 
 
 def t_quantile(prob: float, df: int) -> float:
@@ -659,13 +677,3 @@ def _t_central(t: float, df: int) -> float:
         term *= c2 * (2 * j) / (2 * j + 1)
         total += term
     return 2 / math.pi * (theta + math.sin(theta) * total)
-
-
-def _clipped(
-    interval: tuple[float | None, float | None], diff: bool
-) -> tuple[float | None, float | None]:
-    low, high = interval
-    if low is None or high is None:
-        return low, high
-    floor = -1.0 if diff else 0.0
-    return min(max(low, floor), 1.0), min(max(high, floor), 1.0)

@@ -217,7 +217,11 @@ class Population:
         Round one printed Z95 x the kind of item's spread over sqrt(items), widest
         stratum: that is below this in two ways: the t quantile (2.09 at 20 items, not
         1.96) and the mean of a widest over studies, which exceeds the widest of the
-        means, as the strata's spreads vary from one set of items to the next."""
+        means, as the strata's spreads vary from one set of items to the next.
+
+        Since round three human - model's interval is a score interval (Newcombe's
+        paired hybrid), narrower than a t interval near the middle of the range: this
+        t-interval floor is a reference for it, not a bound (docs/benchmarks.md)."""
         rng = np.random.default_rng(0)
         widest = np.zeros((studies, 2))
         for h, key in enumerate(self.keys):

@@ -23,11 +23,11 @@ On SQLite write transactions are ``BEGIN IMMEDIATE`` (settings), which serialise
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from django.db import models, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Aggregate, Count, QuerySet
 
 from studies.counting import counted_participants
 from studies.models import Assignment, StudyItem
@@ -43,6 +43,7 @@ def items_assign_with_room(
     group_field: str | None = None,
     has_room: Callable[[ItemT, Counter[Hashable]], bool],
     build: Callable[[list[ItemT]], Iterable[models.Model]],
+    extra: Mapping[str, Aggregate] | None = None,
 ) -> list[ItemT]:
     """Lock ``items``, count ``assignments`` per item, create slots on those with room.
 
@@ -52,6 +53,12 @@ def items_assign_with_room(
     ``build(given)`` returns the unsaved assignment rows for the items with room, which
     are created in one query. Returns the items given, in primary-key order. Must run
     inside a transaction (the locks last until it ends).
+
+    ``extra`` adds aggregates over each item's live assignments to the same counting
+    statement (an adaptive study's counted answers per item: no statement of their
+    own); each locked item gets them as attributes of those names, 0 when it has no
+    assignment, as ``QuerySet.annotate`` would. Places are then counted distinct, as
+    an aggregate over a related table repeats an assignment's row.
     """
     if not transaction.get_connection(items.db).in_atomic_block:
         raise RuntimeError("items_assign_with_room must run inside transaction.atomic()")
@@ -62,10 +69,16 @@ def items_assign_with_room(
         assignments.filter(**{f"{item_field}__in": locked})
         .order_by()
         .values(*fields)
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("pk", distinct=bool(extra)), **(extra or {}))
     )
+    totals: dict[int, Counter[str]] = defaultdict(Counter)
     for row in rows:
         counts[row[item_field]][row[group_field] if group_field else None] = row["n"]
+        for name in extra or ():
+            totals[row[item_field]][name] += row[name]
+    for name in extra or ():
+        for item in locked:
+            setattr(item, name, totals[item.pk][name])
     given = [item for item in locked if has_room(item, counts[item.pk])]
     new = list(build(given))
     if new:

@@ -619,21 +619,17 @@ class ChoiceAnswer(models.Model):
 
 
 class StratumTally(models.Model):
-    """One stratum of an adaptive generic study: its test items and the running sums of
-    their counted answers (``metrics.allocation.Tally``), so that choosing where the next
-    places go is one read, not a scan of every answer (issue 50).
-
-    ``stats`` is ``Tally.as_dict()``; it is kept up to date in the answer's transaction
-    (``studies.choice.allocation.tally_record``) and rebuilt from the answers when some
-    stop or start counting (exclusion, withdrawal). ``model`` holds, per study item, the
-    named runs' accuracy (the ``widest`` design's model side), fixed at go-live.
+    """One stratum of an adaptive generic study, fixed at go-live (issue 50): its test
+    items and, per study item, the named runs' accuracy (``model``, the ``widest``
+    design's model side). Its tally (``metrics.allocation.Tally``) is not stored: a take
+    works it out from the items' counted answers, counted in the statement that counts
+    its places (``studies.choice.allocation.TAKE_COUNTS``).
     """
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="stratum_tallies")
     key = models.CharField(max_length=500, help_text="the stratum field's value")
     item_ids = BulkJSONField(default=list, help_text="the stratum's test items (StudyItem ids)")
     model = BulkJSONField(default=dict, blank=True, help_text="study item id -> runs' accuracy")
-    stats = BulkJSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = WorkspaceManager("study__workspace")

@@ -36,7 +36,6 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion, DynToMStage, MCItem, QAItem, Work
-from metrics.allocation import Tally
 
 from ..assignment import items_assign_with_room
 from ..counting import counted_participants
@@ -726,9 +725,14 @@ def _generic_adaptive_take(
     participant: Participant, session: WorkSession, rng: random.Random, batch: int, shuffle: bool
 ) -> list[StudyItem]:
     """An adaptive design's batch (``allocation.items_choose``): under the same item locks
-    and counts as the uniform take, plus one read of the strata's tallies. No item has
-    a quota of its own; the study's budget (overlap x test items places in all) has:
-    once the counted places reach it, nothing more is handed out."""
+    and counts as the uniform take, plus one read of the strata. No item has a quota
+    of its own; the study's budget (overlap x test items places in all) has: once the
+    counted places reach it, nothing more is handed out.
+
+    The strata's tallies are worked out here from each item's counted answers, which
+    the take's own counting statement also counts (``allocation.TAKE_COUNTS``): kept
+    nowhere, they cost an answer nothing and cannot drift from the answers when some
+    stop counting (an exclusion, a withdrawal)."""
     study = participant.study
     spec = allocation.study_allocation(study)
     live: dict[int, int] = {}
@@ -742,10 +746,11 @@ def _generic_adaptive_take(
         rows = list(StratumTally.objects.filter(study=study).order_by("key"))
         strata = {pk: row.key for row in rows for pk in row.item_ids}
         by_pk = {item.pk: item for item in items if item.pk in strata}
+        answers = {pk: (item.answers, item.right) for pk, item in by_pk.items()}
         budget = allocation.study_budget(study, len(items))
         picked = allocation.items_choose(
             design=spec.design,
-            tallies={row.key: Tally.from_dict(row.stats) for row in rows},
+            tallies={row.key: allocation.row_tally(row, answers) for row in rows},
             strata={pk: strata[pk] for pk in by_pk},
             live=live,
             ties={pk: rng.random() for pk in sorted(by_pk)},
@@ -762,6 +767,7 @@ def _generic_adaptive_take(
         item_field="study_item",
         has_room=has_room,
         build=build,
+        extra=allocation.TAKE_COUNTS,
     )
     return chosen
 
@@ -931,12 +937,6 @@ def _generic_record(participant, assignment, action, shown) -> ChoiceAnswer:
         correct=option in (item.answers or []),
     )
     _finalise(participant, assignment, now)
-    study = participant.study
-    if assignment.study_item.role == StudyItem.Role.TEST and allocation.is_adaptive(study):
-        field_ = allocation.study_allocation(study).stratum_field
-        allocation.tally_record(
-            study=study, answer=answer, key=allocation.stratum_of(item.categories, field_)
-        )
     return answer
 
 

@@ -5,7 +5,6 @@ Expected values are worked out by hand in the comments next to each assertion.
 
 import math
 import random
-from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -17,11 +16,13 @@ from metrics.allocation import (
     WIDEST,
     Z95,
     Tally,
+    _spreads,
+    _variance_parts,
     answers_to_reach,
     next_strata,
     stratified_bootstrap,
     stratified_bootstrap_pair,
-    stratum_estimate,
+    t_quantile,
     tally_of_items,
     tally_update,
     weighted_overall,
@@ -77,22 +78,17 @@ def test_tally_sums_by_hand_and_round_trip_through_a_dict():
 # --- estimates ----------------------------------------------------------------------------
 
 
-def test_stratum_estimate_by_hand():
+def test_the_variance_model_by_hand():
     # Two items, 4 answers each: p = 0.5 and 1.0. Mean 0.75.
-    # Within spread: (0.25 * 4/3 + 0) / 1 item with m >= 2 that has spread... both items
-    # have m >= 2, so s_w² = (0.25 * 4/3 + 0) / 2 = 1/6.
+    # Within spread: both items have m >= 2, so s_w² = (0.25 * 4/3 + 0) / 2 = 1/6.
     # Observed spread of item means: (0.25² + 0.25²) / 1 = 0.125; minus s_w²/4 = 1/24.
     tally = tally_of_items([(4, 2, None), (4, 4, None)])
-    estimate = stratum_estimate(tally)
-    assert estimate.mean == pytest.approx(0.75)
+    spreads = _spreads(tally, diff=False)
     s_b2 = 0.125 - (1 / 6) / 4
-    assert estimate.between == pytest.approx(s_b2 / 2)
-    assert estimate.within == pytest.approx((1 / 6) / (2 * 4))
-    assert estimate.half_width == pytest.approx(Z95 * math.sqrt(s_b2 / 2 + 1 / 48))
+    assert spreads == pytest.approx((0.75, s_b2, 1 / 6))
+    assert _variance_parts(tally, spreads, 0) == pytest.approx((s_b2 / 2, (1 / 6) / (2 * 4)))
     # Four more answers (two per item) shrink only the within part.
-    more = stratum_estimate(tally, extra=4)
-    assert more.between == estimate.between
-    assert more.within == pytest.approx((1 / 6) / (2 * 6))
+    assert _variance_parts(tally, spreads, 4) == pytest.approx((s_b2 / 2, (1 / 6) / (2 * 6)))
 
 
 def test_answers_to_reach():
@@ -104,6 +100,15 @@ def test_answers_to_reach():
     assert answers_to_reach(tally, 0.1) == math.ceil(0.5 / room) - 20
     # Already narrower than ±100 points: nothing more to do.
     assert answers_to_reach(tally, 1.0) == 0
+
+
+def test_answers_to_reach_at_100_percent_follows_the_score_interval():
+    # 20 items, 2 answers each, all right: no spread to measure, so the variance model
+    # asks for nothing; the report's score interval (t over 20 items, n answers) is
+    # still q² / 2(n + q²) wide, ±5 points at n = q² / 0.1 - q².
+    tally = tally_of_items([(2, 2, None)] * 20)
+    q2 = t_quantile(0.975, 19) ** 2
+    assert answers_to_reach(tally, 0.05) == math.ceil(q2 / 0.1 - q2) - 40
 
 
 def test_answers_to_reach_is_none_when_the_items_own_spread_is_wider():
@@ -393,10 +398,10 @@ def test_the_pair_is_both_calls_from_the_same_draws():
     assert human == stratified_bootstrap(strata, seed=2)
     assert diff == stratified_bootstrap(strata, model=model, seed=2)
     assert stratified_bootstrap_pair(strata, seed=2) == (human, None)
-    # A constant model shifts every draw. The difference's interval is a percentile
-    # interval of the shifted draws, so another constant moves it by as much (except
-    # where a bound is clipped at -1 or 1); the human side is a score interval of the
-    # same draws, not a shift of them: its estimate is the difference's + 0.5.
+    # A constant model has no spread over items: its side of the difference's interval
+    # is a point, so the difference's interval is the human one shifted by it, and
+    # another constant moves it by as much (except where a bound is clipped at -1 or
+    # 1); its estimate is the human one - 0.5.
     lower = {key: [0.25] * len(items) for key, items in strata.items()}
     _, moved = stratified_bootstrap_pair(strata, model=lower, seed=2)
     shifted = 0
@@ -406,6 +411,8 @@ def test_the_pair_is_both_calls_from_the_same_draws():
             if -1 < value < 0.75:
                 assert moved_value == pytest.approx(value + 0.25)
                 shifted += 1
+        if human[key][1] is not None:
+            assert diff[key][1] == pytest.approx(human[key][1] - 0.5)
     assert shifted >= 8
 
 
@@ -447,14 +454,5 @@ def test_an_empty_stratum_key_is_refused():
     # Student's t, 97.5% point, from the printed tables.
     [(1, 12.7062), (2, 4.3027), (5, 2.5706), (19, 2.0930), (120, 1.9799), (5000, 1.9604)],
 )
-def test_the_intervals_widen_by_students_t(df, quantile):
-    from metrics.allocation import _expanded_level, t_quantile
-
+def test_students_t_quantile(df, quantile):
     assert t_quantile(0.975, df) == pytest.approx(quantile, abs=1e-4)
-    # The expanded level puts the normal quantile where t's is: 19 df -> about 96.4%;
-    # at 1 df it is 1 in floating point (the interval is the resamples' whole range).
-    level = _expanded_level(0.95, df)
-    if df == 1:
-        assert level == 1.0
-    else:
-        assert NormalDist().inv_cdf((1 + level) / 2) == pytest.approx(quantile, abs=1e-4)

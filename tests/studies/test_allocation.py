@@ -1,5 +1,5 @@
 """Adaptive allocation on a generic study (issue 50), through the services: the
-settings, the tallies kept on submit and rebuilt on exclusion and withdrawal, the take's
+settings, the tallies a take counts (they follow exclusion and withdrawal), the take's
 batch under a design, the exact budget and phase one.
 
 The benchmark is the demo's twelve items (``mini``): four abilities of three items.
@@ -14,14 +14,17 @@ import zipfile
 from collections import Counter
 
 import pytest
+from django.db import transaction
 
 from metrics.allocation import Tally
 from reports.replication.exporting import package_export
 from reports.tables import build_report
+from studies.assignment import items_assign_with_room
 from studies.choice import allocation
 from studies.choice import services as cs
 from studies.choice.allocation import AllocationSpec
 from studies.choice.generic import GenericSpec, GenericSpecError
+from studies.counting import counted_participants
 from studies.models import Assignment, Participant, StratumTally, Study, StudyItem
 from studies.participation.ledger import participant_exclusion_override
 from studies.participation.services import participant_withdraw
@@ -94,14 +97,37 @@ def places(study) -> Counter:
     )
 
 
-def assert_tallies_are_a_rebuild(study) -> None:
-    stored = {r.key: Tally.from_dict(r.stats) for r in StratumTally.objects.filter(study=study)}
-    allocation.tallies_rebuild(study=study)
-    rebuilt = {r.key: Tally.from_dict(r.stats) for r in StratumTally.objects.filter(study=study)}
-    assert stored.keys() == rebuilt.keys() and stored
-    for key, tally in stored.items():
+def take_tallies(study) -> dict[str, Tally]:
+    """The strata's tallies as a take counts them: its counting statement with
+    ``allocation.TAKE_COUNTS``, nothing handed out."""
+    rows = list(StratumTally.objects.filter(study=study).order_by("key"))
+    with transaction.atomic():
+        items = items_assign_with_room(
+            items=StudyItem.objects.filter(study=study, role=StudyItem.Role.TEST),
+            assignments=Assignment.objects.filter(counted_participants()),
+            item_field="study_item",
+            has_room=lambda item, counts: True,
+            build=lambda items: [],
+            extra=allocation.TAKE_COUNTS,
+        )
+    counts = {item.pk: (item.answers, item.right) for item in items}
+    return {row.key: allocation.row_tally(row, counts) for row in rows}
+
+
+def assert_take_counts_as_the_report(study) -> dict[str, Tally]:
+    """The tallies a take decides by are those of the counted answers the reports and
+    the study page count (``allocation.study_tallies``)."""
+    taken, counted = take_tallies(study), allocation.study_tallies(study)
+    assert taken.keys() == counted.keys() and taken
+    for key, tally in taken.items():
         for name, value in tally.as_dict().items():
-            assert value == pytest.approx(rebuilt[key].as_dict()[name], abs=1e-9), (key, name)
+            assert value == pytest.approx(counted[key].as_dict()[name], abs=1e-9), (key, name)
+    return taken
+
+
+def answers_taken(study) -> int:
+    """The counted answers a take sees, in all (checked against the report's count)."""
+    return sum(t.answers for t in assert_take_counts_as_the_report(study).values())
 
 
 def test_the_settings_are_stored_checked_and_named(mini):
@@ -160,7 +186,7 @@ def test_widest_reads_the_named_runs_accuracy_once_at_go_live(mini):
     assert model == {"mt-04": 0.5, "mt-05": 1.0, "mt-06": 0.0}
     # Predictions added later change nothing: the design's model side is fixed.
     predict(run, mini, {"mt-06": [True]})
-    allocation.tallies_rebuild(study=study)
+    assert allocation.tallies_start(study=study) == 0
     assert StratumTally.objects.get(study=study, key=SPLIT).model == rows[SPLIT].model
 
 
@@ -200,7 +226,7 @@ def test_balanced_sends_the_rest_of_the_budget_where_the_items_differ(mini):
     assert by_ability == {SPLIT: 12} | {ability: 8 for ability in by_ability if ability != SPLIT}
     assert all(2 <= n <= 3 for i, n in counts.items() if i not in split)
     assert len(people) == 12
-    assert_tallies_are_a_rebuild(study)
+    assert_take_counts_as_the_report(study)
     # The budget is spent: the next participant is told there is nothing.
     (late,) = _joined(study, 1)
     assert not cs.generic_has_room(late)
@@ -210,30 +236,25 @@ def test_balanced_sends_the_rest_of_the_budget_where_the_items_differ(mini):
 def test_tallies_follow_exclusion_withdrawal_and_a_lifted_exclusion(mini):
     study = make_adaptive(mini, min_per_item=2)
     people = run_to_the_end(study)
-    assert_tallies_are_a_rebuild(study)
-    before = {r.key: r.stats["answers"] for r in StratumTally.objects.filter(study=study)}
+    before = answers_taken(study)
 
     # An excluded participant's three answers stop counting, and their places reopen.
     excluded = people[-1]
     participant_exclusion_override(participant=excluded, decision="exclude", reason="test")
-    after = {r.key: r.stats["answers"] for r in StratumTally.objects.filter(study=study)}
-    assert sum(before.values()) - sum(after.values()) == 3
-    assert_tallies_are_a_rebuild(study)
+    assert before - answers_taken(study) == 3
     (newcomer,) = _joined(study, 1)
     assert len(cs.generic_batch_take(participant=newcomer)) == 3
     answer_all(study, newcomer, split_hidden_emotions)
     assert sum(places(study).values()) == 36
-    assert_tallies_are_a_rebuild(study)
+    assert_take_counts_as_the_report(study)
 
     # A withdrawal: theirs stop counting too.
     participant_withdraw(participant=people[0])
-    assert sum(r.stats["answers"] for r in StratumTally.objects.filter(study=study)) == 33
-    assert_tallies_are_a_rebuild(study)
+    assert answers_taken(study) == 33
 
     # The exclusion lifted: the answers count again (one place over the budget, said).
     participant_exclusion_override(participant=excluded, decision="", reason="")
-    assert sum(r.stats["answers"] for r in StratumTally.objects.filter(study=study)) == 36
-    assert_tallies_are_a_rebuild(study)
+    assert answers_taken(study) == 36
 
 
 def test_phase_one_holds_for_every_item_even_after_holes_open(mini):
@@ -269,8 +290,11 @@ def test_a_uniform_study_keeps_no_tallies_and_its_table_reads_the_answers(mini):
     rows = {r["stratum"]: r for r in allocation.stratum_rows(study)}
     assert rows[SPLIT]["answers"] == 6 and rows[SPLIT]["estimate_pct"] == 50.0
     assert rows["False belief"]["estimate_pct"] == 100.0
-    assert rows["False belief"]["half_width_points"] == 0.0
-    assert rows["False belief"]["answers_to_target"] == 0
+    # All six answers right, yet not ±0: the report's score interval reaches down from
+    # 100% as six independent answers would (t over 3 items: q = 4.30, half-width
+    # q² / 2(n + q²) = 37.8 points), and reaching ±5 takes q² / 0.1 - q² = 167 answers.
+    assert rows["False belief"]["half_width_points"] == 37.8
+    assert rows["False belief"]["answers_to_target"] == 167 - 6
 
 
 def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
@@ -295,3 +319,10 @@ def test_the_report_estimates_as_designed_and_says_which_design_ran(mini):
     # The same seed, the same intervals; the plain accuracy table weights answers by item.
     again = build_report("generic", work_id=mini.pk, seed=0).table(f"design-{study.pk}")
     assert again.rows == table.rows
+    # The study page's strata (and so strata.csv and the API) give the report's
+    # estimates and intervals: one function (a report's default seed, 0).
+    for row in allocation.stratum_rows(study):
+        reported = rows[row["stratum"]]
+        assert row["estimate_pct"] == reported["Accuracy %"]
+        half = (reported["CI high %"] - reported["CI low %"]) / 2
+        assert row["half_width_points"] == pytest.approx(half, abs=0.06), row["stratum"]

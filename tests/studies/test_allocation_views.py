@@ -85,7 +85,8 @@ def test_the_study_page_csv_and_api_show_the_same_strata(client, researcher, min
     # Phase one's 6 and half the other 12 (tests/studies/test_allocation.py says why).
     assert split["answers"] == 12 and split["items"] == 3
     agreed = next(r for r in rows if r["stratum"] == "False belief")
-    assert agreed["half_width_points"] == 0.0 and agreed["answers_to_target"] == 0
+    # All right, but an interval of 8 answers is not ±0 (the report's score interval).
+    assert agreed["half_width_points"] > 5 and agreed["answers_to_target"] > 0
 
     response = client.get(reverse("studies:strata-csv", args=[study.pk]))
     table = list(csv.DictReader(io.StringIO(response.content.decode())))
