@@ -186,6 +186,12 @@ CONTENT_SECURITY_POLICY_BY_PATH = {
 # Counters for the log-in and invite-token throttles (accounts.throttling). Per
 # process by default; with several web processes share them: CACHE_URL=redis://…/1
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+if CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+    # LocMem keeps 300 entries by default and then culls a third of them; a live study
+    # caches four per scene (studies/scene/cache.py: speakers, gold, body, blank form),
+    # so a 583-scene study (TVShowGuess Friends + 10 copies) would evict its own scenes
+    # as soon as raters spread over it. 10,000 entries, a few kB each, per process.
+    CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 10_000)
 TOMLAB_THROTTLE_LOGIN_FAILURES_PER_USERNAME = env.int(
     "TOMLAB_THROTTLE_LOGIN_FAILURES_PER_USERNAME", default=10
 )

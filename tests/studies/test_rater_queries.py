@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from studies import errors
 from studies.models import Assignment, Guess
 from studies.scene import services as scene_services
-from studies.scene.cache import scene_gold
+from studies.scene.cache import scene_gold, scene_rendered
 from tests.studies.test_rater_views import (
     HTMX,
     current,
@@ -88,6 +88,35 @@ def test_a_scene_is_read_once_for_all_its_raters(client, live_study):
             assert Client().get(url("start", participant)).status_code == 200
         counts.append(len(queries))
     assert counts[1] <= SCENE_PAGE_MAX < counts[0]
+
+
+def test_the_default_cache_keeps_every_scene_of_a_large_study():
+    """Four entries a scene (speakers, gold, body, blank form): a 583-scene study (the
+    load check's Friends + 10 copies) is 2,332 entries. LocMem's own default of 300
+    culled a third of them whenever it filled, so raters spread over the study read and
+    rendered their scenes again (a scene page 4 queries instead of 2)."""
+    scenes, version = 600, "cache-size-check"
+    rendered: list[int] = []
+
+    def entry(kind: str, scene_id: int) -> dict[str, str]:
+        def render() -> dict[str, str]:
+            rendered.append(scene_id)
+            return {"html": f"{kind} {scene_id}"}
+
+        return scene_rendered(
+            kind=kind, scene_id=scene_id, version=version, variant=[], render=render
+        )
+
+    kinds = ("speakers", "gold", "body", "form")
+    for scene_id in range(scenes):
+        for kind in kinds:
+            entry(kind, scene_id)
+    assert len(rendered) == scenes * len(kinds)
+    rendered.clear()
+    for scene_id in range(scenes):  # every scene again, as the next raters see them
+        for kind in kinds:
+            assert entry(kind, scene_id) == {"html": f"{kind} {scene_id}"}
+    assert rendered == []
 
 
 @pytest.mark.django_db
