@@ -155,9 +155,9 @@ def parse_answers(text: str, keys: list[str]) -> dict[str, str | None]:
     return {key: letter for key, letter in pairs.items() if key in wanted}
 
 
-# Stages read for the engine's first wave, then per page after it (see iter_units).
-FIRST_UNITS_PAGE = 8
-UNITS_PAGE = 64
+# Stages read in the first page, doubling up to the last size (see iter_units).
+FIRST_UNITS_PAGE = 4
+LAST_UNITS_PAGE = 64
 
 
 def _with_stages(works):
@@ -216,13 +216,14 @@ class DynToMPipeline(Pipeline):
 
         The first stages come from a small query so the engine's first wave of calls
         leaves before the rest are read and rendered (with their questions, ~1.5 ms a
-        stage); the rest come in larger pages.
+        stage); the pages double from there, so a wide first wave reads little more
+        than it needs.
         """
         ids = list(self._selected(selection).values_list("pk", flat=True))
         start, page = 0, FIRST_UNITS_PAGE
         while start < len(ids):
             chunk = ids[start : start + page]
-            start, page = start + len(chunk), UNITS_PAGE
+            start, page = start + len(chunk), min(2 * page, LAST_UNITS_PAGE)
             works = _with_stages(Work.objects.filter(pk__in=chunk).order_by("key"))
             yield from self._units_of(works, template)
 

@@ -437,6 +437,7 @@ class _Window:
             for i in range(min(max(1, limit), len(calls)))
         ]
         self._running = len(self._threads)
+        self._started = 0
         # One permit per call sent and not yet stored (see ``stored``).
         self._slots = threading.Semaphore(len(self._threads))
 
@@ -464,6 +465,11 @@ class _Window:
         with self._lock:
             self._closed = True
             self._fed.notify_all()
+
+    @property
+    def all_started(self) -> bool:
+        """Every request thread has asked for its first call."""
+        return self._started == len(self._threads)
 
     @property
     def queued(self) -> int:
@@ -501,9 +507,16 @@ class _Window:
             return call, tokens, cost
 
     def _work(self) -> None:
+        first = True
         try:
             while True:
                 self._slots.acquire()
+                if first:
+                    # Counted before asking: a thread that finds the queue empty
+                    # waits for the feed, which waits for every thread to have asked.
+                    first = False
+                    with self._lock:
+                        self._started += 1
                 taken = self._next()
                 if taken is None:
                     self._slots.release()
@@ -556,7 +569,9 @@ def _call_sliding(
     backlog: list[_Outcome] = []
     deadline: float | None = None
     while True:
-        hungry = feeding and window.queued < 2 * max(1, limit)
+        # Fed once every request thread has asked for its first call: preparing holds
+        # the GIL, and the first wave's requests would wait for it.
+        hungry = feeding and window.all_started and window.queued < 2 * max(1, limit)
         arrived = _drain(
             window.replies, timeout=0 if backlog or hungry else min(lease.interval, 0.5)
         )
