@@ -139,6 +139,9 @@ class ChatBackend:
                 except BackendError as exc:
                     yield request, exc
 
+    def warm(self, calls: int) -> None:
+        """Get ready for ``calls`` calls at once (clients made ahead); optional."""
+
     def close(self) -> None:
         """Release clients or model weights."""
 

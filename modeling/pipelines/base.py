@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -150,6 +150,12 @@ class Pipeline:
     def units_for_run(self, *, run: Run) -> list[CallUnit]:
         """The units of ``run`` (after :meth:`prepare`); by default from its selection."""
         return self.build_units(selection=run.selection, template=run.template)
+
+    def iter_units_for_run(self, *, run: Run) -> Iterator[CallUnit]:
+        """:meth:`units_for_run`'s units, in its order, as the engine takes them: a
+        pipeline that can build them a few at a time yields them so, and the run's
+        first calls go out before the rest are built."""
+        return iter(self.units_for_run(run=run))
 
     def name_maps(self, *, run: Run) -> list[tuple[Work, dict[str, str], list[Character]]]:
         """(work, perturbation map, its characters) per work whose names ``run`` shows

@@ -10,10 +10,14 @@ import logging
 import queue as queue_module
 import threading
 import time
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import islice
 
 from django.conf import settings
+from django.db.models import Count, Q
 
 from ..backends import (
     BackendError,
@@ -26,7 +30,7 @@ from ..backends import (
 from ..backends.secrets import mask_secrets
 from ..credentials import backend_secret_values
 from ..models import CachedResponse, Run, RunCall
-from ..pipelines import Pipeline, Step, get_pipeline
+from ..pipelines import CallUnit, Pipeline, Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
 from .leases import LeaseHolder, LeaseView, _claim, _Lease, _release
 from .outcome import run_outcome
@@ -36,7 +40,6 @@ from .recording import (
     RunProgress,
     _Budget,
     _cost,
-    _ensure_calls,
     _estimate,
     _Outcome,
     _Recorder,
@@ -47,6 +50,8 @@ from .recording import (
 # Predictions written per transaction at most, so a reply that arrives meanwhile
 # waits for at most one such write before it is made durable.
 RECORD_CHUNK_PREDICTIONS = 2000
+# Units prepared at a time once the first wave is out (see _Feed).
+UNITS_PAGE = 64
 
 logger = logging.getLogger(__name__)
 
@@ -156,72 +161,13 @@ def _execute_units(
     interrupt: RunInterrupt,
     pool: EnginePool | None,
 ) -> str:
-    units = pipeline.units_for_run(run=run)
-    order = {u.key: i for i, u in enumerate(units)}
-    by_key = {u.key: u for u in units}
-    calls = _ensure_calls(run, units)
-    pending = [
-        c for c in calls.values() if c.status != RunCall.Status.DONE and c.unit_key in by_key
-    ]
-    pending.sort(key=lambda c: (order[c.unit_key], c.sample_index))
-    requests = {c.pk: _request_for(run, by_key[c.unit_key], c.sample_index) for c in pending}
-    recorder = _Recorder(
-        run=run, pipeline=pipeline, units=by_key, requests=requests, on_progress=on_progress
-    )
-    recorder.total = len(calls)
-    recorder.done = len(calls) - len(pending)
-
-    # Replies that arrived before a crash but were not recorded: paid, never asked again.
-    received = [c for c in pending if c.status == RunCall.Status.RECEIVED]
-    _record_in_chunks(
-        recorder,
-        [
-            _Outcome(
-                call=c,
-                result=ChatResult(
-                    text=c.raw_output,
-                    prompt_tokens=c.prompt_tokens,
-                    completion_tokens=c.completion_tokens,
-                    latency_ms=c.latency_ms,
-                    finish_reason=c.finish_reason,
-                ),
-                from_cache=c.from_cache,
-                cost=c.cost,
-            )
-            for c in received
-        ],
-    )
-    rest = [c for c in pending if c.status != RunCall.Status.RECEIVED]
-    if retried := [c.pk for c in rest if c.status != RunCall.Status.PENDING]:
-        RunCall.objects.filter(pk__in=retried).update(status=RunCall.Status.PENDING, error="")
-
-    # Responses already paid for by any earlier run; none for a run that sends again.
-    keys = {c.pk: recorder.cache_keys[c.pk] for c in rest}
-    cached = (
-        {}
-        if sends_again(run)
-        else {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
-    )
-    cache_secrets = backend_secret_values(run.backend) if cached and run.backend else []
-    hits: list[_Outcome] = []
-    to_call: list[RunCall] = []
-    for call in rest:
-        hit = cached.get(keys[call.pk])
-        if hit is None:
-            to_call.append(call)
-            continue
-        result = ChatResult(
-            # Masked again as it is reused: replies cached before replies were masked
-            # may hold a key the server echoed.
-            text=mask_secrets(hit.text, cache_secrets),
-            prompt_tokens=hit.prompt_tokens,
-            completion_tokens=hit.completion_tokens,
-            latency_ms=hit.latency_ms,
-            finish_reason=hit.finish_reason,
-        )
-        hits.append(_Outcome(call=call, result=result, from_cache=True))
-    recorder.store_received(hits)
-    _record_in_chunks(recorder, hits)
+    recorder = _Recorder(run=run, pipeline=pipeline, units={}, requests={}, on_progress=on_progress)
+    feed = _Feed(run, pipeline.iter_units_for_run(run=run), recorder)
+    sliding = pool is None and run.backend is not None and not batches_itself(run.backend)
+    # The backend's clients are made (and its host resolved) while the first calls are
+    # prepared, so the first wave leaves at once; the rest is prepared while it is out.
+    starter = _BackendStart(run) if sliding else None
+    to_call = feed.take(run.backend.max_concurrency if sliding else None)
 
     stop_status = ""
     if to_call and not interrupt.requested.is_set() and pool is not None:
@@ -229,25 +175,185 @@ def _execute_units(
             calls=to_call, lease=_Lease(run.pk), recorder=recorder, interrupt=interrupt
         )
     elif to_call and not interrupt.requested.is_set():
-        backend = get_backend(run.backend)
+        backend = starter.backend() if starter is not None else get_backend(run.backend)
+        starter = None
         lease = _Lease(run.pk)
         try:
-            if batches_itself(run.backend):
-                stop_status = _call_in_batches(
-                    run, backend, to_call, requests, lease, recorder, interrupt
+            if sliding:
+                stop_status = _call_sliding(
+                    run, backend, to_call, recorder.requests, lease, recorder, interrupt, feed=feed
                 )
             else:
-                stop_status = _call_sliding(
-                    run, backend, to_call, requests, lease, recorder, interrupt
+                stop_status = _call_in_batches(
+                    run, backend, to_call, recorder.requests, lease, recorder, interrupt
                 )
         finally:
             backend.close()
     elif to_call:
         stop_status = Run.Status.STOPPED
+    if starter is not None:
+        starter.close()
+    # A stopped run still gets every call row and its cached replies, as a resume expects.
+    feed.take(None)
     # Whatever was recorded, also on a stop: the hook is idempotent (see Pipeline.finish).
     pipeline.finish(run=run)
     recorder.progress(force=True)
     return _finish(run.pk, stop_status, interrupt)
+
+
+class _Feed:
+    """A run's calls prepared from its units a few at a time, in the units' order.
+
+    For each batch of units: the call rows (created once, so a resume finds them), the
+    requests, replies received before a crash recorded from their rows, and replies any
+    earlier run paid for taken from the cache; what is left is to be sent. When the
+    units run out, the run's counters are set from its call rows (calls a pipeline made
+    while preparing, ToMPro's stage 1, count too).
+    """
+
+    def __init__(self, run: Run, units: Iterator[CallUnit], recorder: _Recorder) -> None:
+        self.run = run
+        self.units = units
+        self.recorder = recorder
+        self.samples = int(run.params.get("samples", 1))
+        self.exhausted = False
+        self._position = 0
+        self._cache_secrets: list[str] | None = None
+        # Errors from an earlier attempt are retried, so they no longer count.
+        Run.objects.filter(pk=run.pk).update(error_calls=0)
+
+    def take(self, calls: int | None) -> list[RunCall]:
+        """At least ``calls`` calls to send (all that are left when None), fewer only
+        when the units run out; [] once they have."""
+        to_call: list[RunCall] = []
+        while not self.exhausted and (calls is None or len(to_call) < calls):
+            wanted = UNITS_PAGE if calls is None else -(-(calls - len(to_call)) // self.samples)
+            units = list(islice(self.units, max(1, wanted)))
+            if units:
+                to_call += self._prepare(units)
+            else:
+                self.exhausted = True
+                self._count()
+        return to_call
+
+    def _prepare(self, units: list[CallUnit]) -> list[RunCall]:
+        run, recorder = self.run, self.recorder
+        order = {u.key: self._position + i for i, u in enumerate(units)}
+        self._position += len(units)
+        by_key = {u.key: u for u in units}
+        RunCall.objects.bulk_create(
+            [
+                RunCall(run=run, unit_key=u.key, sample_index=s)
+                for u in units
+                for s in range(self.samples)
+            ],
+            ignore_conflicts=True,
+        )
+        calls = list(RunCall.objects.filter(run=run, unit_key__in=list(by_key)))
+        pending = [c for c in calls if c.status != RunCall.Status.DONE]
+        pending.sort(key=lambda c: (order[c.unit_key], c.sample_index))
+        recorder.add(
+            by_key, {c.pk: _request_for(run, by_key[c.unit_key], c.sample_index) for c in pending}
+        )
+        recorder.total += len(calls)
+        recorder.done += len(calls) - len(pending)
+
+        # Replies that arrived before a crash but were not recorded: paid, never asked again.
+        received = [c for c in pending if c.status == RunCall.Status.RECEIVED]
+        _record_in_chunks(recorder, [_received_outcome(c) for c in received])
+        rest = [c for c in pending if c.status != RunCall.Status.RECEIVED]
+        if retried := [c.pk for c in rest if c.status != RunCall.Status.PENDING]:
+            RunCall.objects.filter(pk__in=retried).update(status=RunCall.Status.PENDING, error="")
+
+        # Responses already paid for by any earlier run; none for a run that sends again.
+        keys = {c.pk: recorder.cache_keys[c.pk] for c in rest}
+        cached = (
+            {}
+            if sends_again(run) or not rest
+            else {c.key: c for c in CachedResponse.objects.filter(key__in=set(keys.values()))}
+        )
+        if cached and self._cache_secrets is None:
+            self._cache_secrets = backend_secret_values(run.backend) if run.backend else []
+        hits: list[_Outcome] = []
+        to_call: list[RunCall] = []
+        for call in rest:
+            hit = cached.get(keys[call.pk])
+            if hit is None:
+                to_call.append(call)
+                continue
+            result = ChatResult(
+                # Masked again as it is reused: replies cached before replies were masked
+                # may hold a key the server echoed.
+                text=mask_secrets(hit.text, self._cache_secrets),
+                prompt_tokens=hit.prompt_tokens,
+                completion_tokens=hit.completion_tokens,
+                latency_ms=hit.latency_ms,
+                finish_reason=hit.finish_reason,
+            )
+            hits.append(_Outcome(call=call, result=result, from_cache=True))
+        recorder.store_received(hits)
+        _record_in_chunks(recorder, hits)
+        return to_call
+
+    def _count(self) -> None:
+        counts = RunCall.objects.filter(run_id=self.run.pk).aggregate(
+            total=Count("id"), done=Count("id", filter=Q(status=RunCall.Status.DONE))
+        )
+        Run.objects.filter(pk=self.run.pk).update(
+            total_calls=counts["total"], done_calls=counts["done"]
+        )
+        self.recorder.total, self.recorder.done = counts["total"], counts["done"]
+
+
+def _received_outcome(call: RunCall) -> _Outcome:
+    return _Outcome(
+        call=call,
+        result=ChatResult(
+            text=call.raw_output,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            latency_ms=call.latency_ms,
+            finish_reason=call.finish_reason,
+        ),
+        from_cache=call.from_cache,
+        cost=call.cost,
+    )
+
+
+class _BackendStart:
+    """The run's backend object made on a thread of its own, with a client for each
+    call of the first wave (``ChatBackend.warm``), while this thread prepares calls."""
+
+    def __init__(self, run: Run) -> None:
+        self._config = run.backend  # read here: the thread never touches the database
+        self._limit = max(1, run.backend.max_concurrency)
+        self._made: ChatBackend | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._start, name=f"run{run.pk}-backend", daemon=True
+        )
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            self._made = get_backend(self._config)
+            self._made.warm(self._limit)
+        except BaseException as exc:  # raised again on the run's thread by backend()
+            self._error = exc
+
+    def backend(self) -> ChatBackend:
+        """The backend, or the error making it raised (as ``get_backend`` would)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._made is not None
+        return self._made
+
+    def close(self) -> None:
+        """Not needed after all (every call was cached or the run stopped)."""
+        self._thread.join()
+        if self._made is not None:
+            self._made.close()
 
 
 def _execute_trained(run: Run, on_progress: ProgressHook | None, interrupt: RunInterrupt) -> str:
@@ -312,20 +418,26 @@ class _Window:
         calls: list[RunCall],
         requests: dict[int, ChatRequest],
         limit: int,
+        feeding: bool = False,
     ) -> None:
+        """``feeding``: more calls come through :meth:`add` until :meth:`close`."""
         self.run = run
         self.backend = backend
         self.requests = requests
         self.replies: queue_module.Queue[_Outcome] = queue_module.Queue()
         self.stop_status = ""
-        self._queue = list(reversed(calls))
+        self._queue = deque(calls)
         self._budget = _Budget(run)
         self._lock = threading.Lock()
+        # Signalled when calls are added or no more will come (see ``add``, ``close``).
+        self._fed = threading.Condition(self._lock)
+        self._closed = not feeding
         self._threads = [
             threading.Thread(target=self._work, name=f"run{run.pk}-call{i}", daemon=True)
             for i in range(min(max(1, limit), len(calls)))
         ]
         self._running = len(self._threads)
+        self._started = 0
         # One permit per call sent and not yet stored (see ``stored``).
         self._slots = threading.Semaphore(len(self._threads))
 
@@ -338,6 +450,31 @@ class _Window:
         with self._lock:
             self.stop_status = self.stop_status or status
             self._queue.clear()
+            self._closed = True
+            self._fed.notify_all()
+
+    def add(self, calls: list[RunCall]) -> None:
+        """More calls to send, after those queued (dropped once the window has stopped)."""
+        with self._lock:
+            if not self.stop_status:
+                self._queue.extend(calls)
+                self._fed.notify_all()
+
+    def close(self) -> None:
+        """No more calls will be added: threads end when the queue is empty."""
+        with self._lock:
+            self._closed = True
+            self._fed.notify_all()
+
+    @property
+    def all_started(self) -> bool:
+        """Every request thread has asked for its first call."""
+        return self._started == len(self._threads)
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a request thread."""
+        return len(self._queue)
 
     def stored(self, replies: int) -> None:
         """The writer made ``replies`` arrived replies durable: their slots are free."""
@@ -352,23 +489,34 @@ class _Window:
 
     def _next(self) -> tuple[RunCall, int, Decimal] | None:
         with self._lock:
+            while not self._queue and not self._closed:
+                self._fed.wait()
             if not self._queue:
                 return None
-            call = self._queue[-1]
+            call = self._queue[0]
             tokens, cost = _estimate(self.run, self.requests[call.pk])
             if self._budget.would_exceed(tokens, cost):
                 self.stop_status = self.stop_status or Run.Status.BUDGET_EXHAUSTED
                 self._queue.clear()
+                self._closed = True
+                self._fed.notify_all()
                 return None
-            self._queue.pop()
+            self._queue.popleft()
             self._budget.reserved_tokens += tokens
             self._budget.reserved_cost += cost
             return call, tokens, cost
 
     def _work(self) -> None:
+        first = True
         try:
             while True:
                 self._slots.acquire()
+                if first:
+                    # Counted before asking: a thread that finds the queue empty
+                    # waits for the feed, which waits for every thread to have asked.
+                    first = False
+                    with self._lock:
+                        self._started += 1
                 taken = self._next()
                 if taken is None:
                     self._slots.release()
@@ -402,30 +550,40 @@ def _call_sliding(
     interrupt: RunInterrupt,
     *,
     limit: int | None = None,
+    feed: _Feed | None = None,
 ) -> str:
     """Drive a :class:`_Window` and write what comes back; returns a stop status or "".
 
     This thread is the writer: it makes each batch of arrived replies durable first
-    (one short transaction), then records a bounded chunk of the backlog, renews the
-    lease and reports progress, and again. ``limit`` is the calls in flight at most:
-    the backend's ``max_concurrency`` unless this process makes one shard of a run.
+    (one short transaction), then prepares more calls from ``feed`` while fewer than
+    two windows' worth wait, records a bounded chunk of the backlog, renews the lease
+    and reports progress, and again. ``limit`` is the calls in flight at most: the
+    backend's ``max_concurrency`` unless this process makes one shard of a run.
     """
+    limit = run.backend.max_concurrency if limit is None else limit
+    feeding = feed is not None and not feed.exhausted
     window = _Window(
-        run=run,
-        backend=backend,
-        calls=to_call,
-        requests=requests,
-        limit=run.backend.max_concurrency if limit is None else limit,
+        run=run, backend=backend, calls=to_call, requests=requests, limit=limit, feeding=feeding
     )
     window.start()
     backlog: list[_Outcome] = []
     deadline: float | None = None
     while True:
-        arrived = _drain(window.replies, timeout=0 if backlog else min(lease.interval, 0.5))
+        # Fed once every request thread has asked for its first call: preparing holds
+        # the GIL, and the first wave's requests would wait for it.
+        hungry = feeding and window.all_started and window.queued < 2 * max(1, limit)
+        arrived = _drain(
+            window.replies, timeout=0 if backlog or hungry else min(lease.interval, 0.5)
+        )
         if arrived:
             recorder.store_received(arrived)
             window.stored(len(arrived))
             backlog.extend(arrived)
+        if hungry and feed is not None:
+            window.add(feed.take(max(1, limit)))
+            if feed.exhausted:
+                feeding = False
+                window.close()
         if backlog:
             chunk, size = 0, 0
             while chunk < len(backlog) and size < RECORD_CHUNK_PREDICTIONS:

@@ -165,6 +165,13 @@ class _Recorder:
 
     # -- durability ------------------------------------------------------------------
 
+    def add(self, units: dict[str, CallUnit], requests: dict[int, ChatRequest]) -> None:
+        """More units and call requests to record replies for (the engine prepares a
+        run's calls a few units at a time)."""
+        self.units.update(units)
+        self.requests.update(requests)
+        self.cache_keys.update((pk, self.codec.cache_key(r)) for pk, r in requests.items())
+
     def store_received(self, outcomes: list[_Outcome]) -> None:
         """Make replies durable: one UPDATE of each call row, one transaction for all."""
         rows = []
@@ -442,25 +449,6 @@ class _Recorder:
         if force or now - self._progress_at >= PROGRESS_INTERVAL_S:
             self._progress_at = now
             self.on_progress(RunProgress(self.run.pk, self.total, self.done, self.errors))
-
-
-def _ensure_calls(run: Run, units: list[CallUnit]) -> dict[tuple[str, int], RunCall]:
-    samples = int(run.params.get("samples", 1))
-    wanted = [(u.key, s) for u in units for s in range(samples)]
-    RunCall.objects.bulk_create(
-        [RunCall(run=run, unit_key=k, sample_index=s) for k, s in wanted],
-        ignore_conflicts=True,
-    )
-    calls = {(c.unit_key, c.sample_index): c for c in RunCall.objects.filter(run=run)}
-    # Calls a pipeline made while preparing (ToMPro's stage 1) count too.
-    prepared = len(calls.keys() - set(wanted))
-    Run.objects.filter(pk=run.pk).update(
-        total_calls=len(wanted) + prepared,
-        done_calls=sum(1 for c in calls.values() if c.status == RunCall.Status.DONE),
-        # Errors from an earlier attempt are retried, so they no longer count.
-        error_calls=0,
-    )
-    return calls
 
 
 def _estimate(run: Run, request: ChatRequest) -> tuple[int, Decimal]:

@@ -17,8 +17,13 @@ Each sweep also prints the CPU per call of this process (with the engine process
 started) and of the server. ``--processes 1 4`` measures the engine in one process and
 split across four (``MODELING_RUN_PROCESSES``; lines ``engine/4``).
 
+Last, a short run: 30 calls (15 stages, 2 samples each, none cached) at 8 in flight and
+0.2 s latency, several times over. Its whole ``run_execute`` is timed, so what the
+engine does before its first wave and after its last reply counts: 30 calls in waves
+of 8 take at least 4 latencies, 0.94 of concurrency / latency (``--short-runs``).
+
     .venv/bin/python tests/benchmarks/bench_llm_throughput.py [--latency 0.2] \\
-        [--rate 160] [--concurrency 8 32 128] [--processes 1 4]
+        [--rate 160] [--concurrency 8 32 128] [--processes 1 4] [--short-runs 5]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomlab_bench \\
         .venv/bin/python tests/benchmarks/bench_llm_throughput.py
 
@@ -67,6 +72,13 @@ def main() -> None:
         default=[1],
         help="engine processes (MODELING_RUN_PROCESSES) to measure the engine with (1)",
     )
+    parser.add_argument(
+        "--short-runs",
+        type=int,
+        default=5,
+        help="times the 30-call run is measured (5); 0 skips it",
+    )
+    parser.add_argument("--short-only", action="store_true", help="only the 30-call run, no sweeps")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="llm-bench-"))
@@ -100,7 +112,7 @@ def main() -> None:
         sweeps = [(f"fixed latency {args.latency * 1000:.0f} ms", None)]
         if args.rate:
             sweeps.append((f"same ideal rate, {args.rate:.0f} calls/s", args.rate))
-        for title, rate in sweeps:
+        for title, rate in [] if args.short_only else sweeps:
             print(f"\n{title}")
             print(
                 f"{'what':<8} {'conc':>4} {'latency':>7} {'calls':>6} {'seconds':>8} "
@@ -110,6 +122,8 @@ def main() -> None:
                 latency = concurrency / rate if rate else args.latency
                 with _server_process(latency) as server:
                     _measure(server, units, concurrency, latency, args, with_backend=rate is None)
+        if args.short_runs:
+            _measure_short(args.short_runs)
         print(f"load average (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -181,6 +195,62 @@ def _measure(
         Run.objects.filter(backend=backend).delete()
         CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
     backend.delete()
+
+
+SHORT_CALLS, SHORT_CONCURRENCY, SHORT_LATENCY = 30, 8, 0.2
+
+
+def _measure_short(runs: int) -> None:
+    """Print achieved / ideal concurrency of a 30-call run, each run timed whole."""
+    from modeling.models import Backend, CachedResponse, Run
+    from modeling.runs.executor import run_execute
+    from modeling.runs.services import run_create
+
+    samples = 2
+    ideal = SHORT_CONCURRENCY / SHORT_LATENCY
+    print(
+        f"\nshort run: {SHORT_CALLS} calls, {SHORT_CONCURRENCY} in flight, "
+        f"{SHORT_LATENCY * 1000:.0f} ms (waves of {SHORT_CONCURRENCY} allow "
+        f"{SHORT_CALLS / SHORT_CONCURRENCY / -(-SHORT_CALLS // SHORT_CONCURRENCY):.2f})"
+    )
+    ratios = []
+    with _server_process(SHORT_LATENCY) as server:
+        Backend.objects.filter(name=BACKEND_NAME).delete()
+        backend = Backend.objects.create(
+            name=BACKEND_NAME,
+            kind=Backend.Kind.OPENAI,
+            base_url=server.base_url,
+            default_model="bench-model",
+            max_concurrency=SHORT_CONCURRENCY,
+            max_retries=0,
+        )
+        for attempt in range(runs):
+            run = run_create(
+                benchmark="dyntom",
+                method="vanilla",
+                backend=backend,
+                selection={"limit": SHORT_CALLS // samples},
+                # A seed per attempt: every attempt's 30 calls are new to the cache.
+                params={"samples": samples, "seed": 1000 + attempt},
+                enqueue=False,
+            )
+            began = time.perf_counter()
+            status = run_execute(run_id=run.pk)
+            seconds = time.perf_counter() - began
+            run.refresh_from_db()
+            assert status == Run.Status.SUCCEEDED, run.error
+            assert run.done_calls == run.total_calls == SHORT_CALLS, run.total_calls
+            ratio = SHORT_CALLS / seconds / ideal
+            ratios.append(ratio)
+            print(f"  run {attempt + 1}: {seconds:.3f} s, {ratio:.2f} of c/latency", flush=True)
+        Run.objects.filter(backend=backend).delete()
+        CachedResponse.objects.filter(backend_name=BACKEND_NAME).delete()
+        backend.delete()
+    ratios.sort()
+    print(
+        f"short run: achieved / ideal concurrency {ratios[len(ratios) // 2]:.2f} "
+        f"(median of {runs}; {ratios[0]:.2f}-{ratios[-1]:.2f})"
+    )
 
 
 class _Server:
