@@ -5,8 +5,9 @@ bootstraps need, at every first build: most of its time. A closed study's answer
 longer grow, so each is read once and kept as one :class:`~reports.models.PackedStudy`
 row per counting rule (excluded participants left out, or counted): the rows of
 ``selectors.human_answer_columns`` and ``selectors.human_response_rows`` for that
-study, as columns, JSON, compressed. ``speaker_outcomes.human_answers`` reads a
-packed study from its pack and any other study from the tables, into the same columns.
+study, as columns (integer arrays, JSON for the rest), compressed.
+``speaker_outcomes.human_answers`` reads a packed study from its pack and any other
+study from the tables, into the same columns.
 
 A pack is used only while its study is closed and its fingerprint
 (``selectors.scene_study_sizes`` of it: the answers' count and latest change,
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import zlib
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -81,33 +84,55 @@ def _codes(values: list[Any]) -> tuple[list[Any], list[int]]:
     return list(distinct), list(map(distinct.__getitem__, values))
 
 
+# Correctness as one byte per answer: its code is the index here.
+CORRECT = (None, False, True)
+# The answer columns held as machine integers (a JSON list of 100,000 numbers took
+# longer to parse than the rest of the pack), then the header's JSON.
+_ARRAYS = ("responses", "instances", "answers", "tags", "correct")
+
+
 def _encode(answers: StudyAnswers) -> bytes:
     answer_values, answer_codes = _codes(answers.answers)
     tag_values, tag_codes = _codes(answers.tags)
-    columns = [list(column) for column in zip(*answers.response_rows, strict=True)]
-    payload = {
-        "responses": answers.responses,
-        "instances": answers.instances,
-        "answer_values": answer_values,
-        "answers": answer_codes,
-        "correct": answers.correct,
-        "tag_values": tag_values,
-        "tags": tag_codes,
-        "response_columns": columns,
+    arrays = {
+        "responses": array("q", answers.responses),
+        "instances": array("q", answers.instances),
+        "answers": array("q", answer_codes),
+        "tags": array("q", tag_codes),
+        "correct": array("b", map(CORRECT.index, answers.correct)),
     }
-    return zlib.compress(json.dumps(payload, separators=(",", ":")).encode(), 1)
+    header = {
+        "byteorder": sys.byteorder,
+        "lengths": [len(arrays[name]) for name in _ARRAYS],
+        "answer_values": answer_values,
+        "tag_values": tag_values,
+        "response_columns": [list(column) for column in zip(*answers.response_rows, strict=True)],
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    body = b"".join(arrays[name].tobytes() for name in _ARRAYS)
+    return zlib.compress(len(head).to_bytes(8, "little") + head + body, 1)
 
 
 def _decode(data: bytes) -> StudyAnswers:
-    payload = json.loads(zlib.decompress(data))
-    columns = payload["response_columns"]
+    raw = zlib.decompress(data)
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    columns: dict[str, list[int]] = {}
+    offset = 8 + size
+    for name, length in zip(_ARRAYS, header["lengths"], strict=True):
+        column = array("b" if name == "correct" else "q")
+        end = offset + length * column.itemsize
+        column.frombytes(raw[offset:end])
+        if header["byteorder"] != sys.byteorder:
+            column.byteswap()
+        columns[name], offset = column.tolist(), end
     return StudyAnswers(
-        responses=payload["responses"],
-        instances=payload["instances"],
-        answers=list(map(payload["answer_values"].__getitem__, payload["answers"])),
-        correct=payload["correct"],
-        tags=list(map(payload["tag_values"].__getitem__, payload["tags"])),
-        response_rows=list(zip(*columns, strict=True)),
+        responses=columns["responses"],
+        instances=columns["instances"],
+        answers=list(map(header["answer_values"].__getitem__, columns["answers"])),
+        correct=list(map(CORRECT.__getitem__, columns["correct"])),
+        tags=list(map(header["tag_values"].__getitem__, columns["tags"])),
+        response_rows=list(zip(*header["response_columns"], strict=True)),
     )
 
 
