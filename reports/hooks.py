@@ -22,6 +22,7 @@ from .chartom_answers import run_answers
 from .dyntom_outcomes import run_outcomes
 from .run_packs import packed_run_ids, packs_invalidate
 from .services import report_jobs_rebuild_after_withdrawal
+from .study_packs import study_packs_delete
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +78,11 @@ def rebuild_jobs_after_exclusion(
 def rebuild_jobs_after_withdrawal(sender: Any, *, participant: Any, **kwargs: Any) -> None:
     """Stored report jobs that could hold the participant's rows are emptied and queued
     to be built again, and the participant's ledger says when (the live report pages
-    already leave withdrawn participants out)."""
+    already leave withdrawn participants out); their study's packed answers go."""
     with transaction.atomic():  # the withdrawal's own transaction, when it has one
+        # The packed answers hold theirs (a report would pack the study again anyway:
+        # the withdrawal moves its fingerprint).
+        study_packs_delete(study_id=participant.study_id)
         ids = report_jobs_rebuild_after_withdrawal(
             benchmark=participant.study.benchmark, since=participant.created_at
         )

@@ -136,6 +136,36 @@ class PackedRun(models.Model):
         return f"packed run {self.run_id} ({self.predictions} predictions)"
 
 
+class PackedStudy(models.Model):
+    """A closed scene study's counted human answers packed for its report
+    (``reports.study_packs``), one row per study and counting rule instead of one per
+    answer (issue 51: reading 100,000 guesses took most of a TVShowGuess first build).
+
+    ``fingerprint`` names what the answers were when packed:
+    ``selectors.scene_study_sizes`` of it (answers' count and latest change,
+    withdrawals, exclusions). A copy whose fingerprint differs from the database's is
+    packed again; a study that is not closed is never read from its pack.
+    """
+
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="+")
+    include_excluded = models.BooleanField(default=False)
+    fingerprint = models.CharField(max_length=40)
+    data = models.BinaryField(default=b"")
+    packed_at = models.DateTimeField(auto_now=True)
+
+    objects = WorkspaceManager("study__workspace")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "include_excluded"], name="reports_packedstudy_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"packed study {self.study_id} (excluded {'in' if self.include_excluded else 'out'})"
+
+
 class DynToMQuestionBankSnapshot(models.Model):
     """The DynToM questions' attributes packed as arrays (``dyntom_outcomes.question_bank``).
 

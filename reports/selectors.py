@@ -675,6 +675,47 @@ def human_response_size(
     return size
 
 
+def scene_study_sizes(study_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Per scene study: ``human_response_size``'s figures of that study alone (its
+    counted answers' count and latest change, withdrawals, exclusions, their id sum and
+    latest time), in two grouped queries; a study with no participant has its zeros.
+
+    What a packed study's fingerprint reads (``reports.study_packs``).
+    """
+    ids = list(study_ids)
+    study = "assignment__participant__study_id"
+    answers = dict.fromkeys(ids, (0, None)) | {
+        row[0]: row[1:]
+        for row in _human_guesses(ids, include_excluded=True)
+        .order_by()
+        .values(study)
+        .annotate(n=Count("pk"), last=Max("updated_at"))
+        .values_list(study, "n", "last")
+    }
+    excluded = Q(excluded_at__isnull=False)
+    people = {
+        row.pop("study_id"): row
+        for row in Participant.objects.filter(study_id__in=ids)
+        .order_by()
+        .values("study_id")
+        .annotate(
+            withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
+            excluded=Count("pk", filter=excluded),
+            excluded_ids=Sum("pk", filter=excluded),
+            last_excluded=Max("excluded_at"),
+        )
+    }
+    nobody = {"withdrawn": 0, "excluded": 0, "excluded_ids": None, "last_excluded": None}
+    return {
+        pk: {
+            "human_answers": answers[pk][0],
+            "last_human_answer": answers[pk][1],
+            **people.get(pk, nobody),
+        }
+        for pk in ids
+    }
+
+
 def item_counts(benchmark: str, *, work_id: int | None = None) -> dict[str, int]:
     """How many items the benchmark holds, by kind (one aggregate query per kind); a
     generic benchmark's report counts its one work's items (``work_id``)."""

@@ -25,6 +25,7 @@ from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any, NamedTuple
 
 from reports import selectors
+from reports.study_packs import packed_study_answers
 
 # Rows converted to columns at a time while reading (bounds the rows held at once).
 READ_CHUNK = 10_000
@@ -182,35 +183,61 @@ def run_outcomes(
 
 
 def human_answers(
-    study_ids: Iterable[int], scene_of: Mapping[int, int], *, include_excluded: bool = False
+    study_ids: Iterable[int],
+    scene_of: Mapping[int, int],
+    *,
+    include_excluded: bool = False,
+    closed: Iterable[int] = (),
 ) -> dict[int, HumanAnswers]:
     """Each study's counted answers (``selectors.human_answer_columns``) as columns.
 
     ``scene_of`` maps every masked speaker of the benchmark to its scene; excluded
-    participants' answers are read only with ``include_excluded``.
+    participants' answers are read only with ``include_excluded``. The ``closed``
+    studies' come from their packs (``reports.study_packs``), the same rows read once.
     """
     ids = list(study_ids)
     studies = {study_id: HumanAnswers() for study_id in ids}
     if not ids:
         return studies
+    packed = packed_study_answers(
+        [study_id for study_id in closed if study_id in studies],
+        include_excluded=include_excluded,
+    )
+    live = [study_id for study_id in ids if study_id not in packed]
     decoded: dict[str | None, tuple[str, ...]] = {}
-    rows = selectors.human_answer_columns(ids, include_excluded=include_excluded)
+
+    def add_tags(target: HumanAnswers, tags: Iterable[str | None]) -> None:
+        tags = list(tags)
+        for text in set(tags) - decoded.keys():
+            decoded[text] = tuple(json.loads(text) or ()) if text else ()
+        target.tags.extend(map(decoded.__getitem__, tags))
+
+    responses: dict[int, tuple[Any, ...]] = {}
+    for study_id, pack in packed.items():
+        target = studies[study_id]
+        target.responses.extend(pack.responses)
+        target.instances.extend(pack.instances)
+        target.answers.extend(pack.answers)
+        target.correct.extend(pack.correct)
+        add_tags(target, pack.tags)
+        responses.update((row[0], row[1:]) for row in pack.response_rows)
+    rows = selectors.human_answer_columns(live, include_excluded=include_excluded) if live else ()
+    rows = iter(rows)
     while chunk := list(islice(rows, READ_CHUNK)):
         # Answers come ordered by study: each study's run of rows becomes its columns.
         for study_id, block in groupby(chunk, key=itemgetter(0)):
-            _, responses, instances, answers, correct, tags = zip(*block, strict=True)
+            _, answer_responses, instances, answers, correct, tags = zip(*block, strict=True)
             target = studies[study_id]
-            target.responses.extend(responses)
+            target.responses.extend(answer_responses)
             target.instances.extend(instances)
             target.answers.extend(answers)
             target.correct.extend(correct)
-            for text in set(tags) - decoded.keys():
-                decoded[text] = tuple(json.loads(text) or ()) if text else ()
-            target.tags.extend(map(decoded.__getitem__, tags))
-    responses = {
-        row[0]: row[1:]
-        for row in selectors.human_response_rows(ids, include_excluded=include_excluded)
-    }
+            add_tags(target, tags)
+    if live:
+        responses.update(
+            (row[0], row[1:])
+            for row in selectors.human_response_rows(live, include_excluded=include_excluded)
+        )
     new = tuple.__new__  # a NamedTuple built from a tuple in C, as Django's named rows are
     for target in studies.values():
         if not responses.keys() >= set(target.responses):

@@ -71,6 +71,7 @@ from reports.tables import (
     unparsed_note,
 )
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
+from studies.models import Study
 from studies.scene.services import IDLE_CUTOFF
 
 NO_GENRE = "(no genre)"
@@ -261,7 +262,10 @@ def _human_studies(
 ) -> list[HumanStudy]:
     """Each study with its answers, labelled "Humans: <name>" (with the id if names repeat)."""
     by_study = human_answers(
-        [s["id"] for s in studies], scene_of, include_excluded=include_excluded
+        [s["id"] for s in studies],
+        scene_of,
+        include_excluded=include_excluded,
+        closed=[s["id"] for s in studies if s["status"] == Study.Status.CLOSED],
     )
     names = Counter(s["name"] for s in studies)
     return [

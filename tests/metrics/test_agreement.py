@@ -2,6 +2,7 @@
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from metrics import (
@@ -17,6 +18,7 @@ from metrics import (
     ordinal_alpha_ci_of_counts,
     percent_agreement,
 )
+from metrics.agreement import _resampled_from_counts
 
 N = None
 
@@ -349,3 +351,23 @@ def test_agreement_cis_are_each_statistics_own_interval():
     assert together == [agreement_ci(units, s, n_resamples=200, seed=9) for s in statistics]
     assert together[0][0] is not None
     assert agreement_cis([], statistics) == [(None, None)] * 3
+
+
+def test_resampled_statistics_do_not_depend_on_how_many_resamples_are_weighed_at_once():
+    """A resample's value is computed alone: the first 64 of 1,000 resamples (weighed
+    in one chunk of 1,000 rows) are bit for bit those of the same 64 weighed alone, so
+    the chunk size, which follows the unit count, cannot move a report's figures."""
+    rng = np.random.default_rng(3)
+    labels = ["joey", "rachel", "ross", "monica", "chandler", "phoebe"]
+    units = [list(rng.choice(labels, size=int(rng.integers(2, 40)))) for _ in range(2000)]
+    statistics = [percent_agreement, krippendorff_alpha]
+    draws = np.random.default_rng(0).integers(0, len(units), size=(1000, len(units)))
+    whole = _resampled_from_counts(units, statistics, draws)
+    first = _resampled_from_counts(units, statistics, draws[:64])
+    for statistic in statistics:
+        assert np.array_equal(whole[statistic][:64], first[statistic], equal_nan=True)
+    equal = [list(rng.choice(labels, size=3)) for _ in range(2000)]  # Fleiss: equal sizes
+    whole = _resampled_from_counts(equal, [fleiss_kappa], draws)
+    first = _resampled_from_counts(equal, [fleiss_kappa], draws[:64])
+    assert not np.isnan(first[fleiss_kappa]).any()
+    assert np.array_equal(whole[fleiss_kappa][:64], first[fleiss_kappa], equal_nan=True)
