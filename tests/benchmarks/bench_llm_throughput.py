@@ -49,6 +49,21 @@ ROOT = Path(__file__).resolve().parents[2]
 BACKEND_NAME = "bench-throughput"
 
 
+def _bench_backend(server, concurrency: int):
+    """The bench's own backend row, made afresh, pointing at the loopback server."""
+    from modeling.models import Backend
+
+    Backend.objects.filter(name=BACKEND_NAME).delete()
+    return Backend.objects.create(
+        name=BACKEND_NAME,
+        kind=Backend.Kind.OPENAI,
+        base_url=server.base_url,
+        default_model="bench-model",
+        max_concurrency=concurrency,
+        max_retries=0,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="server latency, s (0.2)")
@@ -142,19 +157,11 @@ def _measure(
     from django.test import override_settings
 
     from modeling.backends import ChatRequest, get_backend
-    from modeling.models import Backend, CachedResponse, Prediction, Run
+    from modeling.models import CachedResponse, Prediction, Run
     from modeling.runs.executor import run_execute
     from modeling.runs.services import run_create
 
-    Backend.objects.filter(name=BACKEND_NAME).delete()
-    backend = Backend.objects.create(
-        name=BACKEND_NAME,
-        kind=Backend.Kind.OPENAI,
-        base_url=server.base_url,
-        default_model="bench-model",
-        max_concurrency=concurrency,
-        max_retries=0,
-    )
+    backend = _bench_backend(server, concurrency)
     ideal = concurrency / latency
     calls = max(args.min_calls, concurrency * 2, round(ideal * args.seconds))
     line = _Line(concurrency, latency, ideal, server)
@@ -202,7 +209,7 @@ SHORT_CALLS, SHORT_CONCURRENCY, SHORT_LATENCY = 30, 8, 0.2
 
 def _measure_short(runs: int) -> None:
     """Print achieved / ideal concurrency of a 30-call run, each run timed whole."""
-    from modeling.models import Backend, CachedResponse, Run
+    from modeling.models import CachedResponse, Run
     from modeling.runs.executor import run_execute
     from modeling.runs.services import run_create
 
@@ -215,15 +222,7 @@ def _measure_short(runs: int) -> None:
     )
     ratios = []
     with _server_process(SHORT_LATENCY) as server:
-        Backend.objects.filter(name=BACKEND_NAME).delete()
-        backend = Backend.objects.create(
-            name=BACKEND_NAME,
-            kind=Backend.Kind.OPENAI,
-            base_url=server.base_url,
-            default_model="bench-model",
-            max_concurrency=SHORT_CONCURRENCY,
-            max_retries=0,
-        )
+        backend = _bench_backend(server, SHORT_CONCURRENCY)
         for attempt in range(runs):
             run = run_create(
                 benchmark="dyntom",
