@@ -205,7 +205,7 @@ class StudyItem(models.Model):
     or a mapped benchmark's multiple-choice item.
 
     Exactly one of ``scene``, ``qa_item``, ``stage`` and ``mc_item`` is set, by the
-    study's kind.
+    study's kind; none for an attention item the researcher wrote (``instructed``).
     Assignment locks these rows to keep quotas exact.
     """
 
@@ -239,6 +239,10 @@ class StudyItem(models.Model):
     held_back = models.BooleanField(default=False)
     # [{"line": i, "kind": "name"|"alias"|"cue", "match": "...", "text": "..."}]
     leaks = BulkJSONField(default=list, blank=True)
+    # An instructed-response item the researcher wrote on a multiple-choice study (no
+    # bank item: none of the four kinds is set, and its role is always attention):
+    # {"question": str, "options": [str, ...], "answer": index of the option to pick}.
+    instructed = BulkJSONField(default=dict, blank=True)
 
     objects = WorkspaceManager("study__workspace")
 
@@ -275,13 +279,21 @@ class StudyItem(models.Model):
                         stage__isnull=True,
                         mc_item__isnull=False,
                     )
+                    | models.Q(
+                        scene__isnull=True,
+                        qa_item__isnull=True,
+                        stage__isnull=True,
+                        mc_item__isnull=True,
+                        role="attention",
+                    )
                 ),
                 name="study_item_one_kind",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.study} / {self.scene or self.qa_item or self.stage or self.mc_item}"
+        what = self.scene or self.qa_item or self.stage or self.mc_item
+        return f"{self.study} / {what or 'instructed-response item'}"
 
 
 class Participant(models.Model):

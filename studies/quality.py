@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from statistics import median
 
-from django.db.models import BooleanField, CharField, Value
+from django.db.models import BooleanField, CharField, Q, Value
 from django.db.models.functions import Cast
 
 from .models import Assignment, ChoiceAnswer, Guess, Participant, Study, StudyItem
@@ -114,7 +114,10 @@ def study_quality(
     if checks_only:
         guesses = guesses.filter(assignment__study_item__role=StudyItem.Role.ATTENTION)
     if model is ChoiceAnswer:
-        guesses = guesses.filter(mc_item__isnull=False).values_list(
+        # A bank item's picks, and the picks of the attention checks the researcher
+        # wrote (no bank item: ``StudyItem.instructed``), which count as checks only.
+        written = Q(mc_item__isnull=True, assignment__study_item__role=StudyItem.Role.ATTENTION)
+        guesses = guesses.filter(Q(mc_item__isnull=False) | written).values_list(
             "assignment__participant_id",
             "assignment_id",
             "assignment__study_item__role",

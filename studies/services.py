@@ -54,6 +54,12 @@ def item_set_hash(study: Study) -> str:
                 "items": list(
                     items.values_list("mc_item__item_id", "mc_item__content_hash", "role")
                 ),
+                # The checks the researcher wrote (none: the hash of a study before them).
+                **(
+                    {"instructed": [i.instructed for i in written]}
+                    if (written := [i for i in items.filter(mc_item__isnull=True)])
+                    else {}
+                ),
                 "language": (study.sampling or {}).get("language", ""),
             }
         )
@@ -251,6 +257,7 @@ def study_duplicate(*, study: Study, created_by=None) -> Study:
                 qa_item_id=item.qa_item_id,
                 stage_id=item.stage_id,
                 mc_item_id=item.mc_item_id,
+                instructed=item.instructed,
                 question_ids=item.question_ids,
                 position=item.position,
                 role=item.role,

@@ -23,6 +23,7 @@ urlpatterns = [
     ),
     path("<int:study_id>/choices/import/", choice_views.import_, name="choice-import"),
     path("<int:study_id>/strata.csv", choice_views.strata_csv, name="strata-csv"),
+    path("<int:study_id>/instructed/", choice_views.instructed, name="instructed"),
     path("<int:study_id>/", views.study_detail, name="detail"),
     path("<int:study_id>/go-live/", views.study_go_live, name="go-live"),
     path("<int:study_id>/pause/", views.study_pause, name="pause"),

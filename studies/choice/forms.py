@@ -504,3 +504,45 @@ def _same(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return sorted(value) or None
     return value or None
+
+
+class InstructedItemForm(forms.Form):
+    """An attention check the researcher writes on a mapped benchmark's study: the
+    question, its options and the option participants are told to pick. Checked by
+    ``generic.instructed_parse``, whose errors land on the field they name."""
+
+    instructed_question = forms.CharField(
+        label="Question",
+        max_length=generic.INSTRUCTED_QUESTION_MAX,
+        widget=forms.TextInput(attrs={"placeholder": "Select 'Iris' for this question."}),
+        help_text="what participants read; say which option to pick",
+    )
+    instructed_options = forms.CharField(
+        label="Options",
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "Anna\nIris\nMaya"}),
+        help_text=f"one a line, {generic.INSTRUCTED_OPTIONS_MIN} to "
+        f"{generic.INSTRUCTED_OPTIONS_MAX}; shown in a shuffled order when the study shuffles",
+    )
+    instructed_answer = forms.CharField(
+        label="Instructed answer",
+        max_length=generic.INSTRUCTED_OPTION_MAX,
+        help_text="the option participants must pick: one of the options, as written",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            data["instructed"] = generic.instructed_parse(
+                question=data["instructed_question"],
+                options=data["instructed_options"],
+                answer=data["instructed_answer"],
+            )
+        except generic.GenericSpecError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, _capital(exc.reason))
+        return data
+
+
+def _capital(message: str) -> str:
+    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")

@@ -375,6 +375,8 @@ def option_letter(index: int) -> str:
 def study_language(sampling: dict[str, Any], item: MCItem) -> str:
     """The language the study shows ``item`` in (its first when the study has none)."""
     language = (sampling or {}).get("language") or ""
+    if isinstance(item, InstructedItem):  # written in the study's language
+        return language
     return language if language in (item.texts or {}) else next(iter(item.texts or {}), "")
 
 
@@ -404,3 +406,96 @@ def item_words(item: MCItem, language: str, words) -> int:
         + words(text.get("question"))
         + sum(words(str(o)) for o in text.get("options") or [])
     )
+
+
+# -- instructed-response items the researcher writes ----------------------------------------
+
+INSTRUCTED_QUESTION_MAX = 500
+INSTRUCTED_OPTION_MAX = 200
+INSTRUCTED_OPTIONS_MIN, INSTRUCTED_OPTIONS_MAX = 2, 10
+INSTRUCTED_ITEM_ID = "instructed-{pk}"
+
+
+@dataclass(frozen=True)
+class InstructedItem:
+    """An attention check the researcher wrote ("Select 'Iris' for this question"), read
+    like a bank item (``MCItem``) by the pages that show and score items: the same
+    ``text(language)`` and ``answers`` in every language, no context, no category. It is
+    never a benchmark item: answers to it are attention checks only."""
+
+    pk: int
+    question: str
+    options: tuple[str, ...]
+    answer: int
+
+    @property
+    def item_id(self) -> str:
+        return INSTRUCTED_ITEM_ID.format(pk=self.pk)
+
+    @property
+    def answers(self) -> list[int]:
+        return [self.answer]
+
+    categories: dict[str, Any] = field(default_factory=dict)
+
+    def text(self, language: str = "") -> dict[str, Any]:
+        return {"context": "", "question": self.question, "options": list(self.options)}
+
+
+def instructed_parse(*, question: str, options: str | list[str], answer: str) -> dict[str, Any]:
+    """A researcher's instructed-response item as ``StudyItem.instructed`` stores it.
+
+    ``options``: one a line (or a list); ``answer``: the text of the option to pick,
+    which must be one of them. Raises :class:`GenericSpecError` naming the field
+    (``instructed_question``, ``instructed_options``, ``instructed_answer``).
+    """
+    question = (question or "").strip()
+    if not question:
+        raise GenericSpecError("instructed_question", "write the question participants see")
+    if len(question) > INSTRUCTED_QUESTION_MAX:
+        raise GenericSpecError(
+            "instructed_question", f"at most {INSTRUCTED_QUESTION_MAX} characters"
+        )
+    lines = options.splitlines() if isinstance(options, str) else list(options)
+    choices = [str(o).strip() for o in lines if str(o).strip()]
+    if not INSTRUCTED_OPTIONS_MIN <= len(choices) <= INSTRUCTED_OPTIONS_MAX:
+        raise GenericSpecError(
+            "instructed_options",
+            f"write {INSTRUCTED_OPTIONS_MIN} to {INSTRUCTED_OPTIONS_MAX} options, one a line "
+            f"({len(choices)} given)",
+        )
+    if long := [o for o in choices if len(o) > INSTRUCTED_OPTION_MAX]:
+        raise GenericSpecError(
+            "instructed_options",
+            f"an option has at most {INSTRUCTED_OPTION_MAX} characters ({long[0][:30]!r}…)",
+        )
+    folded = [o.casefold() for o in choices]
+    if dupes := sorted({o for o in choices if folded.count(o.casefold()) > 1}):
+        raise GenericSpecError("instructed_options", f"{dupes[0]!r} is written twice")
+    wanted = (answer or "").strip()
+    if not wanted:
+        raise GenericSpecError("instructed_answer", "write the option participants must pick")
+    if wanted.casefold() not in folded:
+        raise GenericSpecError(
+            "instructed_answer",
+            f"{wanted!r} is not one of the options ({', '.join(map(repr, choices))})",
+        )
+    return {"question": question, "options": choices, "answer": folded.index(wanted.casefold())}
+
+
+def instructed_item(study_item: StudyItem) -> InstructedItem | None:
+    """``study_item``'s researcher-written check, or None for any other item."""
+    data = study_item.instructed or {}
+    if not data:
+        return None
+    return InstructedItem(
+        pk=study_item.pk,
+        question=data.get("question", ""),
+        options=tuple(data.get("options") or ()),
+        answer=int(data.get("answer", 0)),
+    )
+
+
+def shown_item(study_item: StudyItem) -> MCItem | InstructedItem | None:
+    """What a generic study's item shows: its bank item, or the researcher's check."""
+    return study_item.mc_item if study_item.mc_item_id else instructed_item(study_item)

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import researcher_required as researcher_only
-from common.request_params import BadNumber, optional_number
+from common.request_params import BadNumber, optional_number, parse_number
 
 from .. import api_services, selectors
 from .. import services as study_services
@@ -33,7 +33,7 @@ from ..participation.researcher_views import csv_response
 from . import allocation, generic
 from . import exchange as choice_exchange
 from . import services as cs
-from .forms import ChoiceStudyForm
+from .forms import ChoiceStudyForm, InstructedItemForm
 
 PER_PAGE = 100
 researcher_required = researcher_only("Studies are for researchers only.")
@@ -187,8 +187,57 @@ def detail(request: HttpRequest, study: Study) -> HttpResponse:
             "allocation": spec,
             "design_text": allocation.design_text(study, answers=context["n_needed"]),
             "strata_rows": allocation.stratum_rows(study),
+            "n_instructed": cs.instructed_items_of(study).count(),
         }
     return render(request, "studies/choice_study_detail.html", context)
+
+
+INSTRUCTED_PAGE = "studies/choice_instructed.html"
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def instructed(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The attention checks the researcher writes on a mapped benchmark's study: the
+    list, a form that adds one, a button that removes one. A form that does not hold
+    (an instructed answer that is none of the options…) comes back as typed (400),
+    the error beside its field; a change once batches are taken is refused (409)."""
+    study = get_object_or_404(Study.objects.filter(benchmark=cs.GENERIC), pk=study_id)
+    form = InstructedItemForm(request.POST if "add" in request.POST else None)
+    status = 200
+    if request.method == "POST":
+        try:
+            if "remove" in request.POST:
+                try:
+                    item_id = parse_number(request.POST["remove"], name="remove")
+                except BadNumber:
+                    raise generic.GenericSpecError("item", "not an item number") from None
+                cs.instructed_item_remove(study=study, item_id=item_id)
+                messages.success(request, "Written check removed.")
+                return redirect("studies:instructed", study_id=study.pk)
+            if form.is_valid():
+                data = form.cleaned_data["instructed"]
+                cs.instructed_item_add(
+                    study=study,
+                    question=data["question"],
+                    options=data["options"],
+                    answer=data["options"][data["answer"]],
+                )
+                messages.success(request, "Written check added.")
+                return redirect("studies:instructed", study_id=study.pk)
+            status = 400
+        except generic.GenericSpecError as exc:
+            if exc.field in form.fields:
+                form.add_error(exc.field, exc.reason)
+            else:
+                messages.error(request, f"Not saved: {exc.reason}.")
+            status = 409
+    context = {
+        "study": study,
+        "form": form,
+        "items": [(item, generic.instructed_item(item)) for item in cs.instructed_items_of(study)],
+    }
+    return render(request, INSTRUCTED_PAGE, context, status=status)
 
 
 @require_GET
@@ -290,8 +339,8 @@ def responses(
         picks = sorted(
             a.choices.all(), key=lambda c: (c.question.position if c.question else 0, c.round)
         )
-        if a.study_item.mc_item_id:
-            item = a.study_item.mc_item
+        if a.study_item.mc_item_id or a.study_item.instructed:
+            item = generic.shown_item(a.study_item)
             language = generic.study_language(study.sampling, item)
             options = generic.generic_options(item, language)
             for c in picks:

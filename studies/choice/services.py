@@ -54,10 +54,19 @@ from ..models import (
 from ..participation.ledger import exclusions_refresh
 from ..participation.recruitment import participant_no_work_record, session_prepare
 from ..participation.services import check_active
-from ..services import study_items_set
+from ..services import item_set_hash, study_items_set
 from . import allocation
 from .design import Design, Slot, design_compute
-from .generic import GENERIC, GenericSpec, generic_options, generic_sample, shuffles
+from .generic import (
+    GENERIC,
+    GenericSpec,
+    GenericSpecError,
+    generic_options,
+    generic_sample,
+    instructed_parse,
+    shown_item,
+    shuffles,
+)
 
 CHARTOM = "chartom-qa"
 DYNTOM = "dyntom"
@@ -772,6 +781,92 @@ def _generic_adaptive_take(
     return chosen
 
 
+# -- instructed-response items the researcher writes -----------------------------------------
+
+
+def _instructed_editable(study: Study, field_name: str) -> StudyWork:
+    """The study's work, when its written checks may still change (raises otherwise)."""
+    if study.benchmark != GENERIC:
+        raise GenericSpecError(
+            field_name, "only a multiple-choice study over a mapped benchmark takes written checks"
+        )
+    if study.status == Study.Status.CLOSED:
+        raise GenericSpecError(field_name, "the study is closed")
+    if WorkSession.objects.filter(participant__study=study).exists():
+        # Everyone who takes a batch gets every check: one added later would reach only
+        # the participants after it, and the rule would count them unevenly.
+        raise GenericSpecError(
+            field_name,
+            "participants have taken their items already: every participant must get the "
+            "same checks, so they can no longer change",
+        )
+    study_work = StudyWork.objects.filter(study=study).order_by("position").first()
+    if study_work is None:
+        raise GenericSpecError(field_name, "the study has no items")
+    return study_work
+
+
+def _item_set_refresh(study: Study) -> None:
+    if study.item_set_hash:  # live, no batch taken yet: the fixed set moves with the checks
+        study.item_set_hash = item_set_hash(study)
+        study.save(update_fields=["item_set_hash", "updated_at"])
+
+
+@transaction.atomic
+def instructed_item_add(
+    *, study: Study, question: str, options: str | list[str], answer: str
+) -> StudyItem:
+    """Add an attention check the researcher wrote: ``question`` as participants read it
+    ("Select 'Iris' for this question"), ``options`` one a line, ``answer`` the option to
+    pick. It goes to every participant among their test items, like the drawn checks,
+    and a wrong pick counts as a failed instructed-response item
+    (``Study.instructed_max_failures``, ``ledger.INSTRUCTED_REASON``).
+
+    Raises :class:`GenericSpecError` naming the field (``instructed_question``,
+    ``instructed_options``, ``instructed_answer``), and before anything is written.
+    """
+    data = instructed_parse(question=question, options=options, answer=answer)
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    study_work = _instructed_editable(study, "instructed_question")
+    last = StudyItem.objects.filter(study=study).aggregate(m=Max("position"))["m"]
+    item = StudyItem.objects.create(
+        study=study,
+        study_work=study_work,
+        role=StudyItem.Role.ATTENTION,
+        position=(last or 0) + 1,
+        instructed=data,
+    )
+    _item_set_refresh(study)
+    return item
+
+
+@transaction.atomic
+def instructed_item_remove(*, study: Study, item_id: int) -> None:
+    """Remove one of the study's written checks (only while no batch was taken).
+
+    Raises :class:`GenericSpecError` naming the ``item`` field for another study's item
+    or a bank item."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    _instructed_editable(study, "item")
+    # An attention item with no bank item is a written one (``study_item_one_kind``).
+    deleted, _ = instructed_items_of(study).filter(pk=item_id).delete()
+    if not deleted:
+        raise GenericSpecError("item", f"this study has no written check {item_id}")
+    _item_set_refresh(study)
+
+
+def instructed_items_of(study: Study):
+    """The study's written checks, in the order they were added (a queryset)."""
+    return StudyItem.objects.filter(
+        study=study,
+        role=StudyItem.Role.ATTENTION,
+        scene__isnull=True,
+        qa_item__isnull=True,
+        stage__isnull=True,
+        mc_item__isnull=True,
+    ).order_by("position", "pk")
+
+
 # -- answers ----------------------------------------------------------------------------------
 
 
@@ -816,7 +911,7 @@ def choice_record(
             answer = _chartom_record(participant, assignment, action, shown)
         elif assignment.study_item.stage_id:
             answer = _dyntom_record(participant, assignment, action, shown, question_id)
-        elif assignment.study_item.mc_item_id:
+        elif assignment.study_item.mc_item_id or assignment.study_item.instructed:
             answer = _generic_record(participant, assignment, action, shown)
         else:
             raise StudyError("this is not a multiple-choice question")
@@ -913,7 +1008,9 @@ def _generic_record(participant, assignment, action, shown) -> ChoiceAnswer:
         raise StudyError("each item is answered once: use Submit answer")
     if assignment.status == Assignment.Status.SUBMITTED or assignment.choices.exists():
         raise ChoiceReplay("you have already answered this item; your answer stands")
-    item = MCItem.objects.get(pk=assignment.study_item.mc_item_id)
+    # A bank item, or an attention check the researcher wrote (no bank item: the answer
+    # is stored without one, so it is never an answer to a benchmark item).
+    item = shown_item(assignment.study_item)
     order = generic_order(
         participant.study,
         assignment,
@@ -927,7 +1024,7 @@ def _generic_record(participant, assignment, action, shown) -> ChoiceAnswer:
     # One pick makes the item final: it is scored at once, gold read only here.
     answer = ChoiceAnswer.objects.create(
         assignment=assignment,
-        mc_item=item,
+        mc_item=item if isinstance(item, MCItem) else None,
         round=ChoiceAnswer.Round.FIRST,
         option=option,
         shown=shown,

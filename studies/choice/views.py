@@ -126,7 +126,7 @@ def step(request: HttpRequest, participant: Participant) -> HttpResponse:
         scene_services.scene_shown(participant=participant, assignment=assignment)
         if assignment.study_item.qa_item_id:
             return _question(request, participant, assignment)
-        if assignment.study_item.mc_item_id:
+        if assignment.study_item.mc_item_id or assignment.study_item.instructed:
             return _item(request, participant, assignment)
         return _stage(request, participant, assignment)
     if study.benchmark == cs.DYNTOM and study.status == Study.Status.LIVE:
@@ -198,7 +198,9 @@ def _item(request, participant: Participant, assignment: Assignment, **extra) ->
     options in the assignment's order with keys A, B, C… (no gold: it is read only
     when the answer is final, in ``cs.choice_record``)."""
     study = participant.study
-    item: MCItem = assignment.study_item.mc_item
+    # A bank item, or an attention check the researcher wrote (its question says what
+    # to pick, so it needs no instruction of its own).
+    item = generic.shown_item(assignment.study_item)
     language = generic.study_language(study.sampling, item)
     text = item.text(language)
     options = generic.generic_options(item, language)
@@ -223,7 +225,7 @@ def _item(request, participant: Participant, assignment: Assignment, **extra) ->
         "question": text.get("question", ""),
         "instruction": (
             generic.attention_instruction(study.sampling, item, language)
-            if role == StudyItem.Role.ATTENTION
+            if role == StudyItem.Role.ATTENTION and isinstance(item, MCItem)
             else ""
         ),
         "options": [
@@ -315,16 +317,17 @@ def _results(
     out = []
     picks = picks.select_related("qa_item", "question", "mc_item", "assignment__study_item")
     for c in picks.order_by("assignment__position", "question__position", "round"):
-        if c.mc_item_id:
-            language = generic.study_language(participant.study.sampling, c.mc_item)
-            options = generic.generic_options(c.mc_item, language)
-            text = c.mc_item.text(language).get("question", "")
+        if c.mc_item_id or c.assignment.study_item.instructed:
+            item = generic.shown_item(c.assignment.study_item)
+            language = generic.study_language(participant.study.sampling, item)
+            options = generic.generic_options(item, language)
+            text = item.text(language).get("question", "")
             picked = f"{generic.option_letter(c.shown)}. {options[c.option]}"
             # The correct option under the letter it had on this participant's screen.
             order = cs.generic_order(participant.study, c.assignment, len(options))
             gold = " / ".join(
                 f"{generic.option_letter(order.index(a))}. {options[a]}"
-                for a in c.mc_item.answers or []
+                for a in item.answers or []
                 if 0 <= a < len(options)
             )
         elif c.qa_item_id:

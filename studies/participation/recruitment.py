@@ -438,7 +438,7 @@ def _generic_words(study: Study, items) -> tuple[int, int, int]:
     """One participant's part of a mapped benchmark's study: the context, question and
     options of a batch of test items (the mean item's words times the batch) and of
     every practice and attention item, in the study's language."""
-    from ..choice.generic import item_words
+    from ..choice.generic import item_words, shown_item
 
     language = (study.sampling or {}).get("language", "")
     batch = (study.sampling or {}).get("items_per_participant") or 0
@@ -446,7 +446,7 @@ def _generic_words(study: Study, items) -> tuple[int, int, int]:
     extras = 0
     n_extras = 0
     for item in items.select_related("mc_item"):
-        words = item_words(item.mc_item, language, text_words)
+        words = item_words(shown_item(item), language, text_words)
         if item.role == StudyItem.Role.TEST:
             tests.append(words)
         else:

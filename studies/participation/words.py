@@ -80,11 +80,11 @@ def study_item_words(*, study: Study) -> dict[int, int]:
                 questions = questions.filter(pk__in=item.question_ids)
             counted[item.pk] = stage_words(item.stage, list(questions))
     elif study.benchmark == "generic":
-        from ..choice.generic import item_words
+        from ..choice.generic import item_words, shown_item
 
         language = (study.sampling or {}).get("language", "")
         for item in items.select_related("mc_item"):
-            counted[item.pk] = item_words(item.mc_item, language, text_words)
+            counted[item.pk] = item_words(shown_item(item), language, text_words)
     else:
         for pk, heading, lines in items.values_list("pk", "scene__heading", "scene__lines"):
             counted[pk] = scene_words(heading, lines)
