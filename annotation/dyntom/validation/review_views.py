@@ -74,7 +74,29 @@ def review_index(request: HttpRequest) -> HttpResponse:
                 "changed": changed[batch.pk],
             }
         )
-    return render(request, "annotation/review_index.html", {"rows": rows})
+    # The same queue's CharToM-QA part: conflicting note checks and expert scores, each
+    # kind with its counts, settled on the CharToM-QA checks' review page.
+    from annotation.chartom import check_review
+
+    disputes = [
+        d for d in check_review.check_disputes(hide_scored_by=hidden_from(request)) if d.disputed
+    ]
+    checks_changed = check_review.check_decisions_changed()
+    checks = [
+        {
+            "kind": kind,
+            "label": label,
+            "disputed": sum(1 for d in disputes if d.kind == kind),
+            "open": sum(1 for d in disputes if d.kind == kind and d.adjudication is None),
+            "changed": checks_changed.get(kind, 0),
+        }
+        for kind, label in (
+            (check_review.NOTE, "Note checks (labels differ)"),
+            (check_review.JUDGEMENT, "Expert scores (spread at the sample's threshold)"),
+        )
+    ]
+    context = {"rows": rows, "checks": checks}
+    return render(request, "annotation/review_index.html", context)
 
 
 @require_GET

@@ -350,3 +350,30 @@ def test_the_decisions_csv_and_api_hold_the_provenance(notes, scored, researcher
     assert client.get(reverse("annotation-chartom-check-decisions"), {"kind": "judgement"}).json()
     client.force_login(annotators[0])
     assert client.get(reverse("annotation-chartom-check-decisions")).status_code == 403
+
+
+def test_the_one_review_queue_lists_the_conflicting_checks(notes, researcher, client):
+    """ "Review disagreements" is the one queue: its index counts the CharToM-QA checks in
+    conflict beside the DynToM batches, and the checks' page leads back to it."""
+    _, annotators, tasks = notes
+    client.force_login(researcher)
+    page = client.get(reverse("annotation:review"))
+    assert page.status_code == 200
+    rows = {c["kind"]: c for c in page.context["checks"]}
+    assert (rows["note_check"]["disputed"], rows["note_check"]["open"]) == (2, 2)
+    assert rows["note_check"]["changed"] == 0 and rows["judgement"]["disputed"] == 0
+    html = page.content.decode()
+    assert 'data-testid="review-checks"' in html
+    assert reverse("annotation:chartom-check-review") + "#notes-title" in html
+    check_adjudicate(
+        task=tasks[2], reviewer=researcher, reason="The book says so.", value="accurate"
+    )
+    rows = {c["kind"]: c for c in client.get(reverse("annotation:review")).context["checks"]}
+    assert (rows["note_check"]["open"], rows["note_check"]["changed"]) == (1, 1)
+    queue = client.get(reverse("annotation:chartom-check-review")).content.decode()
+    assert f'href="{reverse("annotation:review")}">Review disagreements</a>' in queue
+    # An annotator-reviewer is not counted the tasks they answered themselves.
+    reviewer_set(user=annotators[0], allowed=True)
+    client.force_login(type(annotators[0]).objects.get(pk=annotators[0].pk))
+    rows = {c["kind"]: c for c in client.get(reverse("annotation:review")).context["checks"]}
+    assert rows["note_check"]["disputed"] == 0
