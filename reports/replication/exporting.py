@@ -254,6 +254,8 @@ def package_export(
             else ("mc", item.mc_item_id)
             if item.mc_item_id
             else ("stage", item.stage_id)
+            if item.stage_id
+            else ("instructed", None)  # a check the researcher wrote: no bank item
         )
         registry.add(kind, pk)
         for qid in item.question_ids or []:
@@ -392,6 +394,7 @@ def package_export(
             "held_back": item.held_back,
             "question_items": [ref("question", q) for q in item.question_ids or []],
             "leaks": item.leaks or [],
+            "instructed": item.instructed or None,
         }
         for item, kind, pk in raw_items
     ]

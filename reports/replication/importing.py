@@ -38,7 +38,9 @@ from benchmarks.models import SpeakerInstance, Work
 from benchmarks.services import benchmark_import
 from common.csv_safe import read_with_field_limit
 from modeling.models import Prediction, PromptTemplate, Run, RunCall
+from studies.choice.generic import instructed_parse
 from studies.choice.services import dyntom_gold_index
+from studies.errors import StudyError
 from studies.models import (
     Assignment,
     ChoiceAnswer,
@@ -543,6 +545,32 @@ def _scores_check_guesses(guesses: list[Guess]) -> None:
             _refuse_score("guesses", index, guess.correct, expected)
 
 
+def _instructed_item(study: Study, row: dict[str, Any], study_work) -> StudyItem:
+    """A written check of ``study_items.csv``, its content checked as the page checks it."""
+    data = row.get("instructed") or {}
+    try:
+        answer = (data.get("options") or [])[data.get("answer")]
+        content = instructed_parse(
+            question=data.get("question") or "", options=data.get("options") or [], answer=answer
+        )
+    except (AttributeError, IndexError, TypeError, StudyError) as exc:
+        raise PackageError(
+            f"study_items.csv {row['study_item']}: not a written check ({exc})"
+        ) from None
+    if row["role"] != StudyItem.Role.ATTENTION:
+        raise PackageError(
+            f"study_items.csv {row['study_item']}: a written check is an attention check"
+        )
+    return StudyItem.objects.create(
+        study=study,
+        study_work=study_work(row, "study_items"),
+        position=row["position"],
+        role=row["role"],
+        held_back=bool(row["held_back"]),
+        instructed=content,
+    )
+
+
 def _scores_check_choices(choices: list[ChoiceAnswer]) -> None:
     """As the choice studies score them: option 0 of a CharToM-QA item, the gold letter's
     option of a DynToM question, one of a mapped item's correct options."""
@@ -553,6 +581,8 @@ def _scores_check_choices(choices: list[ChoiceAnswer]) -> None:
             expected = choice.option == dyntom_gold_index(choice.question)
         elif choice.mc_item is not None:
             expected = choice.option in (choice.mc_item.answers or [])
+        elif choice.assignment.study_item.instructed:
+            expected = choice.option == choice.assignment.study_item.instructed.get("answer")
         else:
             expected = choice.option == 0
         if choice.correct != expected:
@@ -676,6 +706,9 @@ def _write(
 
     study_items: dict[str, StudyItem] = {}
     for row in tables.read("study_items"):
+        if row["kind"] == "instructed":  # a check the researcher wrote: no bank item
+            study_items[row["study_item"]] = _instructed_item(study, row, study_work)
+            continue
         target = item(row["item"], "study_items")
         kind = {"scene": "scene", "qa": "qa_item", "stage": "stage", "mc": "mc_item"}.get(
             row["kind"]
@@ -786,18 +819,22 @@ def _write(
     Guess.objects.bulk_create(guesses, batch_size=1000)
     choices = []
     for row in tables.read("choices"):
-        target = item(row["item"], "choices")
-        field = {"qaitem": "qa_item", "mcitem": "mc_item", "dyntomquestion": "question"}.get(
-            target._meta.model_name
-        )
+        owner = assignment(row["assignment"], "choices")
+        if row["item"] == "" and owner.study_item.instructed:
+            field, target = "", None  # a pick of a written check: no bank item
+        else:
+            target = item(row["item"], "choices")
+            field = {"qaitem": "qa_item", "mcitem": "mc_item", "dyntomquestion": "question"}.get(
+                target._meta.model_name
+            )
         if field is None:
             raise PackageError(
                 f"choices.csv: item {row['item']!r} is not a multiple-choice question"
             )
         choices.append(
             ChoiceAnswer(
-                assignment=assignment(row["assignment"], "choices"),
-                **{field: target},
+                assignment=owner,
+                **({field: target} if field else {}),
                 **{name: row[name] for name, _ in TABLES["choices"][2:]},
             )
         )

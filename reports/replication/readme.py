@@ -26,9 +26,12 @@ FILES = {
     "`created_at` empty for the current text when the study never snapshotted it).",
     "data/study_works.csv": "the works of the study, in order (`name_map`: the names shown "
     "when names were perturbed).",
-    "data/study_items.csv": "what each assignment covers (a scene, a CharToM-QA question or a "
-    "DynToM stage), its role (test, practice, attention check) and, for DynToM, the questions "
-    "asked. `item` points into items.csv.",
+    "data/study_items.csv": "what each assignment covers (a scene, a CharToM-QA question, a "
+    "DynToM stage or a multiple-choice item), its role (test, practice, attention check) and, "
+    "for DynToM, the questions asked. `item` points into items.csv; an attention check the "
+    "researcher wrote has kind `instructed`, no `item`, and its question, options and the "
+    "index of the option to pick in `instructed` (JSON); its picks in choices.csv have no "
+    "`item` either.",
     "data/items.csv": "every item the package names, by natural key, one row per hashed "
     "field with the sha256 of its text (see below). Package ids `I1`, `I2`, … are local to "
     "this package.",

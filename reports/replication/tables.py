@@ -55,6 +55,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("held_back", "boolean"),
         ("question_items", "array"),
         ("leaks", "array"),
+        # A check the researcher wrote (kind "instructed", no item): its question,
+        # options and the option to pick; blank on every other row.
+        ("instructed", "object"),
     ],
     "participants": [
         ("participant", "string"),
@@ -280,6 +283,11 @@ def _parse(kind: str, text: str) -> Any:
 CELL_LIMIT = 64 * 1024 * 1024
 
 
+# Columns added after packages were first written: an older package's table lacks them,
+# and reads them as blank.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"study_items": ("instructed",)}
+
+
 def table_read(name: str, data: bytes) -> list[dict[str, Any]]:
     """The rows of a package table, typed; "" string cells stay "" (never None)."""
     return read_with_field_limit(CELL_LIMIT, lambda: list(_table_rows(name, data)))
@@ -288,13 +296,14 @@ def table_read(name: str, data: bytes) -> list[dict[str, Any]]:
 def _table_rows(name: str, data: bytes) -> Iterator[dict[str, Any]]:
     columns = dict(TABLES[name])
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
-    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    later = ADDED_COLUMNS.get(name, ())
+    missing = [c for c in columns if c not in (reader.fieldnames or []) and c not in later]
     if missing:
         raise TableError(f"{name}.csv lacks the column(s) {', '.join(missing)}")
     for number, raw in enumerate(reader, start=2):
         row: dict[str, Any] = {}
         for column, kind in columns.items():
-            text = raw[column] or ""
+            text = raw.get(column) or ""  # a column added later: blank in older packages
             try:
                 row[column] = text if kind == "string" else _parse(kind, text)
             except (ValueError, json.JSONDecodeError, csv.Error) as exc:
