@@ -109,14 +109,46 @@ def study_items_set(*, study: Study, works: list[Work], items: ItemPlan) -> None
         raise StudyError(f"not {study.benchmark} works: {', '.join(wrong)}")
     if not items:
         raise StudyError("the chosen works have no items this study can ask")
+    # The attention checks the researcher wrote (no bank item) are not drawn: a redraw
+    # of a mapped benchmark's study keeps them, after the drawn items.
+    written = (
+        list(
+            StudyItem.objects.filter(
+                study=study,
+                scene__isnull=True,
+                qa_item__isnull=True,
+                stage__isnull=True,
+                mc_item__isnull=True,
+            )
+            .order_by("position", "pk")
+            .values_list("instructed", flat=True)
+        )
+        if study.benchmark == "generic"
+        else []
+    )
     study.study_works.all().delete()  # their items go with them
     study_works = {
         work.pk: StudyWork.objects.create(study=study, work=work, position=position)
         for position, work in enumerate(works)
     }
+    after = max((fields.get("position", 0) for _, fields in items), default=0) + 1
     StudyItem.objects.bulk_create(
-        StudyItem(study=study, study_work=study_works[work_id], **fields)
-        for work_id, fields in items
+        [
+            *(
+                StudyItem(study=study, study_work=study_works[work_id], **fields)
+                for work_id, fields in items
+            ),
+            *(
+                StudyItem(
+                    study=study,
+                    study_work=study_works[works[0].pk],
+                    role=StudyItem.Role.ATTENTION,
+                    position=after + n,
+                    instructed=content,
+                )
+                for n, content in enumerate(written)
+            ),
+        ]
     )
 
 

@@ -21,7 +21,7 @@ from studies.choice.generic import GenericSpec
 from studies.models import Assignment, ChoiceAnswer, StudyItem
 from studies.participation import ledger
 from studies.participation.services import participants_invite
-from studies.services import study_launch
+from studies.services import study_launch, study_update
 from tests.generic_items import make_generic_benchmark
 
 pytestmark = pytest.mark.django_db
@@ -240,3 +240,27 @@ def test_a_bad_item_number_to_remove_is_a_4xx(client, researcher, study, value):
     response = client.post(page_url(study), {"remove": value})
     assert response.status_code == 409
     assert "not an item number" in body(response) or "no written check" in body(response)
+
+
+def test_a_redraw_of_the_draft_keeps_the_written_checks(study):
+    cs.instructed_item_add(study=study, question="Pick Maya.", options="Anna\nMaya", answer="Maya")
+    sample = cs.choice_items_sample(
+        benchmark=cs.GENERIC,
+        works=[study.study_works.get().work],
+        seed=9,
+        generic=GenericSpec(language="en", items=4),
+    )
+    study_update(
+        study=study,
+        name=study.name,
+        instructions="",
+        consent="",
+        works=[study.study_works.get().work],
+        items=sample.items,
+        seed=9,
+        sampling=sample.sampling,
+    )
+    (item,) = cs.instructed_items_of(study)
+    assert item.instructed["question"] == "Pick Maya." and item.role == StudyItem.Role.ATTENTION
+    tests = StudyItem.objects.filter(study=study, role=StudyItem.Role.TEST)
+    assert tests.count() == 4 and item.position > max(t.position for t in tests)
