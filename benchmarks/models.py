@@ -122,7 +122,7 @@ class Scene(TimestampedModel):
 
     class Part(models.TextChoices):
         TRAINING = "training", "training (history)"
-        TESTING = "testing", "testing"
+        TESTING = "testing", "test"  # "test scenes" on every page (issue 49)
         NONE = "", "none"
 
     work = models.ForeignKey(Work, on_delete=models.CASCADE, related_name="scenes")

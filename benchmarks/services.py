@@ -514,7 +514,7 @@ for _source in (
         name="screenplay",
         label="Screenplay",
         help="A raw screenplay (IMSDb plain text or Fountain), built into a ToM-in-AMC movie: "
-        "scenes, the five main characters masked as P0, P1… in the testing scenes.",
+        "scenes, the five main characters masked as P0, P1… in the test scenes.",
         extensions=SCREENPLAY_SUFFIXES,
         options=("title", "split"),
         layout=uploads.layout_screenplay,

@@ -93,6 +93,8 @@ def report_from_json(data: dict[str, Any]) -> Report:
             columns=list(t["columns"]),
             rows=[[record.get(c) for c in t["columns"]] for record in t["rows"]],
             note=t.get("note", ""),
+            no_interval=dict(t.get("no_interval", {})),
+            alert=t.get("alert", ""),
         )
         for t in data.get("tables", [])
     ]

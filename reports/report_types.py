@@ -27,6 +27,12 @@ class Table:
     ``key`` is a stable slug (file names, API keys, anchors). Percentages are stored as
     numbers in percent (e.g. ``26.49``) in columns whose name ends in ``%``.
     ``note`` says what the numbers cover (e.g. "items both answered: 412").
+    ``no_interval`` names the rows (by their first cell) whose intervals are empty
+    because they rest on one unit, with why: ``{"#3 A": "one stage: no interval"}``
+    (``reports.tables.single_unit_rows``); the page's dash carries it as its tooltip.
+    ``alert`` is a sentence of the note a reader must not miss (a run in a common set
+    at 0% because none of its replies parsed): the page shows it above the table, out
+    of the note's fold.
     """
 
     key: str
@@ -34,6 +40,8 @@ class Table:
     columns: list[str]
     rows: list[list[Cell]]
     note: str = ""
+    no_interval: dict[str, str] = field(default_factory=dict)
+    alert: str = ""
 
     def records(self) -> list[dict[str, Cell]]:
         """Rows as dicts keyed by column name (JSON exports, the API)."""
@@ -90,6 +98,9 @@ class Report:
                     "note": t.note,
                     "columns": t.columns,
                     "rows": t.records(),
+                    # Only where a row rests on one unit: other tables keep their shape.
+                    **({"no_interval": t.no_interval} if t.no_interval else {}),
+                    **({"alert": t.alert} if t.alert else {}),
                 }
                 for t in self.tables
             ],

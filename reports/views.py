@@ -126,6 +126,7 @@ class DisplayCell:
     text: str
     numeric: bool = False
     missing: bool = False
+    title: str = ""  # a tooltip: why a value is missing
 
     @property
     def long(self) -> bool:
@@ -190,13 +191,15 @@ def display_table(table: Table) -> DisplayTable:
     rows = []
     for row in table.rows:
         cells = []
+        # A row resting on one unit: its empty intervals say so (Table.no_interval).
+        why = table.no_interval.get(str(row[0])) if row else None
         for i in shown:
             percent = table.columns[i].rstrip().endswith("%")
             if i in pairs:
                 low = format_cell(row[i], percent=percent)
                 high = format_cell(row[pairs[i]], percent=percent)
                 if low.missing and high.missing:
-                    cells.append(DisplayCell(MISSING, numeric=True, missing=True))
+                    cells.append(DisplayCell(MISSING, numeric=True, missing=True, title=why or ""))
                 else:
                     cells.append(DisplayCell(f"[{low.text}, {high.text}]", numeric=True))
             else:

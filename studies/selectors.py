@@ -15,7 +15,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from benchmarks.models import Benchmark, Character, Scene, Work
 from benchmarks.selectors import test_scene_filter
 
-from .counting import counted_participants
+from .counting import counted_participants, practice_items, told_items
 from .models import Assignment, Guess, Participant, Study, StudyItem, StudyWork
 from .participation.ledger import LedgerRow, ledger_counts, study_ledger
 from .scene.sampling import SceneRow
@@ -31,7 +31,9 @@ def study_list() -> QuerySet[Study]:
         Study.objects.select_related("created_by")
         .annotate(
             n_works=Count("study_works", distinct=True),
-            n_scenes=Count("study_items", distinct=True),
+            # The count participants are told (studies.counting), practice apart.
+            n_scenes=Count("study_items", filter=told_items("study_items__"), distinct=True),
+            n_practice=Count("study_items", filter=practice_items("study_items__"), distinct=True),
             n_participants=Count("participants", distinct=True),
         )
         .order_by("-created_at", "-pk")
@@ -81,12 +83,15 @@ def study_detail(study_id: int) -> Study:
 
 
 def study_works(study: Study) -> list[StudyWork]:
-    """The study's works, each with its scene counts and main characters."""
+    """The study's works, each with its scene counts and main characters: ``n_scenes``
+    as participants are told them (``studies.counting``), the practice and the scenes
+    held back apart."""
     return list(
         StudyWork.objects.filter(study=study)
         .select_related("work")
         .annotate(
-            n_scenes=Count("items", distinct=True),
+            n_scenes=Count("items", filter=told_items("items__"), distinct=True),
+            n_practice=Count("items", filter=practice_items("items__"), distinct=True),
             n_held=Count("items", filter=Q(items__held_back=True), distinct=True),
         )
         .prefetch_related(

@@ -204,7 +204,7 @@ class ScreenplayImporter(BenchmarkImporter):
                 f"ToM-in-AMC uses {MAIN_CHARACTERS} candidates"
             )
         if not movie.instances:
-            report.warn(f"{path}: no main character in a testing scene; nothing to guess")
+            report.warn(f"{path}: no main character in a test scene; nothing to guess")
 
     # -- writing -----------------------------------------------------------------
 

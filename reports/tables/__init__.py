@@ -249,6 +249,12 @@ def single_unit_note(labels: Sequence[str], unit: str) -> str:
     return f" n = 1, no interval (one {unit}): {', '.join(labels)}."
 
 
+def single_unit_rows(labels: Sequence[str], unit: str) -> dict[str, str]:
+    """The same rows as :func:`single_unit_note`, for ``Table.no_interval``: the page's
+    dash in their interval cells says "one stage: no interval" when pointed at."""
+    return {label: f"one {unit}: no interval" for label in labels}
+
+
 def unparsed_note(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int]]) -> str:
     """The runs none of whose answers parsed, for a common set's note (``stats`` as for
     :func:`runs_table`).
@@ -257,7 +263,7 @@ def unparsed_note(runs: Sequence[dict[str, Any]], stats: dict[int, dict[str, int
     says why, rather than let 0% read as a model that answered and erred.
     """
     names = [
-        run_label(run)
+        f"{run_label(run)} (all {s['predictions']:,} replies unparseable)"
         for run in runs
         if (s := stats.get(run["id"])) and s["predictions"] and s["unparseable"] == s["predictions"]
     ]

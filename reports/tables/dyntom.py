@@ -46,6 +46,7 @@ from reports.tables import (
     run_label,
     runs_table,
     single_unit_note,
+    single_unit_rows,
     unparsed_note,
 )
 
@@ -292,9 +293,11 @@ def _common_table(
     )
     table.key = "accuracy-common"
     table.title = f"Common set: accuracy on the {shared} questions every run answered"
+    table.alert = unparsed_note(runs, stats).strip()
     if not shared:
         # Short enough for the page to show it in full (longer notes fold away).
         table.rows = []
+        table.no_interval = {}
         table.note = (
             "Common set: empty. No question was answered by every run; each run's own "
             "accuracy is in the table above." + left_out
@@ -368,6 +371,7 @@ def _accuracy_table(
             "questions count under the state they explain (after '->')."
             + single_unit_note(single, "stage")
         ),
+        no_interval=single_unit_rows(single, "stage"),
     )
 
 

@@ -54,6 +54,7 @@ from reports.tables import (
     run_label,
     runs_table,
     single_unit_note,
+    single_unit_rows,
 )
 
 POOLED = "Humans: all studies pooled"
@@ -330,6 +331,7 @@ def _accuracy_table(
             f"{common}; humans-vs-runs compares each run with the people on the items "
             "both answered." + first_samples_note(samples) + single_unit_note(single, "item") + note
         ),
+        no_interval=single_unit_rows(single, "item"),
     )
 
 

@@ -68,6 +68,7 @@ from reports.tables import (
     run_label,
     runs_table,
     single_unit_note,
+    single_unit_rows,
     unparsed_note,
 )
 from reports.tables.speaker_outcomes import HumanAnswers, Outcomes, human_answers, run_outcomes
@@ -442,6 +443,8 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
         ],
         rows=rows,
         note=note,
+        no_interval=single_unit_rows(single, "scene") if rows else {},
+        alert=unparsed_note(data.runs, data.stats).strip() if common and rows else "",
     )
 
 

@@ -25,13 +25,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from benchmarks.models import DynToMQuestion, Scene
 
-from ..counting import counted_people
+from ..counting import counted_people, practice_items
 from ..errors import StudyError
 from ..models import (
     Assignment,
@@ -507,7 +507,7 @@ def _reading(study: Study) -> tuple[int, int, int, int]:
     """
     items = StudyItem.objects.filter(study=study, held_back=False)
     shape = items.aggregate(
-        n=Count("pk"), ids=Sum("pk"), practice=Count("pk", filter=Q(role=StudyItem.Role.PRACTICE))
+        n=Count("pk"), ids=Sum("pk"), practice=Count("pk", filter=practice_items())
     )
     key = f"studies:reading:{study.pk}:{shape['n']}:{shape['ids']}"
     counted = cache.get(key)
@@ -675,7 +675,7 @@ def practice_count(*, session_id: int) -> int:
     return cache.get_or_set(
         f"studies:session-practice:{session_id}",
         lambda: Assignment.objects.filter(
-            session_id=session_id, study_item__role=StudyItem.Role.PRACTICE
+            practice_items("study_item__"), session_id=session_id
         ).count(),
         3600,
     )
@@ -724,7 +724,7 @@ def scenes_submitted(*, participant: Participant) -> int:
     """How many scenes the participant has submitted, counted as they are told: no practice."""
     return (
         participant.assignments.filter(status=Assignment.Status.SUBMITTED)
-        .exclude(study_item__role=StudyItem.Role.PRACTICE)
+        .exclude(practice_items("study_item__"))
         .count()
     )
 

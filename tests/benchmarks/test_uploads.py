@@ -486,6 +486,12 @@ def test_pages_upload_dry_run_confirm_and_list(client, researcher):
     page = client.get(response["Location"]).content.decode()
     assert "Dry run" in page and "line 75: &#x27;WREN&#x27;" in page
     assert 'data-testid="preview-scene"' in page and ">P0<" in page
+    # One name for them on every page (issue 49: "42 testing" vs "41 test scenes").
+    assert "test scene · " in page and "testing scene" not in page
+    told = client.get(
+        reverse("benchmarks:import"), {"format": "screenplay"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "in the test scenes." in told and "testing scene" not in told
     assert Work.objects.count() == 0
 
     done = client.post(reverse("benchmarks:import-confirm", args=[job.pk]), follow=True)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from benchmarks.models import SpeakerInstance
+from modeling.models import Prediction, Run
+from tests.browser.conftest import SCREENSHOT_QUALITY, SCREENSHOTS
 from tests.browser.test_study_recruitment import PHONE
 from tests.studies import conftest as study_fixtures
 
@@ -21,6 +24,19 @@ def test_researcher_tables_and_menu_fit_a_phone(
 ):
     researcher.is_staff = True  # every menu shown: the longest navigation
     researcher.save(update_fields=["is_staff"])
+    # A run with answers, one of them long: its page's tables are the widest a run has.
+    run = Run.objects.create(
+        name="zero-shot on a phone", benchmark="tvshowguess", method="zero-shot", model="m"
+    )
+    for i, instance in enumerate(SpeakerInstance.objects.order_by("pk")[:3]):
+        Prediction.objects.create(
+            run=run,
+            speaker_instance=instance,
+            raw_output="The speaker is most likely " + "someone who knows the others " * i,
+            parsed_answer="",
+            parse_status="unparseable",
+            correct=False,
+        )
     log_in_as(page)
     page.set_viewport_size(PHONE)
     menu = page.get_by_role("navigation", name="Main")
@@ -28,6 +44,8 @@ def test_researcher_tables_and_menu_fit_a_phone(
         ("study-list", "/studies/"),
         ("study-detail", f"/studies/{live_study.pk}/"),
         ("runs", "/runs/"),
+        ("run", f"/runs/{run.pk}/"),
+        ("run-predictions", f"/runs/{run.pk}/predictions/"),
         ("report", "/reports/tvshowguess/"),
     ):
         page.goto(f"{live_server.url}{path}")
@@ -38,6 +56,17 @@ def test_researcher_tables_and_menu_fit_a_phone(
         line = menu.locator("summary").first.bounding_box()["height"]
         assert menu.bounding_box()["height"] < 1.5 * line, name
         screenshot(f"phone-{name}-390")
+
+    # The report's common set rests on one scene: its interval is a dash that says why
+    # (issue 49), and the hidden words stay inside the table's box (they once widened
+    # the page to 1,221 px).
+    page.goto(f"{live_server.url}/reports/tvshowguess/")
+    dash = page.locator("#table-accuracy-common td[title='one scene: no interval']")
+    expect(dash.first).to_have_text("\u2013 (one scene: no interval)")
+    expect(page.get_by_test_id("table-alert")).to_contain_text("all 3 replies unparseable")
+    page.locator("#table-accuracy-common").screenshot(
+        path=str(SCREENSHOTS / "phone-report-common-set-390.jpg"), quality=SCREENSHOT_QUALITY
+    )
 
     # The study list's table scrolls in its box; the study's name stays in view.
     page.goto(f"{live_server.url}/studies/")

@@ -119,7 +119,10 @@ def test_a_dyntom_run_with_no_parseable_answer_is_named_in_the_common_set(dyntom
     common = report.table("accuracy-common")
     assert report.facts["compared_questions"] == 3
     assert _row(common, f"#{garbage.pk} G")["Overall %"] == 0.0
-    assert "No parseable answer, in it at 0% (every answer counted wrong): " in common.note
+    assert (
+        "No parseable answer, in it at 0% (every answer counted wrong): "
+        f"#{garbage.pk} G (all 3 replies unparseable)."
+    ) in common.note
     unparsed = common.note.split("No parseable answer", 1)[1].split(".", 1)[0]
     assert unparsed.count("#") == 1  # A and B parsed (A's one unparseable answer aside)
     # Without it, the note names no run.

@@ -53,6 +53,8 @@ def test_a_run_with_no_parseable_answer_stays_in_the_common_set_and_says_so(
     study,  # noqa: F811
     openai_backend,
     llm_server,
+    client,
+    researcher,
 ):
     # Issue 49: a run whose every reply is unparseable must not pass for one that erred.
     llm_server.responder = responder_for(gold_answers("tvshowguess", "zero-shot", {}, {}))
@@ -76,8 +78,23 @@ def test_a_run_with_no_parseable_answer_stays_in_the_common_set_and_says_so(
     label = f"#{garbage.pk} {garbage.name}"
     assert _row(common, label)["Accuracy %"] == 0.0
     assert _row(common, f"#{good.pk} {good.name}")["Accuracy %"] == 100.0
-    assert f" No parseable answer, in it at 0% (every answer counted wrong): {label}." in (
-        common.note
-    )
+    replies = garbage.predictions.count()
+    assert replies > 1
+    assert (
+        f" No parseable answer, in it at 0% (every answer counted wrong): {label} "
+        f"(all {replies} replies unparseable)."
+    ) in common.note
     # The own-answers table has no such note: the common set's is where 0% misleads.
     assert "No parseable answer" not in report.table("accuracy").note
+    # The page shows it above the common set's table, not folded in its method note.
+    assert common.alert == (
+        f"No parseable answer, in it at 0% (every answer counted wrong): {label} "
+        f"(all {replies} replies unparseable)."
+    )
+    assert not report.table("accuracy").alert
+    client.force_login(researcher)
+    page = client.get("/reports/tvshowguess/").content.decode()
+    section = page[page.index('id="table-accuracy-common"') :]
+    alert = section[section.index('data-testid="table-alert">') :].split("</p>")[0]
+    assert f"{label} (all {replies} replies unparseable)" in alert
+    assert section.index('data-testid="table-alert"') < section.index("<table")

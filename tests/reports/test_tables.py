@@ -6,6 +6,9 @@ Every expected number has its arithmetic in a comment next to it.
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -14,8 +17,12 @@ from benchmarks.models import Benchmark, DynToMQuestion, QAItem, SpeakerAnnotati
 from modeling.models import Prediction, Run
 from modeling.runs.executor import run_execute
 from modeling.runs.services import run_create
+from reports.charts import MISSING
+from reports.exports import table_csv
+from reports.models import report_from_json
 from reports.selectors import long_format_columns, long_format_rows
 from reports.tables import build_report
+from reports.views import display_table
 from tests.factories import (
     CharacterFactory,
     DynToMQuestionFactory,
@@ -164,6 +171,35 @@ def test_dyntom_accuracy_by_state_and_type_matches_hand_computation(dyntom_set):
         "Transformation-1 %": 50.0,
         "Transformation-2 %": 0.0,
         "Transformation-3 %": None,
+    }
+
+
+def test_one_stage_gives_a_dash_that_says_why_on_every_surface(dyntom_set):
+    # Issue 49: no bootstrap interval over a single unit. The table names the rows; the
+    # page's dash says "one stage: no interval", the CSV leaves the cells empty, the API
+    # gives null, and a stored job's report keeps the reason.
+    a, b = dyntom_set
+    report = build_report("dyntom")
+    table = report.table("accuracy-common")
+    why = "one stage: no interval"
+    assert table.no_interval == {f"#{a.pk} A": why, f"#{b.pk} B": why}
+
+    shown = display_table(table)
+    interval = [h.text for h in shown.headers].index("CI %")
+    assert all((r[interval].text, r[interval].title) == (MISSING, why) for r in shown.rows)
+
+    csv_rows = list(csv.DictReader(io.StringIO(table_csv(table).decode("utf-8-sig"))))
+    assert [(r["CI low %"], r["CI high %"]) for r in csv_rows] == [("", "")] * 2
+
+    data = report.as_json()
+    (api,) = [t for t in data["tables"] if t["key"] == "accuracy-common"]
+    assert api["no_interval"] == table.no_interval
+    assert all(r["CI low %"] is None and r["CI high %"] is None for r in api["rows"])
+    assert report_from_json(data).table("accuracy-common").no_interval == table.no_interval
+    # Only the tables with such rows carry the key: the others keep their JSON shape.
+    assert {t["key"] for t in data["tables"] if "no_interval" in t} == {
+        "accuracy",
+        "accuracy-common",
     }
 
 

@@ -125,6 +125,12 @@ def test_consent_history_and_study_pages_tell_one_count_practice_apart(
     detail = client.get(f"/studies/{live_study.pk}/").content.decode()
     told = re.search(r'data-testid="item-count">(.*?)</p>', detail, re.S)[1]
     assert _text(told) == "Each participant answers at most 7 scenes, plus 1 practice scene."
+    # The study page's works and the study list count by the same rule (studies.counting).
+    works = re.search(r'data-testid="work-scenes">(.*?)</span>', detail, re.S)[1]
+    assert works.startswith("(7 scenes, plus 1 practice scene")
+    listed = client.get("/studies/").content.decode()
+    cell = re.search(r'data-testid="study-scenes">(.*?)</td>', listed, re.S)[1]
+    assert _text(cell) == "7 + 1 practice"
 
     # And the scene pages number the same seven.
     _submit(client, participant, right=True)  # the practice scene
