@@ -74,9 +74,11 @@ def build_dyntom_runs(shared_data: Path) -> list[int]:
     ]
 
 
-def build_demo(shared_data: Path) -> None:
-    """``load_demo``: the demo's works, runs, studies and annotation work."""
-    call_command("load_demo", stdout=StringIO(), stderr=StringIO())
+def build_demo(shared_data: Path) -> str:
+    """``load_demo``: the demo's works, runs, studies and annotation work; what it printed."""
+    out = StringIO()
+    call_command("load_demo", stdout=out, stderr=StringIO())
+    return out.getvalue()
 
 
 BUILDERS: dict[str, Callable[[Path], Any]] = {

@@ -7,63 +7,29 @@ import re
 import shutil
 from collections import Counter
 from collections.abc import Iterator
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from accounts.roles import has_role
 from accounts.services import user_create_with_role
 from benchmarks.models import (
     Benchmark,
-    Character,
-    DynToMQuestion,
-    DynToMScenario,
     DynToMStage,
     QAItem,
-    Scene,
     SpeakerInstance,
     Work,
 )
 from demo.management.commands import load_demo
+from tests.demo.loads import COUNTED, LOGINS, MODELS, run_demo
 
 pytestmark = pytest.mark.django_db
 
 DEMO = load_demo.DEMO_DIR
-MODELS = (
-    Work,
-    Character,
-    Scene,
-    SpeakerInstance,
-    QAItem,
-    DynToMStage,
-    DynToMScenario,
-    DynToMQuestion,
-)
-LOGINS = {
-    "researcher": "tomlab-researcher",
-    "annotator": "tomlab-annotator",
-    "rater": "tomlab-rater",
-}
 WINDOW = 12  # words; a shared run this long is copying, not coincidence
-
-
-def run_demo(*args: str) -> str:
-    out = StringIO()
-    call_command("load_demo", *args, stdout=out, stderr=StringIO())
-    return out.getvalue()
-
-
-def snapshot() -> dict[str, list[tuple]]:
-    """Every demo row with its last-modified time, and every user's password hash."""
-    rows = {
-        model.__name__: sorted(model.objects.values_list("pk", "updated_at")) for model in MODELS
-    }
-    rows["users"] = sorted(get_user_model().objects.values_list("username", "password"))
-    return rows
 
 
 def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
@@ -150,25 +116,6 @@ def test_load_demo_fills_every_benchmark_and_creates_the_logins(client):
         assert f"{username} / {password} ({username}): created" in out
         assert client.login(username=username, password=password)
         client.logout()
-
-
-def test_second_run_creates_and_changes_nothing():
-    from annotation.chartom.models import TaskAssignment
-    from annotation.models import ValidationAssignment, ValidationScore
-
-    run_demo()
-    before = snapshot()
-    # The seeded annotators' answers (demo.disputes) are not given twice.
-    answers = [m.objects.count() for m in (ValidationAssignment, ValidationScore, TaskAssignment)]
-
-    out = run_demo()
-
-    assert snapshot() == before
-    assert [
-        m.objects.count() for m in (ValidationAssignment, ValidationScore, TaskAssignment)
-    ] == answers
-    assert "demo data: 0 created, 86 unchanged, 0 updated" in out
-    assert "created" not in out.replace("0 created", "")
 
 
 def test_existing_demo_user_keeps_its_password_unless_reset(client):
@@ -364,136 +311,19 @@ def test_no_fixture_copies_a_long_run_of_the_real_data(shared_data):
     assert not copied, f"{len(copied)} shared {WINDOW}-word run(s), e.g. {sorted(copied)[:3]}"
 
 
-def test_demo_annotator_finds_a_validation_batch_and_the_pools_are_loaded(client):
-    from annotation.chartom.check_review import check_disputes
-    from annotation.dyntom.validation.review import batch_disputes
-    from annotation.models import Adjudication, Location, ValidationBatch
+def test_a_refused_construction_loads_nothing(tmp_path, monkeypatch):
+    demo = tmp_path / "demo"
+    shutil.copytree(DEMO, demo)
+    fixture = json.loads((demo / "chartom_construction.json").read_text(encoding="utf-8"))
+    del fixture["notes"][2]["constructions"]["desire"]["verify"]
+    (demo / "chartom_construction.json").write_text(json.dumps(fixture), encoding="utf-8")
+    monkeypatch.setattr(load_demo, "DEMO_DIR", demo)
 
-    out = run_demo()
+    with pytest.raises(CommandError) as excinfo:
+        run_demo()
 
-    batch = ValidationBatch.objects.get(name=load_demo.DEMO_VALIDATION_BATCH)
-    assert list(batch.stages.values_list("stage__work__key", flat=True)) == ["trial_demo1"]
-    assert batch.k == 4
-    assert "Demo DynToM validation: Demo: validate the DynToM stage" in out
-    # The generator's pools come from ../shared/data beside the checkout (261 + 2).
-    assert Location.objects.count() == 263
-    assert client.login(username="annotator", password=LOGINS["annotator"])
-    response = client.post(f"/annotation/validation/{batch.pk}/take/")
-    assert response.status_code == 302
-    page = client.get(response["Location"]).content.decode()
-    assert "Hana Okafor" in page  # the whole stage is on the scoring screen
-
-    # Disagreements to settle (issue 49): three seeded annotators scored a second,
-    # small batch in full, so its objects are decided and some disputed.
-    seeded = get_user_model().objects.filter(username__startswith="demo-annotator-")
-    assert sorted(seeded.values_list("username", flat=True)) == [
-        "demo-annotator-2",
-        "demo-annotator-3",
-        "demo-annotator-4",
-    ]
-    assert not any(u.has_usable_password() for u in seeded)
-    assert all(has_role(u, "annotator") for u in seeded)
-    review = ValidationBatch.objects.get(name="Demo: DynToM disagreements to settle")
-    disputes = {d.obj.label: d for d in batch_disputes(review) if d.disputed}
-    assert sorted(disputes) == [
-        "mental-state trajectory",
-        "profiles and relationship",
-        "scenario 3",
-    ]
-    assert all(len(d.answers) == review.k == 3 for d in disputes.values())
-    assert disputes["scenario 3"].spread == 3 and disputes["profiles and relationship"].split
-    checks = sorted((d.kind, d.rule_outcome) for d in check_disputes() if d.disputed)
-    assert checks == [("judgement", "0.65"), ("note_check", "split")]
-    assert "Demo disagreements to settle (sign in as researcher):" in out
-    assert "DynToM validation, Demo: DynToM disagreements to settle: 3 disputed" in out
-    assert "CharToM-QA checks: 2 disputed: /annotation/chartom/checks/review/" in out
-
-    # The researcher finds them in both queues and settles one of each.
-    client.logout()
-    assert client.login(username="researcher", password=LOGINS["researcher"])
-    queue = client.get(f"/annotation/validation/review/{review.pk}/").content.decode()
-    assert "scenario 3" in queue
-    obj = disputes["scenario 3"].obj
-    response = client.post(
-        f"/annotation/validation/review/objects/{obj.pk}/",
-        {"outcome": "keep", "reason": "The dialogue is plain, not unreal."},
-    )
-    assert response.status_code == 302
-    obj.decision.refresh_from_db()
-    assert (obj.decision.outcome, obj.decision.override_outcome) == ("discard", "keep")
-    queue = client.get("/annotation/chartom/checks/review/").content.decode()
-    note = next(d.task for d in check_disputes() if d.disputed and d.kind == "note_check")
-    assert f"/annotation/chartom/checks/review/{note.pk}/" in queue
-    response = client.post(
-        f"/annotation/chartom/checks/review/{note.pk}/",
-        {"value": "subjective", "reason": "A reading the book allows."},
-    )
-    assert response.status_code == 302
-    assert Adjudication.objects.get(task=note).outcome == "subjective"
-
-
-def test_demo_dyntom_study_is_live_and_its_invite_opens_the_first_story(client):
-    from studies.models import Participant, Study
-
-    out = run_demo()
-    study = Study.objects.get(name="Demo: DynToM human baseline")
-    assert (study.status, study.benchmark, study.study_items.count()) == ("live", "dyntom", 1)
-    invited = Participant.objects.filter(study=study, label__startswith="demo invite")
-    participant, *others = invited.order_by("pk")
-    assert len(others) == 2 and f"/s/{participant.token}/" in out
-    client.post(f"/s/{participant.token}/consent/")
-    assert "Start this story" in client.get(f"/s/{participant.token}/").content.decode()
-    run_demo()
-    assert Study.objects.filter(name=study.name).count() == 1
-    assert Participant.objects.filter(study=study).count() == 5
-
-
-def test_demo_mapped_benchmark_has_a_study_answers_and_a_recorded_run(client):
-    """Mini ToM: three participants' answers loaded (30 of 36 right, as the fixture
-    says), the recorded run (8 of 12 right, one reply unparseable), the run imported
-    from an Inspect log and invite links that open the participant's items."""
-    from modeling.models import Prediction
-    from studies.models import ChoiceAnswer, Participant, Study
-
-    out = run_demo()
-    study = Study.objects.get(name="Demo: Mini ToM, a mapped benchmark")
-    assert (study.status, study.benchmark, study.study_items.count()) == ("live", "generic", 12)
-    answers = ChoiceAnswer.objects.filter(assignment__participant__study=study)
-    assert (answers.count(), answers.filter(correct=True).count()) == (36, 30)
-    predictions = Prediction.objects.filter(
-        run__benchmark=Benchmark.GENERIC, run__name="Demo: recorded answers"
-    )
-    assert predictions.count() == 12
-    assert predictions.filter(correct=True).count() == 8
-    assert predictions.filter(parse_status="unparseable").count() == 1
-    # The Inspect log: Inspect's own accuracy was 18 of 24 (two epochs; epoch 1 has a
-    # reply in no answer format and an empty one, both wrong, as Inspect scores them).
-    inspect = Prediction.objects.filter(run__selection__origin="inspect")
-    assert inspect.count() == 24 and inspect.filter(correct=True).count() == 18
-    assert sorted(set(inspect.values_list("sample_index", flat=True))) == [0, 1]
-    assert inspect.filter(parse_status="unparseable").count() == 2
-    participant = Participant.objects.filter(study=study, label__startswith="demo invite").order_by(
-        "pk"
-    )[0]
-    assert f"/s/{participant.token}/" in out
-    client.post(f"/s/{participant.token}/consent/")
-    assert client.get(f"/s/{participant.token}/").status_code == 200
-
-
-def test_demo_answerers_are_finished_with_believable_times():
-    """Issue 49's walk: the loaded participants read as finished in the ledger, and each
-    answer took a reader's time (the words at about 220 wpm plus 12 to 40 s), not 0 s."""
-    from studies.models import Assignment, Participant
-
-    run_demo()
-    loaded = Participant.objects.filter(label__contains="answers loaded").exclude(
-        study__benchmark="chartom-qa"  # they answer their first few and leave, on purpose
-    )
-    assert loaded.count() >= 7
-    assert not loaded.filter(finished_at__isnull=True).exists()
-    answered = Assignment.objects.filter(participant__in=loaded, submitted_at__isnull=False)
-    seconds = [ms / 1000 for ms in answered.values_list("total_ms", flat=True)]
-    assert seconds and min(seconds) >= 12 and max(seconds) < 60 * 20
-    first = answered.order_by("participant", "position", "pk").first()
-    assert first.first_shown_at >= first.participant.consented_at
-    assert first.submitted_at > first.first_shown_at
+    message = str(excinfo.value)
+    assert "nothing was loaded" in message
+    assert "Agnes Quill" in message and "no recorded verification" in message
+    assert all(model.objects.count() == 0 for model in COUNTED)
+    assert not get_user_model().objects.exists()
