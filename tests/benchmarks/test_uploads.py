@@ -622,3 +622,29 @@ def test_a_large_upload_imports_on_a_worker_with_progress(
     assert leftover_uploads() == []
     body = client.get(page).content.decode()
     assert "What was imported" in body and "pct-100" in body
+
+
+def test_after_a_chartom_qa_import_the_next_step_is_a_multiple_choice_study(
+    client, researcher, shared_data
+):
+    """Issue 49's walk: a CharToM-QA import ends on a link to the study its items need
+    (multiple choice) and a run over them, not the scene study of a screenplay."""
+    client.force_login(researcher)
+    response = client.post(
+        reverse("benchmarks:import"),
+        {
+            "format": "chartom-qa",
+            "files": [from_path(shared_data / "chartom-qa" / "paper_examples.jsonl")],
+        },
+    )
+    assert response.status_code == 302, response.content[:500]
+    job = ImportJob.objects.get()
+    done = client.post(reverse("benchmarks:import-confirm", args=[job.pk]), follow=True)
+    page = done.content.decode()
+
+    assert "What was imported" in page
+    note = page[page.index('data-testid="imported-note"') :]
+    note = note[: note.index("</p>")]
+    assert f'href="{reverse("studies:choice-new")}"' in note and "New multiple-choice study" in note
+    assert f'href="{reverse("modeling:run-new")}?benchmark=chartom-qa"' in note
+    assert "New scene study" not in note
