@@ -421,7 +421,7 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
     return Table(
         key="accuracy-common" if common else "accuracy",
         title=(
-            f"Common set: accuracy on the {n} masked speakers ({len(scenes)} scenes) "
+            f"Common set: accuracy on the {n} masked speakers ({_scenes(len(scenes))}) "
             "every system answered"
             if common
             else "Instance and scene accuracy (each system on what it answered)"
@@ -448,6 +448,10 @@ def _accuracy_table(data: SpeakerData, *, seed: int, common: bool = False) -> Ta
     )
 
 
+def _scenes(n: int) -> str:
+    return f"{n} scene" if n == 1 else f"{n} scenes"
+
+
 def _silent(data: SpeakerData) -> str:
     """The systems that answered nothing (left out of the common set), for the notes."""
     silent = [s.label for s in data.systems if not s.outcomes]
@@ -463,7 +467,7 @@ def _scope(data: SpeakerData) -> str:
     return (
         " Each system is scored on every masked speaker it answered (Instances), not "
         "only the common set; Random and Majority over the "
-        f"{len(items)} of {len(data.items)} masked speakers ({scenes} scenes) any system "
+        f"{len(items)} of {len(data.items)} masked speakers ({_scenes(scenes)}) any system "
         "answered."
     )
 
@@ -474,7 +478,7 @@ def _common_scope(data: SpeakerData) -> str:
     scenes = len({i["scene_id"] for i in items})
     return (
         f" Every system is scored on the same {len(items)} of {len(data.items)} masked "
-        f"speakers ({scenes} scenes): those every system with an answer answered."
+        f"speakers ({_scenes(scenes)}): those every system with an answer answered."
         + _silent(data)
         + unparsed_note(data.runs, data.stats)
     )

@@ -525,3 +525,10 @@ def test_empty_benchmark_still_builds(benchmark):
     assert report.facts["runs"] == report.facts["predictions"] == 0
     assert report.tables[0].key == "runs" and report.tables[0].rows == []
     _assert_charts_match_tables(report)
+
+
+def test_scene_counts_in_the_speaker_tables_read_as_english():
+    """One scene is "1 scene", not "1 scenes" (the walk's screenshot of a common set)."""
+    from reports.tables.tom_in_amc import _scenes
+
+    assert [_scenes(n) for n in (0, 1, 2)] == ["0 scenes", "1 scene", "2 scenes"]
