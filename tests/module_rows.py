@@ -89,6 +89,19 @@ BUILDERS: dict[str, Callable[[Path], Any]] = {
 }
 
 
+def register_builder(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+    """Add a builder that only one module needs, defined in that module:
+    ``@register_builder("validation_scored")`` above ``def build(shared_data): ...``."""
+
+    def register(builder: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        if BUILDERS.get(name, builder) is not builder:
+            raise ValueError(f"module_rows: a builder named {name!r} exists already")
+        BUILDERS[name] = builder
+        return builder
+
+    return register
+
+
 class ModuleRows:
     """One module's transaction and what its builders returned."""
 
