@@ -633,6 +633,7 @@ def _call_sliding(
         if hungry and feed is not None:
             began = time.monotonic()
             added = feed.take(max(1, limit))
+            backend.prepare([requests[call.pk] for call in added])
             per_call.add(time.monotonic() - began, len(added))
             window.add(added)
             if feed.exhausted:
