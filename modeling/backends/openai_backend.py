@@ -216,7 +216,7 @@ class OpenAIChatBackend(ChatBackend):
             started = time.monotonic()
             client = self._take_client()
             try:
-                response = client.post("/chat/completions", cast_to=httpx2.Response, body=body)
+                response = client.post("/chat/completions", cast_to=httpx2.Response, content=body)
                 completion = json.loads(response.content)
             except openai.APIError as exc:
                 attempt += 1

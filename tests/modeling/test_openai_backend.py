@@ -55,6 +55,7 @@ def test_prepared_bodies_are_the_bytes_the_client_would_send(openai_backend, llm
     for request in samples:
         assert backend.complete(request).text == "ok"
     assert [(r["seed"], r["messages"]) for r in llm_server.requests] == [(7, prompt), (8, prompt)]
+    assert llm_server.header_values("Content-Type") == ["application/json"] * 2
     backend.close()
 
 
