@@ -172,3 +172,23 @@ def test_one_request_counts_the_studies_answers_once_with_the_same_figures(study
         build_report("tvshowguess", seed=0)
     counts = [q["sql"] for q in queries.captured_queries if 'COUNT("studies_guess"' in q["sql"]]
     assert len(counts) == 1, counts  # the guesses counted once for all of them
+
+
+def test_closing_a_scene_study_queues_its_packing(study, django_capture_on_commit_callbacks):  # noqa: F811
+    from common.models import QueuedJob
+    from reports.study_packs import STUDY_PACK_TASK_NAME
+    from reports.tasks import study_pack_task
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        study_close(study=study)
+    job = QueuedJob.objects.get(task=STUDY_PACK_TASK_NAME)
+    assert job.args == [study.pk] and len(callbacks) == 1  # sent once the close commits
+    assert not PackedStudy.objects.exists()
+    assert study_pack_task.apply(args=(study.pk,)).get() == "packed"
+    assert PackedStudy.objects.filter(study=study, include_excluded=False).count() == 1
+    report, read = _build()
+    assert not read and _answers(report) == 18  # the first report reads the pack
+    assert study_pack_task.apply(args=(study.pk,)).get() == "packed"  # a redelivery: no harm
+    study.status = Study.Status.LIVE
+    study.save(update_fields=["status"])
+    assert study_pack_task.apply(args=(study.pk,)).get() == "skipped"
