@@ -2,7 +2,8 @@
 runs packed (``reports.run_packs``), so a report finds them ready instead of packing
 on first use.
 And to participation (``studies.participation.signals``): a withdrawal reaches the
-report jobs stored before it."""
+report jobs stored before it. And to a study closing (``studies.signals``): a closed
+scene study is packed by a worker (``reports.study_packs``)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from modeling.models import Run
 from modeling.runs.signals import predictions_changed, run_finished
 from studies.participation.services import participant_report_jobs_rebuilt_record
 from studies.participation.signals import participant_withdrawn, participants_exclusion_changed
+from studies.signals import study_closed
 
 from .chartom_answers import run_answers
 from .dyntom_outcomes import run_outcomes
 from .run_packs import packed_run_ids, packs_invalidate
+from .selectors import SPEAKER_BENCHMARKS
 from .services import report_jobs_rebuild_after_withdrawal
-from .study_packs import study_packs_delete
+from .study_packs import study_pack_queue, study_packs_delete
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,14 @@ def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> No
     # packed once it finishes, not after every batch.
     finished = Run.objects.filter(pk__in=list(run_ids)).exclude(status=Run.Status.RUNNING)
     _refresh_after_commit(list(finished.values_list("pk", flat=True)))
+
+
+@receiver(study_closed, dispatch_uid="reports.study_packs.study_closed")
+def pack_closed_study(sender: Any, *, study: Any, **kwargs: Any) -> None:
+    """A closed scene study's answers no longer grow: packed by a worker now, so its
+    first report does not pay for it (``reports.study_packs``)."""
+    if study.benchmark in SPEAKER_BENCHMARKS:
+        study_pack_queue(study_id=study.pk)
 
 
 @receiver(participants_exclusion_changed, dispatch_uid="reports.jobs.rebuild_after_exclusion")

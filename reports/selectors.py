@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import islice
 from typing import Any
 
@@ -55,6 +57,27 @@ from studies.models import (
 
 SPEAKER_BENCHMARKS = (Benchmark.TOM_IN_AMC.value, Benchmark.TVSHOWGUESS.value)
 CHUNK = 2000
+
+# Per scene study, what one request has read of its answers and participants (see
+# ``shared_reads``); None outside such a block.
+_SHARED: ContextVar[dict[str, dict[int, Any]] | None] = ContextVar("reports_shared", default=None)
+
+
+@contextmanager
+def shared_reads() -> Iterator[None]:
+    """Within the block, scene studies' answer counts and participant figures are read
+    once: the selection's study choices, the cache fingerprint, the report's studies
+    and the packs' fingerprints each scanned every guess (joined to its scene response
+    and participant) before; now one grouped query serves them all (a report request
+    at 100,000 answers read them four times).
+
+    For one request only: the figures are those of the moment they were read.
+    """
+    token = _SHARED.set({"answers": {}, "people": {}})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def _benchmark(benchmark: str) -> str:
@@ -470,8 +493,10 @@ def counted_answer_counts(
     if not ids:
         return {}
     if benchmark in SPEAKER_BENCHMARKS:
-        answers = _human_guesses(ids, include_excluded=include_excluded)
-    elif benchmark == Benchmark.GENERIC:
+        column = 2 if include_excluded else 0
+        stats = _scene_answer_stats(ids)
+        return {pk: stats[pk][column] for pk in ids if stats[pk][column]}
+    if benchmark == Benchmark.GENERIC:
         answers = _generic_choice_answers(ids, work_id, include_excluded=include_excluded)
     else:
         answers = _choice_answers(ids, include_excluded=include_excluded)
@@ -657,9 +682,17 @@ def human_response_size(
             human_answers=Count("pk"), last_human_answer=Max("pk")
         )
     else:
-        size = _human_guesses(ids, include_excluded=True).aggregate(
-            human_answers=Count("pk"), last_human_answer=Max("updated_at")
-        )
+        # Every answer counted, excluded or not: the studies' figures summed.
+        sizes = scene_study_sizes(ids)
+        size = _summed(sizes.values(), ("human_answers", "withdrawn", "excluded", "excluded_ids"))
+        for name, latest in (
+            ("last_human_answer", "last_human_answer"),
+            ("last_excluded", "last_excluded"),
+        ):
+            times = [s[latest] for s in sizes.values() if s[latest] is not None]
+            size[name] = max(times, default=None)
+        size["studies"] = len(ids)
+        return size
     excluded = Q(excluded_at__isnull=False)
     # Count, id sum and latest time of the excluded: excluding one participant and
     # keeping another in changes the sum, even where the count stays.
@@ -683,37 +716,74 @@ def scene_study_sizes(study_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     What a packed study's fingerprint reads (``reports.study_packs``).
     """
     ids = list(study_ids)
-    study = "assignment__participant__study_id"
-    answers = dict.fromkeys(ids, (0, None)) | {
-        row[0]: row[1:]
-        for row in _human_guesses(ids, include_excluded=True)
-        .order_by()
-        .values(study)
-        .annotate(n=Count("pk"), last=Max("updated_at"))
-        .values_list(study, "n", "last")
-    }
-    excluded = Q(excluded_at__isnull=False)
-    people = {
-        row.pop("study_id"): row
-        for row in Participant.objects.filter(study_id__in=ids)
-        .order_by()
-        .values("study_id")
-        .annotate(
-            withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
-            excluded=Count("pk", filter=excluded),
-            excluded_ids=Sum("pk", filter=excluded),
-            last_excluded=Max("excluded_at"),
-        )
-    }
-    nobody = {"withdrawn": 0, "excluded": 0, "excluded_ids": None, "last_excluded": None}
+    answers = _scene_answer_stats(ids)
+    people = _scene_study_people(ids)
     return {
-        pk: {
-            "human_answers": answers[pk][0],
-            "last_human_answer": answers[pk][1],
-            **people.get(pk, nobody),
-        }
+        pk: {"human_answers": answers[pk][2], "last_human_answer": answers[pk][1], **people[pk]}
         for pk in ids
     }
+
+
+def _summed(rows: Iterable[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    """Sums of ``names`` over ``rows``; a sum of nothing but None is None (as SQL's)."""
+    total: dict[str, Any] = dict.fromkeys(names)
+    for row in rows:
+        for name in names:
+            if row[name] is not None:
+                total[name] = (total[name] or 0) + row[name]
+    total.update({name: total[name] or 0 for name in names if name != "excluded_ids"})
+    return total
+
+
+def _scene_answer_stats(study_ids: list[int]) -> dict[int, tuple[int, Any, int]]:
+    """Per scene study: ``(counted answers, latest change of any, every answer)``: the
+    answers a report counts (excluded participants left out), and all of them counted
+    or not. One grouped query, shared within ``shared_reads``; a study without answers
+    has ``(0, None, 0)``."""
+    shared = _SHARED.get()
+    memo = shared["answers"] if shared is not None else {}
+    missing = [pk for pk in study_ids if pk not in memo]
+    if missing:
+        study = "assignment__participant__study_id"
+        found = {
+            row[0]: row[1:]
+            for row in _human_guesses(missing, include_excluded=True)
+            .order_by()
+            .values(study)
+            .annotate(
+                counted=Count("pk", filter=Q(assignment__participant__excluded_at__isnull=True)),
+                last=Max("updated_at"),
+                n=Count("pk"),
+            )
+            .values_list(study, "counted", "last", "n")
+        }
+        memo.update((pk, found.get(pk, (0, None, 0))) for pk in missing)
+    return {pk: memo[pk] for pk in study_ids}
+
+
+def _scene_study_people(study_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Per study: withdrawn and excluded participants, the excluded ids' sum and latest
+    exclusion (one grouped query, shared within ``shared_reads``)."""
+    shared = _SHARED.get()
+    memo = shared["people"] if shared is not None else {}
+    missing = [pk for pk in study_ids if pk not in memo]
+    if missing:
+        excluded = Q(excluded_at__isnull=False)
+        found = {
+            row.pop("study_id"): row
+            for row in Participant.objects.filter(study_id__in=missing)
+            .order_by()
+            .values("study_id")
+            .annotate(
+                withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
+                excluded=Count("pk", filter=excluded),
+                excluded_ids=Sum("pk", filter=excluded),
+                last_excluded=Max("excluded_at"),
+            )
+        }
+        nobody = {"withdrawn": 0, "excluded": 0, "excluded_ids": None, "last_excluded": None}
+        memo.update((pk, found.get(pk, nobody)) for pk in missing)
+    return {pk: memo[pk] for pk in study_ids}
 
 
 def item_counts(benchmark: str, *, work_id: int | None = None) -> dict[str, int]:

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from common.tasks import task_send_on_commit
 from studies.models import Study
 
 from . import selectors
@@ -35,6 +36,7 @@ from .models import PackedStudy
 
 # Bumped when what a pack holds changes: every older pack is then stale.
 PACK_FORMAT = 1
+STUDY_PACK_TASK_NAME = "reports.study_pack"
 
 
 @dataclass(frozen=True)
@@ -188,3 +190,16 @@ def packed_study_answers(
 def study_packs_delete(*, study_id: int) -> None:
     """Forget a study's packs (a participant withdrew: their answers must not stay)."""
     PackedStudy.objects.filter(study_id=study_id).delete()
+
+
+def study_pack_queue(*, study_id: int) -> None:
+    """Pack a study that has just closed, in a worker once the close commits, so its
+    first report reads the pack instead of packing it (``reports.hooks``)."""
+    task_send_on_commit(STUDY_PACK_TASK_NAME, (study_id,))
+
+
+def study_pack_build(*, study_id: int) -> str:
+    """The study's pack under the reports' default counting rule (excluded left out),
+    built unless a current one is stored; "skipped" for a study no longer closed."""
+    packed = packed_study_answers([study_id], include_excluded=False)
+    return "packed" if study_id in packed else "skipped"

@@ -339,6 +339,7 @@ def _generic_index(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @researcher_required
+@selectors.shared_reads()  # the studies' answer counts read once for the whole page
 def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     benchmark = _benchmark(benchmark)
     if benchmark == Benchmark.GENERIC and "work" not in request.GET:
@@ -433,6 +434,7 @@ def report_detail(request: HttpRequest, benchmark: str) -> HttpResponse:
     return render(request, "reports/report_detail.html", context)
 
 
+@selectors.shared_reads()
 def _live_report(request: HttpRequest, benchmark: str) -> tuple[Report, ReportSelection]:
     """The report behind a chart or table download (BadSelection, Http404 if too big)."""
     selection = selection_from_query(request.GET, benchmark=_benchmark(benchmark))

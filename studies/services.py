@@ -32,6 +32,7 @@ from .participation.ledger import SCENE_BENCHMARKS
 from .participation.services import participants_invite as participants_invite
 from .scene.leaks import LeakReport, leaks_check
 from .scene.perturbation import name_maps_build
+from .signals import study_closed
 from .slots import slots_ensure
 
 # (work id, StudyItem fields) for each item of a study, in order.
@@ -390,10 +391,13 @@ def study_pause(*, study: Study) -> Study:
     return _transition(study, (Study.Status.LIVE,), Study.Status.PAUSED)
 
 
+@transaction.atomic
 def study_close(*, study: Study) -> Study:
-    return _transition(
+    study = _transition(
         study, (Study.Status.DRAFT, Study.Status.LIVE, Study.Status.PAUSED), Study.Status.CLOSED
     )
+    study_closed.send(sender=Study, study=study)
+    return study
 
 
 # -- texts --------------------------------------------------------------------------------

@@ -142,6 +142,10 @@ class ChatBackend:
     def warm(self, calls: int) -> None:
         """Get ready for ``calls`` calls at once (clients made ahead); optional."""
 
+    def prepare(self, requests: Iterable[ChatRequest]) -> None:
+        """Do ahead what sending ``requests`` will need (each is sent once), while the
+        caller waits for other calls anyway; optional."""
+
     def close(self) -> None:
         """Release clients or model weights."""
 

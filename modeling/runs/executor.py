@@ -52,6 +52,11 @@ from .recording import (
 RECORD_CHUNK_PREDICTIONS = 2000
 # Units prepared at a time once the first wave is out (see _Feed).
 UNITS_PAGE = 64
+# Calls prepared ahead of the request threads, in windows: at least this many while the
+# window is quiet (see _Window.quiet_for), and fed at once below one window.
+FEED_AHEAD_WINDOWS = 4
+# How often the writer looks for replies while it holds back work for one that is due.
+QUIET_POLL_S = 0.002
 
 logger = logging.getLogger(__name__)
 
@@ -433,13 +438,17 @@ class _Window:
         self._fed = threading.Condition(self._lock)
         self._closed = not feeding
         self._threads = [
-            threading.Thread(target=self._work, name=f"run{run.pk}-call{i}", daemon=True)
+            threading.Thread(target=self._work, args=(i,), name=f"run{run.pk}-call{i}", daemon=True)
             for i in range(min(max(1, limit), len(calls)))
         ]
         self._running = len(self._threads)
         self._started = 0
         # One permit per call sent and not yet stored (see ``stored``).
         self._slots = threading.Semaphore(len(self._threads))
+        # When each thread's call in flight left (None: none), and the shortest call
+        # so far: the writer's guess of when replies will arrive (``quiet_for``).
+        self._sent_at: list[float | None] = [None] * len(self._threads)
+        self._fastest: float | None = None
 
     def start(self) -> None:
         for thread in self._threads:
@@ -476,6 +485,25 @@ class _Window:
         """Calls waiting for a request thread."""
         return len(self._queue)
 
+    def quiet_for(self) -> float:
+        """Seconds until a reply is expected while calls wait to be sent, else infinity.
+
+        A call in flight is expected back once it has been out as long as the fastest
+        call so far, and is waited for until a quarter of that later (a slow one is not
+        waited for). Work the writer starts within that time delays the storing of
+        the reply, so its thread's next call leaves late; with nothing left to send
+        there is no such call, and nothing to protect.
+        """
+        fastest = self._fastest
+        if fastest is None or (self._closed and not self._queue):
+            return float("inf")
+        now = time.monotonic()
+        quiet = float("inf")
+        for sent in list(self._sent_at):
+            if sent is not None and now < sent + fastest * 1.25:
+                quiet = min(quiet, max(0.0, sent + fastest - now))
+        return quiet
+
     def stored(self, replies: int) -> None:
         """The writer made ``replies`` arrived replies durable: their slots are free."""
         for _ in range(replies):
@@ -506,7 +534,7 @@ class _Window:
             self._budget.reserved_cost += cost
             return call, tokens, cost
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
         first = True
         try:
             while True:
@@ -522,11 +550,16 @@ class _Window:
                     self._slots.release()
                     break
                 call, tokens, reserved_cost = taken
+                sent = self._sent_at[index] = time.monotonic()
                 result = _complete(self.backend, self.requests[call.pk])
+                took = time.monotonic() - sent
+                self._sent_at[index] = None
                 cost = Decimal(0)
                 if isinstance(result, ChatResult):
                     cost = _cost(self.run.backend, result.prompt_tokens, result.completion_tokens)
                 with self._lock:
+                    if self._fastest is None or took < self._fastest:
+                        self._fastest = took
                     self._budget.reserved_tokens -= tokens
                     self._budget.reserved_cost -= reserved_cost
                     if isinstance(result, ChatResult):
@@ -568,28 +601,52 @@ def _call_sliding(
     window.start()
     backlog: list[_Outcome] = []
     deadline: float | None = None
+    window_size = max(1, limit)
+    # Seconds per call prepared and per reply recorded, as measured: how much work
+    # fits before the next reply is expected (``_Window.quiet_for``).
+    per_call, per_reply = _Pace(0.002), _Pace(0.002)
     while True:
-        # Fed once every request thread has asked for its first call: preparing holds
-        # the GIL, and the first wave's requests would wait for it.
-        hungry = feeding and window.all_started and window.queued < 2 * max(1, limit)
+        quiet = window.quiet_for()
+        hungry = feeding and _hungry(window, window_size, quiet, per_call.seconds)
+        # The backlog is recorded while no reply is due, a chunk that fits before it;
+        # a window's worth or more is recorded whatever is due.
+        deferred = bool(backlog) and len(backlog) < window_size and quiet < per_reply.seconds
         arrived = _drain(
-            window.replies, timeout=0 if backlog or hungry else min(lease.interval, 0.5)
+            window.replies,
+            timeout=QUIET_POLL_S
+            if deferred
+            else 0
+            if backlog or hungry
+            else min(lease.interval, 0.5),
         )
         if arrived:
             recorder.store_received(arrived)
             window.stored(len(arrived))
             backlog.extend(arrived)
+            quiet = window.quiet_for()
+            hungry = feeding and _hungry(window, window_size, quiet, per_call.seconds)
+        recordable = 0
+        if backlog:
+            recordable = len(backlog)
+            if len(backlog) < window_size and quiet != float("inf"):
+                recordable = int(quiet / per_reply.seconds)
         if hungry and feed is not None:
-            window.add(feed.take(max(1, limit)))
+            began = time.monotonic()
+            added = feed.take(max(1, limit))
+            backend.prepare([requests[call.pk] for call in added])
+            per_call.add(time.monotonic() - began, len(added))
+            window.add(added)
             if feed.exhausted:
                 feeding = False
                 window.close()
-        if backlog:
+        if recordable:
             chunk, size = 0, 0
-            while chunk < len(backlog) and size < RECORD_CHUNK_PREDICTIONS:
+            while chunk < min(recordable, len(backlog)) and size < RECORD_CHUNK_PREDICTIONS:
                 size += len(recorder.units[backlog[chunk].call.unit_key].item_ids) or 1
                 chunk += 1
+            began = time.monotonic()
             recorder.record(backlog[:chunk])
+            per_reply.add(time.monotonic() - began, chunk)
             del backlog[:chunk]
         lease.renew_if_due()
         if lease.lost:
@@ -609,6 +666,29 @@ def _call_sliding(
             logger.warning("run %s: abandoned the calls in flight", run.pk)
             break
     return window.stop_status
+
+
+def _hungry(window: _Window, size: int, quiet: float, per_call: float) -> bool:
+    """Whether the writer prepares more calls now. Only once every request thread has
+    asked for its first call: preparing holds the GIL, and the first wave's requests
+    would wait for it. Below a window queued, at once; up to a few windows ahead while
+    no reply is due before a window's worth would be prepared."""
+    if not window.all_started:
+        return False
+    return window.queued < size or (
+        window.queued < FEED_AHEAD_WINDOWS * size and quiet >= per_call * size
+    )
+
+
+class _Pace:
+    """Seconds per item of some work, a moving average of what it took."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def add(self, seconds: float, items: int) -> None:
+        if items > 0:
+            self.seconds = 0.7 * self.seconds + 0.3 * max(seconds / items, 1e-5)
 
 
 def _drain(replies: queue_module.Queue, *, timeout: float) -> list[_Outcome]:

@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 
 from reports.report_types import SAMPLES, SAMPLES_MEAN, Report
 from reports.selection import BadSelection, selection_from_query
+from reports.selectors import shared_reads
 from reports.services import report_build_cached
 from reports.tables import BUILDERS, report_json
 
@@ -69,6 +70,7 @@ QUERY_PARAMETERS = [
 ]
 
 
+@shared_reads()  # the studies' answer counts read once for the selection and the build
 def _report(request: Request, benchmark: str) -> Report:
     if benchmark not in BUILDERS:
         raise Http404(f"no benchmark {benchmark!r}")

@@ -31,6 +31,34 @@ def test_completion_carries_text_tokens_and_sampling_params(openai_backend, llm_
     assert sent["messages"] == [{"role": "user", "content": "hello"}]
 
 
+def test_prepared_bodies_are_the_bytes_the_client_would_send(openai_backend, llm_server):
+    from openai._utils._json import openapi_dumps
+
+    backend = get_backend(openai_backend)
+    prompt = [
+        {"role": "system", "content": "Réponds: ✓"},
+        {"role": "user", "content": "x" * 50_000},
+    ]
+    samples = [
+        ChatRequest.build(prompt, model="test-model", params={"seed": s, "temperature": 0.5})
+        for s in (7, 8)
+    ]
+    other = ChatRequest.build(prompt[1:], model="test-model", params={"top_k": 4}, sample_index=1)
+    backend.prepare(samples)  # one prompt, two samples: encoded once
+    assert len(backend._encoded) == 1
+    for request in [*samples, other]:
+        expected = {"model": "test-model", "messages": request.message_dicts, **request.param_dict}
+        assert backend._body(request) == openapi_dumps(expected)
+    assert backend._encoded == {}  # each prepared request sent once: nothing kept
+
+    backend.prepare(samples)
+    for request in samples:
+        assert backend.complete(request).text == "ok"
+    assert [(r["seed"], r["messages"]) for r in llm_server.requests] == [(7, prompt), (8, prompt)]
+    assert llm_server.header_values("Content-Type") == ["application/json"] * 2
+    backend.close()
+
+
 def test_key_from_environment_is_sent_and_never_logged(
     openai_backend, llm_server, monkeypatch, caplog
 ):

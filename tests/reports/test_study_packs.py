@@ -128,3 +128,67 @@ def test_a_study_open_again_is_read_live_then_packed_when_closed(study):  # noqa
     closed, read = _build()
     assert read and _answers(closed) == 21  # packed again, with the new answers
     assert not _build()[1]
+
+
+def test_one_request_counts_the_studies_answers_once_with_the_same_figures(study):  # noqa: F811
+    from django.db.models import Count, Max, Q, Sum
+
+    from reports import selectors
+
+    participant_exclusion_override(
+        participant=study.raters["r2"], decision="exclude", reason="speeding"
+    )
+    study_close(study=study)
+    guesses = selectors._human_guesses([study.pk], include_excluded=True)
+    every = guesses.aggregate(n=Count("pk"), last=Max("updated_at"))
+    counted = selectors._human_guesses([study.pk]).count()
+    people = Participant.objects.filter(study=study).aggregate(
+        withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
+        excluded_ids=Sum("pk", filter=Q(excluded_at__isnull=False)),
+    )
+    assert counted == 11 < every["n"] == 18  # r2's 7 answers are excluded
+
+    def figures():
+        size = selectors.human_response_size("tvshowguess")
+        return (
+            selectors.counted_answer_counts("tvshowguess", [study.pk]),
+            selectors.counted_answer_counts("tvshowguess", [study.pk], include_excluded=True),
+            (size["human_answers"], size["last_human_answer"], size["studies"]),
+            (size["withdrawn"], size["excluded"], size["excluded_ids"]),
+            selectors.scene_study_sizes([study.pk])[study.pk]["human_answers"],
+        )
+
+    expected = (
+        {study.pk: 11},
+        {study.pk: 18},
+        (18, every["last"], 1),
+        (people["withdrawn"], 1, people["excluded_ids"]),
+        18,
+    )
+    assert figures() == expected  # each read on its own
+    with selectors.shared_reads(), CaptureQueriesContext(connection) as queries:
+        assert figures() == expected
+        selectors.study_choices("tvshowguess")
+        build_report("tvshowguess", seed=0)
+    counts = [q["sql"] for q in queries.captured_queries if 'COUNT("studies_guess"' in q["sql"]]
+    assert len(counts) == 1, counts  # the guesses counted once for all of them
+
+
+def test_closing_a_scene_study_queues_its_packing(study, django_capture_on_commit_callbacks):  # noqa: F811
+    from common.models import QueuedJob
+    from reports.study_packs import STUDY_PACK_TASK_NAME
+    from reports.tasks import study_pack_task
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        study_close(study=study)
+    job = QueuedJob.objects.get(task=STUDY_PACK_TASK_NAME)
+    assert job.args == [study.pk] and len(callbacks) == 1  # sent once the close commits
+    assert not PackedStudy.objects.exists()
+    assert study_pack_task.apply(args=(study.pk,)).get() == "packed"
+    assert PackedStudy.objects.filter(study=study, include_excluded=False).count() == 1
+    report, read = _build()
+    assert not read and _answers(report) == 18  # the first report reads the pack
+    assert study_pack_task.apply(args=(study.pk,)).get() == "packed"  # a redelivery: no harm
+    study.status = Study.Status.LIVE
+    study.save(update_fields=["status"])
+    assert study_pack_task.apply(args=(study.pk,)).get() == "skipped"
