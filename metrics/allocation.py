@@ -402,6 +402,33 @@ def stratified_bootstrap_pair(
     """:func:`stratified_bootstrap` of human accuracy and, when ``model`` is given, of
     human - model, from the same draws (each is what that function returns for it;
     the second is ``None`` without a model). Half the work of two calls."""
+    return stratified_bootstrap_counts(
+        {
+            key: [(len(outcomes), sum(bool(o) for o in outcomes)) for outcomes in items]
+            for key, items in strata.items()
+        },
+        model=model,
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+    )
+
+
+def stratified_bootstrap_counts(
+    strata: Mapping[str, Sequence[tuple[int, int]]],
+    *,
+    model: Mapping[str, Sequence[float]] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[
+    dict[str, tuple[float | None, float | None, float | None]],
+    dict[str, tuple[float | None, float | None, float | None]] | None,
+]:
+    """:func:`stratified_bootstrap_pair` with each item given as its ``(answers,
+    correct)`` counts instead of its answers' outcomes: the same figures (the answers
+    enter only as counts), without lists of outcomes. The bench feeds it items with a
+    very large number of answers to find the floor of its intervals."""
     check_bootstrap_args(n_resamples, level)
     if "" in strata:
         raise ValueError("a stratum key must not be empty: '' is the overall figure")
@@ -483,7 +510,7 @@ def _answered(items: Sequence[Sequence[bool]]) -> int:
 
 
 def _stratum_items(
-    key: str, items: Sequence[Sequence[bool]], model: Mapping[str, Sequence[float]] | None
+    key: str, items: Sequence[tuple[int, int]], model: Mapping[str, Sequence[float]] | None
 ) -> _Items | None:
     if model is not None:
         if key not in model:
@@ -493,9 +520,9 @@ def _stratum_items(
                 f"stratum {key!r} has {len(items)} items but {len(model[key])} model accuracies"
             )
     rows = sorted(
-        (len(outcomes), sum(bool(o) for o in outcomes), float(model[key][i]) if model else 0.0)
-        for i, outcomes in enumerate(items)
-        if len(outcomes)
+        (int(m), int(c), float(model[key][i]) if model else 0.0)
+        for i, (m, c) in enumerate(items)
+        if m > 0
     )
     if not rows:
         return None

@@ -21,6 +21,7 @@ from metrics.allocation import (
     answers_to_reach,
     next_strata,
     stratified_bootstrap,
+    stratified_bootstrap_counts,
     stratified_bootstrap_pair,
     t_quantile,
     tally_of_items,
@@ -414,6 +415,31 @@ def test_the_pair_is_both_calls_from_the_same_draws():
         if human[key][1] is not None:
             assert diff[key][1] == pytest.approx(human[key][1] - 0.5)
     assert shifted >= 8
+
+
+def test_counts_give_the_same_figures_as_the_answers_they_count():
+    strata = _noisy_strata(5)
+    model = {key: [i % 2 * 1.0 for i in range(len(items))] for key, items in strata.items()}
+    counts = {
+        key: [(len(outcomes), sum(outcomes)) for outcomes in items] for key, items in strata.items()
+    }
+    assert stratified_bootstrap_counts(counts, model=model, seed=3) == (
+        stratified_bootstrap_pair(strata, model=model, seed=3)
+    )
+
+
+def test_endless_answers_leave_only_the_items_spread():
+    # Items whose shares right are exactly 0.6, 0.7, 0.8 and 0.9, known from a million
+    # answers each: the interval of their mean (0.75) narrows to what four items say,
+    # and it is narrower than the same items' interval from 3 answers each.
+    shares = [0.6, 0.7, 0.8, 0.9]
+    endless = {"a": [(1_000_000, round(p * 1_000_000)) for p in shares]}
+    estimate, low, high = stratified_bootstrap_counts(endless)[0]["a"]
+    assert estimate == pytest.approx(0.75)
+    assert low < 0.75 < high
+    few = {"a": [(3, 2), (3, 2), (3, 2), (3, 3)]}
+    _, few_low, few_high = stratified_bootstrap_counts(few)[0]["a"]
+    assert high - low < few_high - few_low
 
 
 def test_a_stratum_keeps_its_interval_when_another_is_added():
