@@ -16,6 +16,8 @@ from metrics.allocation import (
     WIDEST,
     Z95,
     Tally,
+    _comparison_sides,
+    _relative_spreads,
     _spreads,
     _variance_parts,
     answers_to_reach,
@@ -185,6 +187,31 @@ def test_widest_looks_at_the_difference_with_the_model():
     gap = tally_of_items([(m, c, 1.0 if c == 1 else 0.0) for m, c, _ in human])
     flat = tally_of_items([(m, c, c / m) for m, c, _ in human])
     assert next_strata(WIDEST, {"flat": flat, "gap": gap}, 1) == ["gap"]
+
+
+def test_widest_predicts_the_reports_interval_of_the_difference():
+    # 40 items, 3 answers each, humans 2 or 3 right, the model right on 3 items in 4:
+    # the half-width the rule predicts from the tally is the report's (Newcombe's
+    # interval from the bootstrap) to within a tenth, and more answers narrow it.
+    rows = [(3, 2 + (i % 3 == 0), float(i % 4 != 0)) for i in range(40)]
+    tally = tally_of_items(rows)
+    spreads = _relative_spreads({"a": tally})["a"]
+    side = _comparison_sides({"a": tally})["a"]
+    predicted = side.half_width(tally, spreads, 0)
+    _, diff = stratified_bootstrap_counts(
+        {"a": [(m, c) for m, c, _ in rows]}, model={"a": [x for _, _, x in rows]}
+    )
+    _, low, high = diff["a"]
+    assert predicted == pytest.approx((high - low) / 2, rel=0.1)
+    assert side.half_width(tally, spreads, 40) < predicted
+
+
+def test_widest_goes_where_the_difference_is_widest_and_answers_narrow_it():
+    # The same items in both strata, but "small" has 10 of them and "large" 40: small's
+    # interval of human - model is about twice as wide, so it takes the places.
+    rows = [(2, 1 + (i % 2), float(i % 4 != 0)) for i in range(40)]
+    tallies = {"large": tally_of_items(rows), "small": tally_of_items(rows[:10])}
+    assert next_strata(WIDEST, tallies, 6, min_per_item=2) == ["small"] * 6
 
 
 def test_the_cap_fills_strata_and_stops():
