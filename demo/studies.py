@@ -1,4 +1,4 @@
-"""The demo's four live human studies, each with answers already in and invite links.
+"""The demo's five live human studies, each with answers already in and invite links.
 
 One per benchmark the demo covers: the "who is speaking?" scene study over the demo
 film (ToM-in-AMC), the CharToM-QA read/not-read study over the two demo books, the
@@ -7,7 +7,9 @@ the twelve items of a benchmark imported through a field mapping. Each is create
 launched and answered through the services the researcher's and the participants'
 pages call: two demo participants (three for Mini ToM), labelled "... (answers
 loaded)", answer from ``fixtures/demo/human_answers.json``, so every report has a human
-row at once, and three more get invite links for whoever tries the demo.
+row at once, and three more get invite links for whoever tries the demo. A fifth
+study runs Mini ToM again with adaptive allocation ("balanced by category", issue 50),
+ten participants' answers in, so its page shows the per-stratum table.
 
 Each ``*_ensure`` returns ``(study, created)`` and leaves an existing study of its name
 as it is.
