@@ -66,6 +66,7 @@ def _studies(url: Callable[[str], str]) -> list[str]:
         studies.CHARTOM_STUDY,
         studies.DYNTOM_STUDY,
         studies.GENERIC_STUDY,
+        studies.BALANCED_STUDY,
     )
     found = {s.name: s for s in Study.objects.filter(name__in=names)}
     for name in names:

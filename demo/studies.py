@@ -1,4 +1,4 @@
-"""The demo's four live human studies, each with answers already in and invite links.
+"""The demo's five live human studies, each with answers already in and invite links.
 
 One per benchmark the demo covers: the "who is speaking?" scene study over the demo
 film (ToM-in-AMC), the CharToM-QA read/not-read study over the two demo books, the
@@ -7,7 +7,9 @@ the twelve items of a benchmark imported through a field mapping. Each is create
 launched and answered through the services the researcher's and the participants'
 pages call: two demo participants (three for Mini ToM), labelled "... (answers
 loaded)", answer from ``fixtures/demo/human_answers.json``, so every report has a human
-row at once, and three more get invite links for whoever tries the demo.
+row at once, and three more get invite links for whoever tries the demo. A fifth
+study runs Mini ToM again with adaptive allocation ("balanced by category", issue 50),
+ten participants' answers in, so its page shows the per-stratum table.
 
 Each ``*_ensure`` returns ``(study, created)`` and leaves an existing study of its name
 as it is.
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.models import Benchmark, MCItem, QAItem, Work
+from studies.choice.allocation import AllocationSpec
 from studies.choice.generic import GenericSpec, generic_options
 from studies.choice.services import (
     books_declare,
@@ -57,6 +60,8 @@ CHARTOM_STUDY = "Demo: CharToM-QA, read the book or not"
 DYNTOM_STUDY = "Demo: DynToM human baseline"
 GENERIC_STUDY = "Demo: Mini ToM, a mapped benchmark"
 GENERIC_WORK = "mini-tom@1"
+BALANCED_STUDY = "Demo: Mini ToM, balanced by category"
+BALANCED_ANSWERERS = 10  # loaded participants of 3 items each: past phase one (24 answers)
 INVITES = 3  # links printed for whoever tries the demo
 INVITE_LABEL = "demo invite"
 
@@ -341,6 +346,61 @@ def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool
         if not assignments:
             raise DemoStudyError(f"{participant.label}: the demo study had no room")
         for assignment in assignments:
+            item = items[assignment.study_item.mc_item_id]
+            letter = letters.get(item.item_id)
+            if letter is None:
+                raise DemoStudyError(f"{participant.label}: no answer to {item.item_id}")
+            order = generic_order(study, assignment, len(generic_options(item, "en")))
+            scene_shown(participant=participant, assignment=assignment)
+            choice_record(
+                participant=participant,
+                assignment_id=assignment.pk,
+                action="submit",
+                shown=order.index(ord(letter) - ord("A")),
+            )
+        _finish_with_believable_times(participant)
+    _invite(study)
+    return study, True
+
+
+def balanced_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
+    """A multiple-choice study over Mini ToM whose answers go where they narrow the
+    intervals (issue 50: allocation "balanced by category", strata by ability, phase
+    one 2 answers per item, batches of 3 items, a budget of 4 answers per item). Ten
+    participants' answers are in (30: phase one's 24, then six where the rule sent
+    them), each answering with the picks of a Mini ToM demo participant in turn, so
+    the study page shows every ability's interval and the answers left to reach ±5
+    points with no shell step."""
+    study = Study.objects.filter(name=BALANCED_STUDY).first()
+    if study is not None:
+        return study, False
+    work = Work.objects.filter(benchmark=Benchmark.GENERIC, key=GENERIC_WORK).first()
+    if work is None:
+        return None, False
+    picks = [value for label, value in answers["generic"].items() if not label.startswith("_")]
+    study = choice_study_create(
+        name=BALANCED_STUDY,
+        benchmark=Benchmark.GENERIC,
+        works=[work],
+        generic=GenericSpec(language="en", category_field="ability", items_per_participant=3),
+        allocation_spec=AllocationSpec(design="balanced", stratum_field="ability"),
+        overlap=4,
+        seed=50,
+        reveal=Study.Reveal.AT_END,
+        instructions=(
+            "Each item is a short story and a question about what a character thinks, "
+            "feels or wants. Read the story, then choose the best answer."
+        ),
+        consent=CONSENT,
+    ).study
+    study = study_launch(study=study).study
+    items = {item.pk: item for item in MCItem.objects.filter(work=work)}
+    labels = [f"demo participant {n} (answers loaded)" for n in range(1, BALANCED_ANSWERERS + 1)]
+    people = participants_invite(study=study, labels=labels)
+    for n, participant in enumerate(people):
+        participant = participant_consent(participant=participant)
+        letters = picks[n % len(picks)]
+        for assignment in generic_batch_take(participant=participant):
             item = items[assignment.study_item.mc_item_id]
             letter = letters.get(item.item_id)
             if letter is None:

@@ -10,8 +10,10 @@ answers then goes, place by place, where the design says:
   equal-precision form for per-stratum estimates): the next place goes to the stratum
   whose human-accuracy interval is widest and that an answer narrows (each stratum's
   spread of item means, the answers' noise pooled over strata: see ``next_strata``);
-- ``widest``: the same on the interval of the human - model difference, the model side
-  being fixed runs named by the researcher (their per-item accuracy, ``model``).
+- ``widest``: the next place goes where it narrows the intervals of the human - model
+  difference most, the widest counting most (Newcombe's interval as the report gives
+  it, predicted from the tallies: see ``GAIN_POWER``), the model side being fixed runs
+  named by the researcher (their per-item accuracy, ``model``).
 
 Within a stratum the item with the fewest answers is chosen by the caller (the
 assignment engine), so items of one stratum stay level.
@@ -254,11 +256,13 @@ def next_strata(
     planned: dict[str, int] = {key: (pending or {}).get(key, 0) for key in state}
     # A stratum's spreads come from its answers only, which places handed out here do
     # not change: worked out once, not once per place.
-    diff = design == WIDEST
     if design == UNIFORM:
-        spreads = {key: _spreads(state[key], diff=diff) for key in state}
+        spreads = {key: _spreads(state[key], diff=False) for key in state}
+    elif design == BALANCED:
+        spreads = _shrunk_spreads(state, diff=False)
     else:
-        spreads = _shrunk_spreads(state, diff=diff)
+        spreads = _relative_spreads(state)
+    sides = _comparison_sides(state) if design == WIDEST else {}
 
     def rank(key: str) -> tuple[int, float, str] | None:
         """The stratum's place in the queue (lowest first), ``None`` when it is full.
@@ -270,6 +274,11 @@ def next_strata(
             return None
         if load < min_per_item or design == UNIFORM:
             return (0, load, key)
+        if design == WIDEST:
+            side = sides[key]
+            now = side.half_width(tally, spreads[key], planned[key]) ** GAIN_POWER
+            then = side.half_width(tally, spreads[key], planned[key] + 1) ** GAIN_POWER
+            return (1, then - now if now > then else 1.0, key)
         between, within = _variance_parts(tally, spreads[key], planned[key])
         now = between + within
         then = sum(_variance_parts(tally, spreads[key], planned[key] + 1))
@@ -287,6 +296,120 @@ def next_strata(
         if (entry := rank(key)) is not None:
             heapq.heappush(queue, entry)
     return chosen
+
+
+# Widest comparison sends the next place where it lowers the sum over strata of each
+# stratum's predicted half-width of human - model raised to this power the most: a
+# smooth maximum (the power mean of order 30 over 31 strata is within 11% of the widest)
+# that still credits narrowing the strata that are nearly the widest, which the luck of
+# their items may make the widest in the report. At 1 it would be the largest narrowing
+# of any one interval, wherever it is; at hundreds, the widest predicted interval alone.
+# Chosen in simulation (make bench-allocation, docs/benchmarks.md, 30 Nov 2026): on
+# ToMBench (60 studies) the widest half-width was 0.92x uniform's at 1, 0.88x at 4,
+# 0.86-0.87x at 30 and 0.91-0.93x at 60-300; on TVShowGuess 0.96-0.98x throughout.
+GAIN_POWER = 30.0
+
+
+@functools.lru_cache(maxsize=4096)
+def _t95(df: int) -> float:
+    return t_quantile(0.975, df) if df >= 1 else Z95
+
+
+@dataclass(frozen=True)
+class _ComparisonSides:
+    """What a stratum's predicted interval of human - model needs besides the human
+    side's spreads: the model's accuracy over the items and its variance, the two
+    sides' covariance (all over the answered items' sums) and the t quantile."""
+
+    model: float
+    model_var: float  # of the model's mean over the stratum's items
+    cov: float  # of the two means
+    quantile: float
+
+    @staticmethod
+    def raw(tally: Tally) -> tuple[float, float, float]:
+        """``(model mean, model spread over items, covariance with the item means)``."""
+        k = tally.answered
+        if k == 0:
+            return 0.5, 0.25, 0.0
+        q = tally.model_sum / k
+        if k < 2:
+            return q, 0.25, 0.0
+        p = tally.mean_sum / k
+        s_m2 = max(0.0, (tally.model_sq - k * q * q) / (k - 1))
+        return q, s_m2, (tally.cross - k * p * q) / (k - 1)
+
+    def half_width(
+        self, tally: Tally, spreads: tuple[float | None, float, float], extra: int
+    ) -> float:
+        """Half the width of Newcombe's interval of human - model (as the report's
+        :func:`_difference_interval`, each side a score interval of its effective
+        number of answers) as if ``extra`` more answers were spread over the items."""
+        mean = spreads[0] if spreads[0] is not None else 0.5
+        var_h = sum(_variance_parts(tally, spreads, extra))
+        answers = max(tally.answers + extra, 1)
+        people = score_interval(mean, _effective(mean, var_h, answers), z=self.quantile)
+        items = max(tally.answered, 1)
+        machine = score_interval(
+            self.model, _effective(self.model, self.model_var, items), z=self.quantile
+        )
+        sd = math.sqrt(var_h * self.model_var)
+        rho = max(-1.0, min(1.0, self.cov / sd)) if sd > 0 else 0.0
+        low, high = _difference_interval(mean, people, self.model, machine, rho)
+        return (high - low) / 2
+
+
+def _comparison_sides(state: Mapping[str, Tally]) -> dict[str, _ComparisonSides]:
+    """Every stratum's model side, from its own items: the named runs' outcomes are
+    fixed before any answer, so unlike the human side they carry no luck of answers
+    that choosing by them could turn into bias."""
+    sides = {}
+    for key, tally in state.items():
+        q, s_m2, s_hm = _ComparisonSides.raw(tally)
+        n = max(tally.items, 1)
+        sides[key] = _ComparisonSides(q, s_m2 / n, s_hm / n, _t95(tally.answered - 1))
+    return sides
+
+
+def _relative_spreads(state: Mapping[str, Tally]) -> dict[str, tuple[float | None, float, float]]:
+    """The human side's spreads widest comparison decides by: the answers' noise pooled
+    over strata, and the items' spread as a share of p(1 - p) (the design effect a
+    score interval's effective number of answers divides by) shrunk towards its value
+    pooled over strata, the pooled value counting as ``PRIOR_ITEMS`` items.
+
+    :func:`_shrunk_spreads` pools the spread itself, which near 100% is too wide: a
+    stratum people get 99% right has almost no spread of items to share, and its
+    predicted interval of human - model came out 4-5 points wider than the report's
+    (TVShowGuess's "direct" speakers, bench diagnostics). As a share of p(1 - p) the
+    spread pools across strata of any accuracy; a stratum at 0 or 100% keeps its own
+    (none), where the score interval takes its answers as they are."""
+    pooled = _pooled_within(state.values())
+    own = {key: _spreads(state[key], diff=False, within=pooled) for key in state}
+    ratio = {}
+    df = {}
+    for key, (mean, s_b2, _) in own.items():
+        if mean is not None and 0 < mean < 1:
+            ratio[key] = s_b2 / (mean * (1 - mean))
+            df[key] = max(state[key].answered - 1, 0)
+    total = sum(df.values())
+    centre = sum(df[k] * ratio[k] for k in ratio) / total if total else 0.0
+    out = {}
+    for key, (mean, s_b2, w) in own.items():
+        if key in ratio:
+            r = (df[key] * ratio[key] + PRIOR_ITEMS * centre) / (df[key] + PRIOR_ITEMS)
+            out[key] = (mean, r * mean * (1 - mean), w)
+        else:
+            out[key] = (mean, s_b2, w)
+    return out
+
+
+def _effective(p: float, variance: float, most: float) -> float:
+    """The effective number of answers of a proportion ``p`` whose estimate varies by
+    ``variance``, at most ``most`` (as :func:`_score_interval` sets it)."""
+    pq = p * (1 - p)
+    if pq <= 0 or variance <= 0:
+        return most
+    return min(most, pq / variance)
 
 
 # How many items' worth of evidence the between-item spread pooled over strata counts
@@ -402,6 +525,33 @@ def stratified_bootstrap_pair(
     """:func:`stratified_bootstrap` of human accuracy and, when ``model`` is given, of
     human - model, from the same draws (each is what that function returns for it;
     the second is ``None`` without a model). Half the work of two calls."""
+    return stratified_bootstrap_counts(
+        {
+            key: [(len(outcomes), sum(bool(o) for o in outcomes)) for outcomes in items]
+            for key, items in strata.items()
+        },
+        model=model,
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+    )
+
+
+def stratified_bootstrap_counts(
+    strata: Mapping[str, Sequence[tuple[int, int]]],
+    *,
+    model: Mapping[str, Sequence[float]] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[
+    dict[str, tuple[float | None, float | None, float | None]],
+    dict[str, tuple[float | None, float | None, float | None]] | None,
+]:
+    """:func:`stratified_bootstrap_pair` with each item given as its ``(answers,
+    correct)`` counts instead of its answers' outcomes: the same figures (the answers
+    enter only as counts), without lists of outcomes. The bench feeds it items with a
+    very large number of answers to find the floor of its intervals."""
     check_bootstrap_args(n_resamples, level)
     if "" in strata:
         raise ValueError("a stratum key must not be empty: '' is the overall figure")
@@ -483,7 +633,7 @@ def _answered(items: Sequence[Sequence[bool]]) -> int:
 
 
 def _stratum_items(
-    key: str, items: Sequence[Sequence[bool]], model: Mapping[str, Sequence[float]] | None
+    key: str, items: Sequence[tuple[int, int]], model: Mapping[str, Sequence[float]] | None
 ) -> _Items | None:
     if model is not None:
         if key not in model:
@@ -493,9 +643,9 @@ def _stratum_items(
                 f"stratum {key!r} has {len(items)} items but {len(model[key])} model accuracies"
             )
     rows = sorted(
-        (len(outcomes), sum(bool(o) for o in outcomes), float(model[key][i]) if model else 0.0)
-        for i, outcomes in enumerate(items)
-        if len(outcomes)
+        (int(m), int(c), float(model[key][i]) if model else 0.0)
+        for i, (m, c) in enumerate(items)
+        if m > 0
     )
     if not rows:
         return None

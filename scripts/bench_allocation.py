@@ -5,7 +5,7 @@ at the same number of answers and prints, per design: the widest stratum's 95%
 half-width of human accuracy and of human - model (mean over studies, in points, and
 as a share of the uniform design's), how often the 95% intervals hold the true values
 (coverage), the largest bias over strata, and the answers per item the design gave
-the smallest and the largest stratum.
+the smallest and the largest stratum, and the floor: the same with endless answers.
 
     .venv/bin/python scripts/bench_allocation.py [--studies 1000] [--processes 2]
 
@@ -50,6 +50,11 @@ first gets ``--phase-one`` answers; the budget is ``--per-item`` answers per ite
 uniform gives every item exactly that. The estimates are
 ``metrics.allocation.stratified_bootstrap_pair`` with seed 0 (a report's seed).
 Studies share the items, raters and model run across designs (one seed per study).
+
+The floor line runs the same estimator on the same studies' items with endlessly many
+answers per item (a million, each item's share right at its true value): the widest
+half-width no allocation of human answers goes below, human - model's by the same
+Newcombe interval the designs' rows use.
 """
 
 from __future__ import annotations
@@ -77,8 +82,7 @@ from metrics.allocation import (  # noqa: E402 - after the path is set
     UNIFORM,
     Tally,
     next_strata,
-    stratified_bootstrap_pair,
-    t_quantile,
+    stratified_bootstrap_counts,
     tally_update,
 )
 
@@ -207,38 +211,6 @@ class Population:
         stratum = np.repeat(np.arange(len(keys)), [data.sizes[k] for k in keys])
         return cls(keys, stratum, delta, theta, human, human - model)
 
-    def floors(self, data: DataSet, studies: int = 1000) -> tuple[float, float]:
-        """The widest stratum's 95% half-width with endlessly many answers per item, for
-        human accuracy and for human - model, measured as the table measures the
-        designs: the mean over simulated studies (seeded) of the widest stratum's
-        half-width, Student's t over its items x the spread of their true values over
-        sqrt(items), as the estimator's interval would be.
-
-        Round one printed Z95 x the kind of item's spread over sqrt(items), widest
-        stratum: that is below this in two ways: the t quantile (2.09 at 20 items, not
-        1.96) and the mean of a widest over studies, which exceeds the widest of the
-        means, as the strata's spreads vary from one set of items to the next.
-
-        Since round three human - model's interval is a score interval (Newcombe's
-        paired hybrid), narrower than a t interval near the middle of the range: this
-        t-interval floor is a reference for it, not a bound (docs/benchmarks.md)."""
-        rng = np.random.default_rng(0)
-        widest = np.zeros((studies, 2))
-        for h, key in enumerate(self.keys):
-            n = data.sizes[key]
-            quantile = t_quantile((1 + 0.95) / 2, n - 1)
-            # Chunks of studies: the quadrature holds 64 nodes per item.
-            for start in range(0, studies, 100):
-                rows = min(100, studies - start)
-                difficulty = self.delta[h] + ITEM_SD * rng.standard_normal((rows, n))
-                p = _mean_sigmoid(-difficulty, RATER_SD)
-                run = rng.random((rows, n)) < 1 / (1 + np.exp(difficulty - self.theta[h]))
-                for side, value in enumerate((p, p - run)):
-                    width = quantile * value.std(axis=1, ddof=1) / math.sqrt(n)
-                    chunk = widest[start : start + rows, side]
-                    widest[start : start + rows, side] = np.maximum(chunk, width)
-        return float(widest[:, 0].mean()), float(widest[:, 1].mean())
-
 
 @dataclass(frozen=True)
 class Study:
@@ -336,14 +308,7 @@ def measure(
 ) -> Outcome:
     study = Study.draw(population, data, settings, seed)
     answers, correct = run_study(design, population, data, settings, study)
-    strata: dict[str, list[list[bool]]] = {key: [] for key in population.keys}
-    model: dict[str, list[float]] = {key: [] for key in population.keys}
-    for item, (m, c) in enumerate(zip(answers.tolist(), correct.tolist(), strict=True)):
-        key = population.keys[population.stratum[item]]
-        strata[key].append([True] * c + [False] * (m - c))
-        model[key].append(float(study.run[item]))
-    human, diff = stratified_bootstrap_pair(strata, model=model, n_resamples=settings.resamples)
-    assert diff is not None
+    human, diff = _estimates(population, study, answers, correct, settings)
     truths = (population.truth_human, population.truth_diff)
     drawn = (
         np.bincount(population.stratum, weights=study.p) / np.bincount(population.stratum),
@@ -364,9 +329,61 @@ def measure(
     return Outcome(half_width, covered, error, per_item)
 
 
+def _estimates(
+    population: Population,
+    study: Study,
+    answers: np.ndarray,
+    correct: np.ndarray,
+    settings: Settings,
+) -> tuple[dict, dict]:
+    """The report's estimates and intervals (human, human - model) per stratum."""
+    strata: dict[str, list[tuple[int, int]]] = {key: [] for key in population.keys}
+    model: dict[str, list[float]] = {key: [] for key in population.keys}
+    for item, (m, c) in enumerate(zip(answers.tolist(), correct.tolist(), strict=True)):
+        key = population.keys[population.stratum[item]]
+        strata[key].append((m, c))
+        model[key].append(float(study.run[item]))
+    human, diff = stratified_bootstrap_counts(strata, model=model, n_resamples=settings.resamples)
+    assert diff is not None
+    return human, diff
+
+
+# Answers per item that stand for "endlessly many": an item's mean is then its true
+# value to within 0.0005, and the answers' noise in the interval is a millionth of it.
+ENDLESS = 1_000_000
+
+
+def floor(population: Population, data: DataSet, settings: Settings, seed: int) -> Outcome:
+    """The study's figures with endlessly many answers on every item (``ENDLESS``, each
+    item's share right at its true value): the same items, model run and estimator
+    (``stratified_bootstrap_counts``, human - model's Newcombe interval) as the
+    designs, so its widest half-width is the least any allocation of human answers
+    can reach on these items: what is left is the items' own spread, human and model."""
+    study = Study.draw(population, data, settings, seed)
+    answers = np.full(study.p.size, ENDLESS)
+    correct = np.rint(study.p * ENDLESS).astype(np.int64)
+    human, diff = _estimates(population, study, answers, correct, settings)
+    half_width = np.full((2, len(population.keys)), np.nan)
+    covered = np.zeros((2, len(population.keys)), dtype=bool)
+    truths = (population.truth_human, population.truth_diff)
+    for side, result in enumerate((human, diff)):
+        for h, key in enumerate(population.keys):
+            _estimate, low, high = result[key]
+            if low is not None and high is not None:
+                half_width[side, h] = (high - low) / 2
+                covered[side, h] = low <= truths[side][h] <= high
+    per_item = np.full(len(population.keys), float(ENDLESS))
+    return Outcome(half_width, covered, np.zeros((2, len(population.keys))), per_item)
+
+
+FLOOR = "floor"
+
+
 def _studies(job: tuple[DataSet, Settings, str, list[int]]) -> list[Outcome]:
     data, settings, design, seeds = job
     population = Population.of(data)
+    if design == FLOOR:
+        return [floor(population, data, settings, seed) for seed in seeds]
     return [measure(design, population, data, settings, seed) for seed in seeds]
 
 
@@ -404,7 +421,6 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
 
 def print_table(data: DataSet, settings: Settings, rows: dict[str, dict[str, float]]) -> None:
     sizes = sorted(data.sizes.values())
-    floor_human, floor_diff = Population.of(data).floors(data)
     print(
         f"\n{data.name}: {sum(sizes):,} items in {len(sizes)} strata ({sizes[0]} to "
         f"{sizes[-1]} items); {settings.per_item} answers per item "
@@ -427,10 +443,14 @@ def print_table(data: DataSet, settings: Settings, rows: dict[str, dict[str, flo
             f"| {100 * abs(r['bias_human']):.2f} ± {100 * r['bias_human_se']:.2f} pts "
             f"| {r['per_item_low']:.1f}-{r['per_item_high']:.1f}"
         )
+    r = rows[FLOOR]
+    human, diff = r["widest_human"], r["widest_diff"]
     print(
-        f"floor    | {100 * floor_human:5.1f} pts ({floor_human / base['widest_human']:.2f}x) "
-        f"| {100 * floor_diff:5.1f} pts ({floor_diff / base['widest_diff']:.2f}x)    "
-        "| (endless answers per item: the items' own spread, which no design lowers)"
+        f"floor     | {100 * human:5.1f} pts ({human / base['widest_human']:.2f}x) "
+        f"| {100 * diff:5.1f} pts ({diff / base['widest_diff']:.2f}x)    "
+        f"| {r['coverage_human']:.3f} (≥{r['lowest_human']:.3f}) "
+        f"| {r['coverage_diff']:.3f} (≥{r['lowest_diff']:.3f}) "
+        "| (the same items and estimator, endlessly many answers per item)"
     )
 
 
@@ -457,7 +477,7 @@ def main() -> None:
         started = time.perf_counter()
         rows: dict[str, dict[str, float]] = {}
         with ProcessPoolExecutor(args.processes) as pool:
-            for design in DESIGNS:
+            for design in (*DESIGNS, FLOOR):
                 jobs = [
                     (data, settings, design, seeds)
                     for seeds in _chunks(range(args.studies), args.processes * 4)

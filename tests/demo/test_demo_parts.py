@@ -202,6 +202,45 @@ def test_the_two_multiple_choice_studies_are_live_with_invites_and_answers(clien
     assert Assignment.objects.filter(participant=participant).exists()
 
 
+def test_a_balanced_by_category_study_shows_its_strata_on_the_study_page(client):
+    """Issue 50 in the demo: a Mini ToM study whose answers are allocated "balanced by
+    category" over the four abilities, ten participants' answers in (phase one's 24,
+    then 6 where the rule sent them), and its study page's per-stratum table with each
+    ability's interval and the answers left to reach ±5 points."""
+    from django.urls import reverse
+
+    from studies.choice.allocation import stratum_rows, study_allocation
+
+    out = run_demo()
+    study = Study.objects.get(name=demo_studies.BALANCED_STUDY)
+    assert study.status == Study.Status.LIVE
+    spec = study_allocation(study)
+    assert (spec.design, spec.stratum_field, spec.min_per_item) == ("balanced", "ability", 2)
+    answers = ChoiceAnswer.objects.filter(assignment__participant__study=study)
+    assert answers.count() == 30
+    assert len(demo_studies.invite_participants(study)) == 3
+    assert f"researcher's page: /studies/{study.pk}/" in out
+    rows = stratum_rows(study)
+    assert [row["stratum"] for row in rows] == [
+        "Discrepant desires",
+        "False belief",
+        "Hidden emotions",
+        "Knowledge and perception",
+    ]
+    assert sum(row["answers"] for row in rows) == 30
+    assert all(row["answers"] >= 6 for row in rows)  # phase one: 2 per item, 3 items
+    assert all(row["half_width_points"] > 0 for row in rows)
+
+    client.force_login(user("researcher"))
+    page = client.get(reverse("studies:detail", args=[study.pk])).content.decode()
+    assert "Design: balanced by ability, phase one 2 answers per item" in page
+    table = page.split('data-testid="strata-table"')[1].split("</table>")[0]
+    assert "Answers to ±5" in table
+    for row in rows:
+        assert f"<td>{row['stratum']}</td>" in table
+        assert f'<td class="num">{row["half_width_points"]}</td>' in table
+
+
 def test_scene_study_is_one_to_one_with_a_consent_text(client):
 
     study = Study.objects.get(name=demo_studies.SCENE_STUDY)

@@ -16,11 +16,14 @@ from metrics.allocation import (
     WIDEST,
     Z95,
     Tally,
+    _comparison_sides,
+    _relative_spreads,
     _spreads,
     _variance_parts,
     answers_to_reach,
     next_strata,
     stratified_bootstrap,
+    stratified_bootstrap_counts,
     stratified_bootstrap_pair,
     t_quantile,
     tally_of_items,
@@ -184,6 +187,31 @@ def test_widest_looks_at_the_difference_with_the_model():
     gap = tally_of_items([(m, c, 1.0 if c == 1 else 0.0) for m, c, _ in human])
     flat = tally_of_items([(m, c, c / m) for m, c, _ in human])
     assert next_strata(WIDEST, {"flat": flat, "gap": gap}, 1) == ["gap"]
+
+
+def test_widest_predicts_the_reports_interval_of_the_difference():
+    # 40 items, 3 answers each, humans 2 or 3 right, the model right on 3 items in 4:
+    # the half-width the rule predicts from the tally is the report's (Newcombe's
+    # interval from the bootstrap) to within a tenth, and more answers narrow it.
+    rows = [(3, 2 + (i % 3 == 0), float(i % 4 != 0)) for i in range(40)]
+    tally = tally_of_items(rows)
+    spreads = _relative_spreads({"a": tally})["a"]
+    side = _comparison_sides({"a": tally})["a"]
+    predicted = side.half_width(tally, spreads, 0)
+    _, diff = stratified_bootstrap_counts(
+        {"a": [(m, c) for m, c, _ in rows]}, model={"a": [x for _, _, x in rows]}
+    )
+    _, low, high = diff["a"]
+    assert predicted == pytest.approx((high - low) / 2, rel=0.1)
+    assert side.half_width(tally, spreads, 40) < predicted
+
+
+def test_widest_goes_where_the_difference_is_widest_and_answers_narrow_it():
+    # The same items in both strata, but "small" has 10 of them and "large" 40: small's
+    # interval of human - model is about twice as wide, so it takes the places.
+    rows = [(2, 1 + (i % 2), float(i % 4 != 0)) for i in range(40)]
+    tallies = {"large": tally_of_items(rows), "small": tally_of_items(rows[:10])}
+    assert next_strata(WIDEST, tallies, 6, min_per_item=2) == ["small"] * 6
 
 
 def test_the_cap_fills_strata_and_stops():
@@ -414,6 +442,31 @@ def test_the_pair_is_both_calls_from_the_same_draws():
         if human[key][1] is not None:
             assert diff[key][1] == pytest.approx(human[key][1] - 0.5)
     assert shifted >= 8
+
+
+def test_counts_give_the_same_figures_as_the_answers_they_count():
+    strata = _noisy_strata(5)
+    model = {key: [i % 2 * 1.0 for i in range(len(items))] for key, items in strata.items()}
+    counts = {
+        key: [(len(outcomes), sum(outcomes)) for outcomes in items] for key, items in strata.items()
+    }
+    assert stratified_bootstrap_counts(counts, model=model, seed=3) == (
+        stratified_bootstrap_pair(strata, model=model, seed=3)
+    )
+
+
+def test_endless_answers_leave_only_the_items_spread():
+    # Items whose shares right are exactly 0.6, 0.7, 0.8 and 0.9, known from a million
+    # answers each: the interval of their mean (0.75) narrows to what four items say,
+    # and it is narrower than the same items' interval from 3 answers each.
+    shares = [0.6, 0.7, 0.8, 0.9]
+    endless = {"a": [(1_000_000, round(p * 1_000_000)) for p in shares]}
+    estimate, low, high = stratified_bootstrap_counts(endless)[0]["a"]
+    assert estimate == pytest.approx(0.75)
+    assert low < 0.75 < high
+    few = {"a": [(3, 2), (3, 2), (3, 2), (3, 3)]}
+    _, few_low, few_high = stratified_bootstrap_counts(few)[0]["a"]
+    assert high - low < few_high - few_low
 
 
 def test_a_stratum_keeps_its_interval_when_another_is_added():

@@ -95,5 +95,17 @@ def test_a_short_run_prints_the_table(shared_data):
     )
     lines = done.stdout.splitlines()
     assert any(line.startswith("TVShowGuess: 149 items in 3 strata") for line in lines)
-    for design in ("uniform", "balanced", "widest"):
+    for design in ("uniform", "balanced", "widest", "floor"):
         assert any(line.startswith(f"{design} ") for line in lines), design
+
+
+def test_the_floor_is_the_designs_estimator_with_endless_answers(bench, shared_data):
+    # The same study's items and run: the floor's half-widths sit below uniform's, on
+    # human accuracy and on human - model (Newcombe's interval), stratum by stratum.
+    data = bench.tvshowguess(shared_data / "tvshowguess")
+    population = bench.Population.of(data)
+    settings = bench.Settings(per_item=3, phase_one=2, in_flight=4, resamples=200)
+    uniform = bench.measure(UNIFORM, population, data, settings, seed=4)
+    floor = bench.floor(population, data, settings, seed=4)
+    assert (floor.half_width < uniform.half_width).all()
+    assert (floor.half_width > 0).all()

@@ -148,6 +148,7 @@ class Command(BaseCommand):
                 studies.chartom_study_ensure,
                 studies.dyntom_study_ensure,
                 studies.generic_study_ensure,
+                studies.balanced_study_ensure,
             ):
                 study, created = ensure(answers=answers)
                 if study is not None:
