@@ -202,7 +202,7 @@ def test_the_two_multiple_choice_studies_are_live_with_invites_and_answers(clien
     assert Assignment.objects.filter(participant=participant).exists()
 
 
-def test_a_balanced_by_category_study_shows_its_strata_on_the_study_page(client):
+def test_a_balanced_by_category_study_shows_its_strata_on_the_study_page(client, demo_out):
     """Issue 50 in the demo: a Mini ToM study whose answers are allocated "balanced by
     category" over the four abilities, ten participants' answers in (phase one's 24,
     then 6 where the rule sent them), and its study page's per-stratum table with each
@@ -211,7 +211,7 @@ def test_a_balanced_by_category_study_shows_its_strata_on_the_study_page(client)
 
     from studies.choice.allocation import stratum_rows, study_allocation
 
-    out = run_demo()
+    out = demo_out
     study = Study.objects.get(name=demo_studies.BALANCED_STUDY)
     assert study.status == Study.Status.LIVE
     spec = study_allocation(study)
