@@ -184,7 +184,9 @@ def answers_to_reach(
 ) -> int | None:
     """How many more answers bring the stratum's 95% half-width to ``half_width``
     (a fraction, 0.05 for ±5 points): 0 when it is there already, ``None`` when more
-    raters on these items cannot (the items' own spread is wider than that).
+    raters on these items cannot (the items' own spread is wider than that). For
+    human - model (``diff``) it is the predicted width of Newcombe's interval, the one
+    the report and widest comparison use (:func:`_answers_to_reach_difference`).
 
     Two conditions, the larger count wins: the variance of the mean of item means,
     between items (which more raters do not shrink) and within them (which they do),
@@ -194,6 +196,8 @@ def answers_to_reach(
     the wider of the two (an all-right stratum has no spread to measure, but its
     interval still reaches down from 100%).
     """
+    if diff:
+        return _answers_to_reach_difference(tally, half_width)
     _mean, s_b2, s_w2 = _spreads(tally, diff=diff)
     n = max(tally.items, 1)
     room = (half_width / Z95) ** 2 - s_b2 / n
@@ -205,6 +209,35 @@ def answers_to_reach(
         quantile = t_quantile((1 + level) / 2, df) if df >= 1 else Z95
         needed = max(needed, _score_answers(_mean, half_width, quantile))
     return max(0, needed - tally.answers)
+
+
+# More answers than any study gets: a half-width still too wide with these is the items'.
+_ENDLESS = 10**7
+
+
+def _answers_to_reach_difference(tally: Tally, half_width: float) -> int | None:
+    """:func:`answers_to_reach` of human - model: the fewest more answers whose
+    predicted Newcombe interval (the one the report gives, as widest comparison
+    predicts it: :meth:`_ComparisonSides.half_width`) is no wider than ``half_width``.
+    The predicted width falls as answers grow, so doubling, then bisection."""
+    side = _comparison_sides({"": tally})[""]
+    spreads = _relative_spreads({"": tally})[""]
+
+    def wider(extra: int) -> bool:
+        return side.half_width(tally, spreads, extra) > half_width
+
+    if not wider(0):
+        return 0
+    if wider(_ENDLESS):
+        return None
+    high = 1
+    while wider(high):
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if wider(mid) else (low, mid)
+    return high
 
 
 def _score_half_width(p: float, n: float, quantile: float) -> float:

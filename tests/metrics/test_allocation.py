@@ -206,6 +206,26 @@ def test_widest_predicts_the_reports_interval_of_the_difference():
     assert side.half_width(tally, spreads, 40) < predicted
 
 
+def test_answers_to_reach_of_the_difference_follows_the_reports_interval():
+    # The study page's "answers to ±X" of human - model is the count at which the
+    # predicted Newcombe interval (the one above, the report's) gets there: one fewer
+    # answer is still wider.
+    rows = [(3, 2 + (i % 3 == 0), float(i % 4 != 0)) for i in range(40)]
+    tally = tally_of_items(rows)
+    spreads = _relative_spreads({"": tally})[""]
+    side = _comparison_sides({"": tally})[""]
+    now = side.half_width(tally, spreads, 0)
+    target = now - 0.01
+    needed = answers_to_reach(tally, target, diff=True)
+    assert needed is not None and needed > 0
+    assert side.half_width(tally, spreads, needed) <= target
+    assert side.half_width(tally, spreads, needed - 1) > target
+    assert answers_to_reach(tally, now + 0.001, diff=True) == 0
+    # The model's side alone (right on 3 items in 4, 40 items) is wider than ±2
+    # points: no number of human answers gets the difference there.
+    assert answers_to_reach(tally, 0.02, diff=True) is None
+
+
 def test_widest_goes_where_the_difference_is_widest_and_answers_narrow_it():
     # The same items in both strata, but "small" has 10 of them and "large" 40: small's
     # interval of human - model is about twice as wide, so it takes the places.
