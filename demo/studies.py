@@ -345,22 +345,28 @@ def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool
         assignments = generic_batch_take(participant=participant)
         if not assignments:
             raise DemoStudyError(f"{participant.label}: the demo study had no room")
-        for assignment in assignments:
-            item = items[assignment.study_item.mc_item_id]
-            letter = letters.get(item.item_id)
-            if letter is None:
-                raise DemoStudyError(f"{participant.label}: no answer to {item.item_id}")
-            order = generic_order(study, assignment, len(generic_options(item, "en")))
-            scene_shown(participant=participant, assignment=assignment)
-            choice_record(
-                participant=participant,
-                assignment_id=assignment.pk,
-                action="submit",
-                shown=order.index(ord(letter) - ord("A")),
-            )
+        _answer_batch(study, participant, assignments, items, letters)
         _finish_with_believable_times(participant)
     _invite(study)
     return study, True
+
+
+def _answer_batch(study, participant, assignments, items, letters: dict[str, str]) -> None:
+    """Submit ``participant``'s pick (a letter per item id) for each assignment of a
+    Mini ToM batch, as the item page would (shown, then the option in its shown order)."""
+    for assignment in assignments:
+        item = items[assignment.study_item.mc_item_id]
+        letter = letters.get(item.item_id)
+        if letter is None:
+            raise DemoStudyError(f"{participant.label}: no answer to {item.item_id}")
+        order = generic_order(study, assignment, len(generic_options(item, "en")))
+        scene_shown(participant=participant, assignment=assignment)
+        choice_record(
+            participant=participant,
+            assignment_id=assignment.pk,
+            action="submit",
+            shown=order.index(ord(letter) - ord("A")),
+        )
 
 
 def balanced_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
@@ -400,19 +406,9 @@ def balanced_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, boo
     for n, participant in enumerate(people):
         participant = participant_consent(participant=participant)
         letters = picks[n % len(picks)]
-        for assignment in generic_batch_take(participant=participant):
-            item = items[assignment.study_item.mc_item_id]
-            letter = letters.get(item.item_id)
-            if letter is None:
-                raise DemoStudyError(f"{participant.label}: no answer to {item.item_id}")
-            order = generic_order(study, assignment, len(generic_options(item, "en")))
-            scene_shown(participant=participant, assignment=assignment)
-            choice_record(
-                participant=participant,
-                assignment_id=assignment.pk,
-                action="submit",
-                shown=order.index(ord(letter) - ord("A")),
-            )
+        _answer_batch(
+            study, participant, generic_batch_take(participant=participant), items, letters
+        )
         _finish_with_believable_times(participant)
     _invite(study)
     return study, True
