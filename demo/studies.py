@@ -314,6 +314,12 @@ def dyntom_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]
 # --- a benchmark imported through a field mapping ---------------------------------------
 
 
+MINI_TOM_INSTRUCTIONS = (
+    "Each item is a short story and a question about what a character thinks, "
+    "feels or wants. Read the story, then choose the best answer."
+)
+
+
 def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool]:
     """The live multiple-choice study over Mini ToM: every item, options shuffled per
     participant, three participants' answers in (given as letters in each item's own
@@ -333,10 +339,7 @@ def generic_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, bool
         generic=GenericSpec(language="en", category_field="ability", shuffle_options=True),
         overlap=len(answerers) + INVITES,
         reveal=Study.Reveal.AT_END,
-        instructions=(
-            "Each item is a short story and a question about what a character thinks, "
-            "feels or wants. Read the story, then choose the best answer."
-        ),
+        instructions=MINI_TOM_INSTRUCTIONS,
         consent=CONSENT,
     ).study
     study = study_launch(study=study).study
@@ -393,10 +396,7 @@ def balanced_study_ensure(*, answers: dict[str, Any]) -> tuple[Study | None, boo
         overlap=4,
         seed=50,
         reveal=Study.Reveal.AT_END,
-        instructions=(
-            "Each item is a short story and a question about what a character thinks, "
-            "feels or wants. Read the story, then choose the best answer."
-        ),
+        instructions=MINI_TOM_INSTRUCTIONS,
         consent=CONSENT,
     ).study
     study = study_launch(study=study).study
