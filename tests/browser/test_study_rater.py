@@ -134,7 +134,11 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     expect(page.get_by_role("heading", name="All right!")).to_be_visible()
     expect(page.get_by_text("✓ correct")).to_have_count(len(instances))
     screenshot("rater-6-result")
-    page.keyboard.press("Enter")  # "Next" has the focus
+    # "Next" has the focus (autofocus). Chromium applies it a frame after the page shows,
+    # so wait for it: an Enter pressed before lands nowhere (a PostgreSQL run failed so on
+    # scene 3's result page).
+    expect(page.get_by_role("link", name="Next")).to_be_focused()
+    page.keyboard.press("Enter")
 
     # Scene 2: P0 wrong; reload mid-way; the answers come back from the server.
     second = open_scene(participant)
@@ -190,6 +194,7 @@ def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(
     expect(page.get_by_label("I needed earlier scenes")).not_to_be_checked()
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="All right!")).to_be_visible()
+    expect(page.get_by_role("link", name="Next")).to_be_focused()
     page.keyboard.press("Enter")
 
     expect(page.get_by_role("heading", name="Thank you — you are done")).to_be_visible()
