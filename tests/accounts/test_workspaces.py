@@ -333,3 +333,21 @@ def test_a_saved_mapping_and_a_mapped_item_set_stay_in_their_workspace(client, r
     report = client.get(reverse("reports:report", args=["generic"]), {"work": work.pk})
     assert report.status_code == 404
     assert MappingPreset.objects.count() == 1  # nothing saved on the refusal
+
+
+def test_a_row_reached_through_its_owner_is_scoped_on_its_own_foreign_key():
+    """The scope of a prediction reads the runs' table, not the predictions' own: a
+    subquery over the predictions (``pk IN (SELECT id FROM prediction JOIN run …)``)
+    made PostgreSQL hash a million ids for each report (issue 51's report bench)."""
+    from benchmarks.models import Character
+    from modeling.models import Prediction
+
+    with scoped_to(1):
+        prediction_sql = str(Prediction.objects.order_by("pk").query)
+        character_sql = str(Character.objects.order_by("pk").query)
+    assert prediction_sql.count('FROM "modeling_prediction"') == 1, prediction_sql
+    assert '"modeling_prediction"."run_id" IN (SELECT' in prediction_sql
+    assert 'FROM "modeling_run" U0 WHERE U0."workspace_id" = 1' in prediction_sql
+    # Owned and published in one subquery over the works.
+    assert '"benchmarks_character"."work_id" IN (SELECT' in character_sql
+    assert 'U0."workspace_id" = 1 OR U0."shared"' in character_sql
