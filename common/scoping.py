@@ -109,24 +109,17 @@ class WorkspaceManager(models.Manager.from_queryset(WorkspaceQuerySet)):
         self.shared_path = shared
 
     def scope_filter(self, workspace_id: int, *, shared: bool = True) -> Q:
-        mine = Q()
-        for path in self.scope_paths:
-            mine |= Q(**{f"{path}_id": workspace_id})
+        lookups = [(f"{path}_id", workspace_id) for path in self.scope_paths]
         if self.shared_path and shared:
-            mine |= Q(**{self.shared_path: True})
-        if self._direct:
-            return mine
-        # Through subqueries, not joins in the query itself: a row reached through its
-        # owner would otherwise join the owner (LEFT OUTER for several paths), and
+            lookups.append((self.shared_path, True))
+        # A path through an owner goes through a subquery, not joins in the query
+        # itself: it would otherwise join the owner (LEFT OUTER for several paths), and
         # PostgreSQL refuses SELECT … FOR UPDATE on the nullable side of an outer join
         # (and locks the joined owner rows with an inner one). Each subquery reads the
         # owner's table and the row is matched on its own foreign key
         # (``run_id IN (SELECT id FROM run WHERE workspace_id = 1)``): a subquery over
         # this model's own rows (``pk IN (SELECT id FROM prediction JOIN run …)``) made
         # PostgreSQL hash a million prediction ids for each report (580 ms against 175).
-        lookups = [(f"{path}_id", workspace_id) for path in self.scope_paths]
-        if self.shared_path and shared:
-            lookups.append((self.shared_path, True))
         scoped = Q()
         by_owner: dict[str, Q] = {}
         for lookup, value in lookups:
@@ -139,12 +132,6 @@ class WorkspaceManager(models.Manager.from_queryset(WorkspaceQuerySet)):
             related = self.model._meta.get_field(owner).related_model
             scoped |= Q(**{f"{owner}__in": related._base_manager.filter(condition).values("pk")})
         return scoped
-
-    @property
-    def _direct(self) -> bool:
-        """Whether the filter reads only this model's own columns."""
-        paths = [*self.scope_paths, *([self.shared_path] if self.shared_path else [])]
-        return all("__" not in p.removesuffix("__isnull") for p in paths)
 
     def get_queryset(self) -> models.QuerySet:
         queryset = super().get_queryset()
