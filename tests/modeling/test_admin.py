@@ -5,7 +5,6 @@ run actions go through the services, and changelists cost a fixed number of quer
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from django.urls import reverse
 from modeling.models import Backend, CachedResponse, Prediction, PromptTemplate, Run, RunCall
 from modeling.runs import services
 from tests.factories import DynToMQuestionFactory
+from tests.page_text import without_csrf
 
 pytestmark = pytest.mark.django_db
 
@@ -308,8 +308,7 @@ def _admin_answers(client, url: str, params: dict[str, str]) -> tuple[int, str]:
     response = client.get(url, params)
     body = response.content.decode() if response.status_code == 200 else ""
     # The only per-request part of a changelist page.
-    body = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", body)
-    return response.status_code, body
+    return response.status_code, without_csrf(body)
 
 
 @pytest.mark.parametrize(

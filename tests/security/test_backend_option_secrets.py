@@ -11,7 +11,6 @@ masked, and decrypted only for the client that sends them.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from django.db import connection
@@ -23,6 +22,7 @@ from modeling.models import Backend, Run, RunCall
 from modeling.runs.services import run_create
 from tests.factories import DynToMQuestionFactory
 from tests.migration_steps import migration_editor
+from tests.page_text import without_csrf
 
 pytestmark = pytest.mark.django_db
 
@@ -64,9 +64,7 @@ def _swap(alpha: Backend, omega: Backend) -> None:
 
 
 def _body(response) -> str:
-    body = response.content.decode()
-    body = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", body)
-    return re.sub(r'"csrfToken": "[^"]+"', "", body)
+    return without_csrf(response.content)
 
 
 @pytest.fixture

@@ -23,12 +23,11 @@ from studies.models import Assignment, ChoiceAnswer, Participant, Study, StudyIt
 from studies.participation.ledger import participant_exclusion_override
 from studies.participation.services import participants_invite
 from studies.services import study_duplicate, study_launch
+from tests.page_text import without_csrf
 
 pytestmark = pytest.mark.django_db
 
 ABILITIES = ["False belief", "Hidden emotions", "Discrepant desires"]
-# The page's CSRF tokens (form field and htmx header) are masked afresh on each render.
-CSRF = re.compile(r'(name="csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]*"')
 
 
 @pytest.fixture
@@ -187,7 +186,7 @@ def test_a_participant_answers_and_the_gold_stays_on_the_server(client, live):
             assert "whatever the story says, choose the option" in page
             instruction = re.compile(r'<p class="notice" data-testid="instruction">[^<]*</p>')
             page, other = instruction.sub("", page), instruction.sub("", other)
-        assert CSRF.sub("", other) == CSRF.sub("", page)
+        assert without_csrf(other) == without_csrf(page)
         shown = _gold_shown(live, a)
         response = _answer(client, p, a, shown)
         assert response.status_code == 302 and response["Location"].endswith(f"/s/{p.token}/")

@@ -23,7 +23,7 @@ from studies.models import (
 )
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
-from tests.page_text import without_tokens
+from tests.page_text import without_csrf, without_tokens
 
 pytestmark = [pytest.mark.django_db, pytest.mark.module_rows("friends")]
 
@@ -91,11 +91,6 @@ def full_form(assignment: Assignment, *, right: bool = True, flag: bool = False)
     if flag:
         data["history_needed"] = "1"
     return data
-
-
-def without_csrf(html: str) -> str:
-    html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", html)
-    return re.sub(r'"X-CSRFToken": "[^"]+"', "", html)
 
 
 # -- the path -------------------------------------------------------------------------
