@@ -7,3 +7,4 @@ class AnnotationConfig(AppConfig):
 
     def ready(self) -> None:
         from .chartom import hooks  # noqa: F401  (connects the receivers)
+        from .dyntom.generation import hooks as generation_hooks  # noqa: F401

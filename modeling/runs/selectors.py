@@ -39,6 +39,8 @@ from ..models import (
     RunCall,
 )
 from .outcome import NOT_PARSED, unparseable_count
+from .services import DIRECT_CALLS
+from .signals import run_owner_wanted
 
 
 def run_list() -> QuerySet[Run]:
@@ -94,6 +96,17 @@ def run_origin(run: Run) -> str:
     if not origin:
         return ORIGIN_FILE
     return HARNESS_ORIGINS.get(origin, str(origin))
+
+
+def direct_run_owner(run: Run) -> tuple[str, str] | None:
+    """The job that makes a direct-call run's calls, as (label, url); None for the
+    engine's own runs, or when no app claims the run (its job was deleted)."""
+    if not (run.params or {}).get(DIRECT_CALLS):
+        return None
+    for _receiver, owner in run_owner_wanted.send(sender=Run, run=run):
+        if owner is not None:
+            return owner
+    return None
 
 
 def run_calls(*, run: Run) -> QuerySet[RunCall]:

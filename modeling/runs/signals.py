@@ -14,3 +14,9 @@ run_finished = Signal()
 # scores merged into their details. Sent inside the writing transaction.
 # Keyword: ``run_ids``.
 predictions_changed = Signal()
+
+# A direct-call run's page asks which job makes its calls (a DynToM generation job, a
+# CharToM-QA construction batch), so it can name and link it without modeling
+# importing the apps above it. Keyword: ``run``. A receiver that owns the run returns
+# ``(label, url)``; the others return None.
+run_owner_wanted = Signal()

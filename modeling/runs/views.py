@@ -109,6 +109,11 @@ def _progress_context(run: Run) -> dict[str, Any]:
         "status_label": status_label,
         # What the model said when nothing it said could be read: the first thing to look at.
         "first_reply": run_first_reply(run=run) if status_label.no_parseable_reply else "",
+        # A job above the engine makes a direct run's calls itself, one at a time: only
+        # that job can resume it, and while it waits (for annotators, say) the run stays
+        # running with every call so far done.
+        "direct_calls": bool((run.params or {}).get(services.DIRECT_CALLS)),
+        "direct_owner": selectors.direct_run_owner(run),
     }
 
 
