@@ -197,3 +197,25 @@ class DynToMQuestionFactory(DjangoModelFactory):
     text = "What does Mia believe about Leo in scenario 1?"
     options = factory.LazyFunction(lambda: ["a. he is friendly", "b. he is hostile"])
     gold_letter = "a"
+
+
+def generation_job(backend: Any, **fields: Any) -> Any:
+    """A DynToM generation job on ``backend`` with the active default templates (made if
+    missing), as the generation form would create it; ``fields`` override the rest."""
+    from annotation.dyntom.generation.prompts import (
+        active_generation_templates,
+        generation_templates_ensure_defaults,
+    )
+    from annotation.models import GenerationJob
+
+    generation_templates_ensure_defaults()
+    templates = active_generation_templates()
+    return GenerationJob.objects.create(
+        backend=backend,
+        model="m",
+        relationship_template=templates["relationship"],
+        trajectory_template=templates["trajectory"],
+        scenarios_template=templates["scenarios"],
+        retry_template=templates["retry"],
+        **fields,
+    )

@@ -15,10 +15,6 @@ from django.utils import timezone
 from accounts.services import user_create_with_role
 from accounts.workspaces import workspace_create
 from annotation.chartom import exports_board
-from annotation.dyntom.generation.prompts import (
-    active_generation_templates,
-    generation_templates_ensure_defaults,
-)
 from annotation.models import (
     AcceptedSet,
     AnnotationTask,
@@ -41,6 +37,7 @@ from annotation.models import (
     ValidationStage,
 )
 from modeling.models import Backend
+from tests.factories import generation_job
 
 pytestmark = pytest.mark.django_db
 
@@ -51,15 +48,8 @@ API = "/api/annotation"
 def rows(researcher, annotator):
     """One of each, in the Default workspace, made straight in the database."""
     backend = Backend.objects.create(name="gen", kind=Backend.Kind.OPENAI, default_model="m")
-    generation_templates_ensure_defaults()
-    templates = active_generation_templates()
-    job = GenerationJob.objects.create(
-        backend=backend,
-        model="m",
-        relationship_template=templates["relationship"],
-        trajectory_template=templates["trajectory"],
-        scenarios_template=templates["scenarios"],
-        retry_template=templates["retry"],
+    job = generation_job(
+        backend,
         status=GenerationJob.Status.SUCCEEDED,
         progress_done=4,
         progress_total=4,

@@ -7,13 +7,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from annotation.dyntom.generation.prompts import (
-    active_generation_templates,
-    generation_templates_ensure_defaults,
-)
-from annotation.models import GenerationJob, NoteBatch
+from annotation.models import NoteBatch
 from modeling.models import Backend, Run
 from modeling.runs.direct import run_direct_create
+from tests.factories import generation_job
 from tests.page_text import without_csrf
 
 pytestmark = pytest.mark.django_db
@@ -52,18 +49,8 @@ def test_a_construction_batchs_running_run_links_its_batch_and_offers_no_resume(
 
 
 def test_a_generation_jobs_failed_run_links_its_job_and_offers_no_resume(client_, backend):
-    generation_templates_ensure_defaults()
-    templates = active_generation_templates()
     run = _direct_run(backend, "DynToM generation")
-    job = GenerationJob.objects.create(
-        backend=backend,
-        model="m",
-        relationship_template=templates["relationship"],
-        trajectory_template=templates["trajectory"],
-        scenarios_template=templates["scenarios"],
-        retry_template=templates["retry"],
-        run=run,
-    )
+    job = generation_job(backend, run=run)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED)
 
     page = without_csrf(client_.get(f"/runs/{run.pk}/").content.decode())

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from annotation.dyntom.generation.prompts import active_generation_templates
 from annotation.dyntom.validation.rubrics import (
     DEFAULT_RUBRICS,
     RubricError,
@@ -40,7 +39,7 @@ from annotation.models import (
 )
 from benchmarks.models import DynToMStage, Work
 from modeling.models import Backend
-from tests.factories import UserFactory
+from tests.factories import UserFactory, generation_job
 
 pytestmark = pytest.mark.django_db
 
@@ -231,15 +230,9 @@ def _generated_from(shared_data: Path, trial: str) -> GeneratedStage:
     """A generated stage awaiting validation whose texts are those of a real trial."""
     story = json.loads((shared_data / "dyntom" / trial / "story.json").read_text())
     questions = json.loads((shared_data / "dyntom" / trial / "question_new.json").read_text())
-    templates = active_generation_templates()
     backend = Backend.objects.create(name="loop", kind="openai", base_url="http://127.0.0.1:9/v1")
-    job = GenerationJob.objects.create(
-        backend=backend,
-        model="m",
-        relationship_template=templates["relationship"],
-        trajectory_template=templates["trajectory"],
-        scenarios_template=templates["scenarios"],
-        retry_template=templates["retry"],
+    job = generation_job(
+        backend,
         scenario_count=story["scenario numbers"],
         status=GenerationJob.Status.SUCCEEDED,
     )
