@@ -190,6 +190,10 @@ def classify(primary_correct: bool, dependencies_correct: Iterable[bool]) -> str
     return "local_error" if all_dependencies else "full_error"
 
 
+# A dense key table is used while it needs at most this many entries per key it holds
+# or looks up (else a binary search over the sorted keys).
+_DENSE_KEYS_PER_VALUE = 8
+
 # CATEGORIES index by 2 * primary right + all dependencies right, from ``classify``.
 _CATEGORY_OF = np.array(
     [CATEGORIES.index(classify(p, [d])) for p in (False, True) for d in (False, True)]
@@ -243,16 +247,7 @@ def compositional_analysis(
     keys = (cols.stage[understood] * n_states + cols.mental_state[understood]) * span + (
         cols.scenario_from[understood]
     )
-    order = np.argsort(keys)
-    keys, right = keys[order], cols.correct[understood][order]
-    twice = np.flatnonzero(keys[1:] == keys[:-1])
-    if twice.size:
-        row = np.flatnonzero(understood)[order][twice[0]]
-        raise ValueError(
-            f"two understanding outcomes for stage {_stage_name(outcomes, row)!r}, "
-            f"{cols.labels[cols.mental_state[row]]} in scenario {cols.scenario_from[row]}; "
-            "give each run/sample its own stage value"
-        )
+    right = cols.correct[understood]
 
     primary = np.flatnonzero(answered & _type_mask(cols, question_types))
     label = cols.mental_state[primary]
@@ -262,28 +257,30 @@ def compositional_analysis(
     per_primary = part_count[label] * length
     owner = np.repeat(np.arange(primary.size), per_primary)
     within = np.arange(owner.size) - np.repeat(np.cumsum(per_primary) - per_primary, per_primary)
-    state = part_table[label[owner], within // np.maximum(length[owner], 1)]
-    scenario = first[owner] + within % np.maximum(length[owner], 1)
-    wanted = (cols.stage[primary][owner] * n_states + state) * span + scenario
-    if keys.size:
-        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        found = keys[at] == wanted
-        dependency_wrong = found & (right[at] == 0)
-    else:  # no understanding answer at all: every primary question is incomplete
-        found = dependency_wrong = np.zeros(owner.size, dtype=bool)
+    part, offset = np.divmod(within, np.repeat(np.maximum(length, 1), per_primary))
+    state = part_table[label[owner], part]
+    wanted = (np.repeat(cols.stage[primary] * n_states, per_primary) + state) * span + (
+        np.repeat(first, per_primary) + offset
+    )
+    found, dependency_right = _understood_lookup(keys, right, wanted, outcomes, cols, understood)
+    dependency_wrong = found & (dependency_right == 0)
     missing = np.bincount(owner[~found], minlength=primary.size)
     wrong = np.bincount(owner[dependency_wrong], minlength=primary.size)
     incomplete = ~valid | (missing > 0)
-    category = _CATEGORY_OF[2 * cols.correct[primary] + (wrong == 0)]
+    # One count per (label, outcome): the four categories, then 4 for incomplete.
+    outcome = np.where(
+        incomplete, len(CATEGORIES), _CATEGORY_OF[2 * cols.correct[primary] + (wrong == 0)]
+    )
 
     n_labels = max(1, len(cols.labels))
-    counts = {
-        name: np.bincount(label[~incomplete & (category == i)], minlength=n_labels).tolist()
-        for i, name in enumerate(CATEGORIES)
-    }
-    counts["incomplete"] = np.bincount(label[incomplete], minlength=n_labels).tolist()
+    per_label = np.bincount(
+        label * (len(CATEGORIES) + 1) + outcome, minlength=n_labels * (len(CATEGORIES) + 1)
+    ).reshape(n_labels, len(CATEGORIES) + 1)
+    counts = {name: per_label[:, i].tolist() for i, name in enumerate((*CATEGORIES, "incomplete"))}
+    # Which labels occur: a count per label code, no sort of the answers.
+    occurring = np.flatnonzero(np.bincount(label, minlength=n_labels)).tolist()
     present = sorted(
-        {cols.labels[c] for c in np.unique(label).tolist()},
+        {cols.labels[c] for c in occurring},
         key=lambda s: (
             (MENTAL_STATES.index(s), "") if s in MENTAL_STATES else (len(MENTAL_STATES), s)
         ),
@@ -300,6 +297,46 @@ def compositional_analysis(
         }
     )
     return CompositionalAnalysis(by_state=by_state, overall=overall)
+
+
+def _understood_lookup(
+    keys: np.ndarray,
+    right: np.ndarray,
+    wanted: np.ndarray,
+    outcomes: object,
+    cols: OutcomeColumns,
+    understood: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``wanted`` key: whether an understanding answer has it, and its
+    correctness there (0 or 1). Raises ``ValueError`` when a key occurs twice.
+
+    Keys are non-negative and, for a report's stages, dense (a few per answer): a
+    table indexed by key then answers every lookup at once, several times faster than
+    a binary search over the sorted keys, which stays for sparse keys.
+    """
+    top = int(max(keys.max(initial=-1), wanted.max(initial=-1))) + 1
+    lowest = int(min(keys.min(initial=0), wanted.min(initial=0)))
+    if lowest >= 0 and top <= _DENSE_KEYS_PER_VALUE * (keys.size + wanted.size) + 1024:
+        table = np.full(top, -1, dtype=np.int8)
+        table[keys] = right
+        if np.count_nonzero(table >= 0) == keys.size:
+            at = table[wanted]
+            return at >= 0, at
+        # Some key twice: the sorted keys below name it.
+    order = np.argsort(keys)
+    keys, right = keys[order], right[order]
+    twice = np.flatnonzero(keys[1:] == keys[:-1])
+    if twice.size:
+        row = np.flatnonzero(understood)[order][twice[0]]
+        raise ValueError(
+            f"two understanding outcomes for stage {_stage_name(outcomes, row)!r}, "
+            f"{cols.labels[cols.mental_state[row]]} in scenario {cols.scenario_from[row]}; "
+            "give each run/sample its own stage value"
+        )
+    if not keys.size:  # no understanding answer at all: every primary question is incomplete
+        return np.zeros(wanted.size, dtype=bool), np.zeros(wanted.size, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    return keys[at] == wanted, right[at]
 
 
 def _stage_name(outcomes: object, row: int) -> Hashable:

@@ -30,7 +30,7 @@ import numpy as np
 from benchmarks.models import DynToMQuestion
 from metrics import (
     OutcomeColumns,
-    cluster_accuracy_ci,
+    cluster_accuracy_cis,
     compositional_analysis,
     first_seen_codes,
     mean_sd,
@@ -317,16 +317,18 @@ def _accuracy_table(
     )
     rows: list[list[Cell]] = []
     single: list[str] = []
+    clusters = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
         # Stages numbered as first met in prediction id order, as the bootstrap always has.
         stages = first_seen_codes(bank.stage[answers.row])
-        estimate = cluster_accuracy_ci(
-            np.bincount(stages),
-            np.bincount(stages, weights=answers.correct).astype(np.int64),
-            n_resamples=N_RESAMPLES,
-            seed=seed,
+        clusters.append(
+            (np.bincount(stages), np.bincount(stages, weights=answers.correct).astype(np.int64))
         )
+    # Every run's interval at once: runs over as many stages share one product.
+    estimates = cluster_accuracy_cis(clusters, n_resamples=N_RESAMPLES, seed=seed)
+    for run, estimate in zip(runs, estimates, strict=True):
+        answers = by_run[run["id"]]
         if estimate.units == 1:
             single.append(run_label(run))
         unparseable = int((~answers.parsed).sum())
