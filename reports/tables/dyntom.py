@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,9 @@ class _Answers:
     correct: np.ndarray
     parsed: np.ndarray
 
+    @cached_property
     def samples(self) -> list[int]:
+        """The sample indexes present (read by several tables: counted once)."""
         # Sample indexes are small: a count per index beats sorting the answers.
         return np.flatnonzero(np.bincount(self.sample)).tolist()
 
@@ -166,7 +169,9 @@ def build(
     # How the notes name the samples read: all of them, or the first alone.
     pooled = "first sample only" if first_only else "all samples pooled"
     report.facts["compared_questions"] = shared
-    cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], bank) for r in runs}
+    # Each bank row's Table 3 cell, for every run's answers and the common set's.
+    cell_codes = _cell_codes(bank)
+    cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], cell_codes, bank) for r in runs}
 
     report.tables.append(
         _accuracy_table(runs, by_run, cells, bank, None, scope, seed=seed, samples=samples)
@@ -186,9 +191,11 @@ def build(
     )
     if len(runs) > 1:
         report.tables.append(
-            _common_table(runs, compared, bank, total, stats, seed=seed, samples=samples)
+            _common_table(
+                runs, compared, bank, cell_codes, total, stats, seed=seed, samples=samples
+            )
         )
-    if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
+    if any(len(by_run[r["id"]].samples) > 1 for r in runs):
         report.tables.append(_sd_table(runs, by_run, cells, scope))
     report.tables.append(_type_table(runs, cells, scope, first_only=first_only))
     report.charts.append(
@@ -245,20 +252,30 @@ def _cell_codes(bank: QuestionBank) -> np.ndarray:
     return np.where(state >= 0, 2 * state + (bank.question_type != understanding), -1)
 
 
-def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
+def _mean_sd_cells(
+    answers: _Answers, cell_codes: np.ndarray, bank: QuestionBank
+) -> dict[Any, tuple]:
     """Mean and sd over samples of every cell, question type and overall accuracy.
 
-    Each sample's accuracy per group is counted with ``bincount``; a group a sample
-    has no answer in is left out of that sample (as ``accuracy`` of nothing).
+    ``cell_codes`` is ``_cell_codes(bank)``. Each sample's accuracy per group is
+    counted with ``bincount``; a group a sample has no answer in is left out of that
+    sample (as ``accuracy`` of nothing).
     """
-    cell = _cell_codes(bank)[answers.row]
+    cell = cell_codes[answers.row]
     kind = bank.question_type[answers.row]
     per_sample: list[dict[Any, float]] = []
-    for sample in answers.samples():
-        chosen = answers.sample == sample
-        right = answers.correct[chosen]
+    for sample in answers.samples:
+        if len(answers.samples) == 1:  # every answer is of this sample: nothing to pick
+            right, picked_cells, picked_kinds = answers.correct, cell, kind
+        else:
+            chosen = answers.sample == sample
+            right, picked_cells, picked_kinds = (
+                answers.correct[chosen],
+                cell[chosen],
+                kind[chosen],
+            )
         accuracies: dict[Any, float] = {}
-        for keys, codes in ((CELLS, cell[chosen]), (QUESTION_TYPE_CODES, kind[chosen])):
+        for keys, codes in ((CELLS, picked_cells), (QUESTION_TYPE_CODES, picked_kinds)):
             known = codes >= 0
             n = np.bincount(codes[known], minlength=len(keys)).tolist()
             hits = np.bincount(codes[known], weights=right[known], minlength=len(keys))
@@ -275,6 +292,7 @@ def _common_table(
     runs,
     compared: _Compared,
     bank: QuestionBank,
+    cell_codes: np.ndarray,
     total: int,
     stats: dict[int, dict[str, int]],
     *,
@@ -285,7 +303,7 @@ def _common_table(
     shared = int(compared.shared.sum())
     silent = [run_label(r) for r in runs if not len(compared.own[r["id"]].row)]
     left_out = f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
-    cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], bank) for r in runs}
+    cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], cell_codes, bank) for r in runs}
     left_out += unparsed_note(runs, stats)
     scope = f"Questions every run with an answer answered: {shared} of {total}.{left_out}"
     table = _accuracy_table(
@@ -338,7 +356,7 @@ def _accuracy_table(
                 run_label(run),
                 run["model"],
                 run["method"],
-                len(answers.samples()),
+                len(answers.samples),
                 shared if shared is not None else _distinct(answers.row),
                 *(pct(cells[run["id"]].get(cell, (None, None))[0]) for cell in CELLS),
                 pct(overall_mean),
@@ -389,7 +407,7 @@ def _sd_table(runs, by_run, cells, scope: str) -> Table:
         rows.append(
             [
                 run_label(run),
-                len(by_run[run["id"]].samples()),
+                len(by_run[run["id"]].samples),
                 *(pct(run_cells.get(cell, (None, None))[1]) for cell in CELLS),
                 pct(run_cells.get("overall", (None, None))[1]),
             ]
