@@ -54,6 +54,7 @@ from metrics.dyntom import (
     DynToMOutcome,
     OutcomeColumns,
     SpanAccuracy,
+    compositional_analyses,
     compositional_analysis,
     time_span_accuracy,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "cluster_accuracy_ci",
     "cluster_accuracy_cis",
     "cohen_kappa",
+    "compositional_analyses",
     "compositional_analysis",
     "correlation_matrix",
     "first_seen_codes",

@@ -30,9 +30,10 @@ import numpy as np
 
 from benchmarks.models import DynToMQuestion
 from metrics import (
+    CompositionalAnalysis,
     OutcomeColumns,
     cluster_accuracy_cis,
-    compositional_analysis,
+    compositional_analyses,
     first_seen_codes,
     mean_sd,
     time_span_accuracy,
@@ -527,10 +528,36 @@ def _time_span_length_table(runs, results, scope: str) -> Table:
     )
 
 
+def _compositional_analyses(runs, by_run, bank: QuestionBank) -> dict[int, CompositionalAnalysis]:
+    """Each run's Figure 3 counts: runs that answered the same questions the same
+    number of times (a report's runs on one question set) are analysed together, so
+    the questions' dependencies are worked out once for all of them."""
+    groups: list[tuple[_Answers, list[int]]] = []
+    for run in runs:
+        answers: _Answers = by_run[run["id"]]
+        for first, members in groups:
+            if np.array_equal(first.row, answers.row) and np.array_equal(
+                first.sample, answers.sample
+            ):
+                members.append(run["id"])
+                break
+        else:
+            groups.append((answers, [run["id"]]))
+    analyses: dict[int, CompositionalAnalysis] = {}
+    for first, members in groups:
+        results = compositional_analyses(
+            _columns(first, bank, per_sample=True),
+            [by_run[run_id].correct.astype(np.int64) for run_id in members],
+        )
+        analyses.update(zip(members, results, strict=True))
+    return analyses
+
+
 def _compositional_table(runs, by_run, bank: QuestionBank, scope: str, pooled: str) -> Table:
     rows: list[list[Cell]] = []
+    analyses = _compositional_analyses(runs, by_run, bank)
     for run in runs:
-        analysis = compositional_analysis(_columns(by_run[run["id"]], bank, per_sample=True))
+        analysis = analyses[run["id"]]
         groups = [*analysis.by_state.items(), ("all", analysis.overall)]
         for state, counts in groups:
             shares = counts.shares()

@@ -4,9 +4,16 @@ import dataclasses
 import json
 import random
 
+import numpy as np
 import pytest
 
-from metrics import CompositionalCounts, DynToMOutcome, compositional_analysis, time_span_accuracy
+from metrics import (
+    CompositionalCounts,
+    DynToMOutcome,
+    compositional_analyses,
+    compositional_analysis,
+    time_span_accuracy,
+)
 from metrics.dyntom import classify, dependency_states, outcome_columns
 
 U, T1, T2, T3 = "understanding", "transformation-1", "transformation-2", "transformation-3"
@@ -187,6 +194,29 @@ def test_compositional_analysis_is_the_written_out_classification(seed):
     ):
         with pytest.raises(ValueError, match="two understanding outcomes for stage"):
             compositional_analysis(data)
+
+
+def test_systems_on_the_same_questions_are_analysed_together_as_one_by_one():
+    """``compositional_analyses``: each correctness column (a run) against the same
+    answered questions gives what an analysis of its own gives, also where a column
+    leaves other questions unanswered (the dependencies are then worked out anew)."""
+    rows = _random_outcomes(4)
+    columns = outcome_columns(rows)
+    rng = random.Random(8)
+    corrects = [
+        columns.correct,
+        (columns.correct >= 0) * np.array([rng.random() < 0.5 for _ in rows]),
+        np.where(columns.correct >= 0, 1 - columns.correct, -1),
+        np.array([-1 if rng.random() < 0.2 else int(rng.random() < 0.6) for _ in rows]),
+        columns.correct,
+    ]
+    together = compositional_analyses(columns, corrects)
+    assert len(together) == len(corrects)
+    for correct, result in zip(corrects, together, strict=True):
+        alone = compositional_analysis(dataclasses.replace(columns, correct=correct))
+        assert result == alone
+    assert together[0] == compositional_analysis(rows)
+    assert compositional_analyses(columns, []) == []
 
 
 def test_compositional_analysis_of_nothing():
