@@ -190,6 +190,10 @@ def classify(primary_correct: bool, dependencies_correct: Iterable[bool]) -> str
     return "local_error" if all_dependencies else "full_error"
 
 
+# A dense key table is used while it needs at most this many entries per key it holds
+# or looks up (else a binary search over the sorted keys).
+_DENSE_KEYS_PER_VALUE = 8
+
 # CATEGORIES index by 2 * primary right + all dependencies right, from ``classify``.
 _CATEGORY_OF = np.array(
     [CATEGORIES.index(classify(p, [d])) for p in (False, True) for d in (False, True)]
@@ -215,9 +219,49 @@ def compositional_analysis(
 
     Works on arrays: every understanding answer becomes one integer key (stage, state,
     scenario), every primary question's dependencies are expanded to the same keys and
-    looked up in the sorted understanding keys.
+    looked up among the understanding keys.
     """
     cols = outcome_columns(outcomes)
+    return _analyses(cols, [cols.correct], question_types, outcomes)[0]
+
+
+def compositional_analyses(
+    columns: OutcomeColumns,
+    corrects: Sequence[np.ndarray],
+    *,
+    question_types: Sequence[str] = TRANSFORMATION_TYPES,
+) -> list[CompositionalAnalysis]:
+    """:func:`compositional_analysis` of ``columns`` with each of ``corrects`` as its
+    ``correct`` column: systems that answered the same questions (a report's runs on
+    one question set), each its own way.
+
+    Which dependency each primary question has, and where its understanding answer is,
+    depends on which questions were answered, not on how: it is worked out once for
+    every system with the same answered questions, and only the correctness is read
+    per system. The same counts as one call per system.
+    """
+    return _analyses(columns, corrects, question_types, columns)
+
+
+@dataclass(frozen=True)
+class _Dependencies:
+    """What a compositional analysis reads of the questions answered, not of how."""
+
+    answered: np.ndarray
+    understood: np.ndarray
+    primary: np.ndarray
+    label: np.ndarray
+    valid: np.ndarray
+    owner: np.ndarray
+    found: np.ndarray
+    at: np.ndarray  # each dependency's understanding answer, among ``understood`` (0: none)
+    incomplete: np.ndarray
+    occurring: list[int]
+
+
+def _dependencies(
+    cols: OutcomeColumns, answered: np.ndarray, question_types: Sequence[str], outcomes: object
+) -> _Dependencies:
     # One vocabulary for mental state strings and the states named inside them.
     vocabulary = {label: code for code, label in enumerate(cols.labels)}
     parts = [
@@ -233,7 +277,6 @@ def compositional_analysis(
     scenarios = np.concatenate([cols.scenario_from, cols.scenario_to, [0]])
     span = int(scenarios.max()) + 2
 
-    answered = cols.correct >= 0
     understood = (
         answered
         & (cols.question_type == QUESTION_TYPE_CODES.index(UNDERSTANDING))
@@ -243,16 +286,6 @@ def compositional_analysis(
     keys = (cols.stage[understood] * n_states + cols.mental_state[understood]) * span + (
         cols.scenario_from[understood]
     )
-    order = np.argsort(keys)
-    keys, right = keys[order], cols.correct[understood][order]
-    twice = np.flatnonzero(keys[1:] == keys[:-1])
-    if twice.size:
-        row = np.flatnonzero(understood)[order][twice[0]]
-        raise ValueError(
-            f"two understanding outcomes for stage {_stage_name(outcomes, row)!r}, "
-            f"{cols.labels[cols.mental_state[row]]} in scenario {cols.scenario_from[row]}; "
-            "give each run/sample its own stage value"
-        )
 
     primary = np.flatnonzero(answered & _type_mask(cols, question_types))
     label = cols.mental_state[primary]
@@ -262,28 +295,65 @@ def compositional_analysis(
     per_primary = part_count[label] * length
     owner = np.repeat(np.arange(primary.size), per_primary)
     within = np.arange(owner.size) - np.repeat(np.cumsum(per_primary) - per_primary, per_primary)
-    state = part_table[label[owner], within // np.maximum(length[owner], 1)]
-    scenario = first[owner] + within % np.maximum(length[owner], 1)
-    wanted = (cols.stage[primary][owner] * n_states + state) * span + scenario
-    if keys.size:
-        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        found = keys[at] == wanted
-        dependency_wrong = found & (right[at] == 0)
-    else:  # no understanding answer at all: every primary question is incomplete
-        found = dependency_wrong = np.zeros(owner.size, dtype=bool)
+    part, offset = np.divmod(within, np.repeat(np.maximum(length, 1), per_primary))
+    state = part_table[label[owner], part]
+    wanted = (np.repeat(cols.stage[primary] * n_states, per_primary) + state) * span + (
+        np.repeat(first, per_primary) + offset
+    )
+    found, at = _understood_lookup(keys, wanted, outcomes, cols, understood)
     missing = np.bincount(owner[~found], minlength=primary.size)
-    wrong = np.bincount(owner[dependency_wrong], minlength=primary.size)
-    incomplete = ~valid | (missing > 0)
-    category = _CATEGORY_OF[2 * cols.correct[primary] + (wrong == 0)]
-
     n_labels = max(1, len(cols.labels))
-    counts = {
-        name: np.bincount(label[~incomplete & (category == i)], minlength=n_labels).tolist()
-        for i, name in enumerate(CATEGORIES)
-    }
-    counts["incomplete"] = np.bincount(label[incomplete], minlength=n_labels).tolist()
+    return _Dependencies(
+        answered=answered,
+        understood=understood,
+        primary=primary,
+        label=label,
+        valid=valid,
+        owner=owner,
+        found=found,
+        at=at,
+        incomplete=~valid | (missing > 0),
+        # Which labels occur: a count per label code, no sort of the answers.
+        occurring=np.flatnonzero(np.bincount(label, minlength=n_labels)).tolist(),
+    )
+
+
+def _analyses(
+    cols: OutcomeColumns,
+    corrects: Sequence[np.ndarray],
+    question_types: Sequence[str],
+    outcomes: object,
+) -> list[CompositionalAnalysis]:
+    shared: _Dependencies | None = None
+    results = []
+    for correct in corrects:
+        answered = correct >= 0
+        if shared is None or not np.array_equal(answered, shared.answered):
+            shared = _dependencies(cols, answered, question_types, outcomes)
+        results.append(_classified(cols, shared, correct))
+    return results
+
+
+def _classified(
+    cols: OutcomeColumns, deps: _Dependencies, correct: np.ndarray
+) -> CompositionalAnalysis:
+    right = correct[deps.understood]
+    dependency_wrong = deps.found & (right[deps.at] == 0) if right.size else deps.found
+    wrong = np.bincount(deps.owner[dependency_wrong], minlength=deps.primary.size)
+    # One count per (label, outcome): the four categories, then 4 for incomplete.
+    outcome = np.where(
+        deps.incomplete,
+        len(CATEGORIES),
+        _CATEGORY_OF[2 * correct[deps.primary] + (wrong == 0)],
+    )
+    n_labels = max(1, len(cols.labels))
+    per_label = np.bincount(
+        deps.label * (len(CATEGORIES) + 1) + outcome,
+        minlength=n_labels * (len(CATEGORIES) + 1),
+    ).reshape(n_labels, len(CATEGORIES) + 1)
+    counts = {name: per_label[:, i].tolist() for i, name in enumerate((*CATEGORIES, "incomplete"))}
     present = sorted(
-        {cols.labels[c] for c in np.unique(label).tolist()},
+        {cols.labels[c] for c in deps.occurring},
         key=lambda s: (
             (MENTAL_STATES.index(s), "") if s in MENTAL_STATES else (len(MENTAL_STATES), s)
         ),
@@ -300,6 +370,48 @@ def compositional_analysis(
         }
     )
     return CompositionalAnalysis(by_state=by_state, overall=overall)
+
+
+def _understood_lookup(
+    keys: np.ndarray,
+    wanted: np.ndarray,
+    outcomes: object,
+    cols: OutcomeColumns,
+    understood: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``wanted`` key: whether an understanding answer has it, and which one
+    (its position in ``keys``; 0 where none). Raises ``ValueError`` when a key occurs
+    twice.
+
+    Keys are non-negative and, for a report's stages, dense (a few per answer): a
+    table indexed by key then answers every lookup at once, several times faster than
+    a binary search over the sorted keys, which stays for sparse keys.
+    """
+    top = int(max(keys.max(initial=-1), wanted.max(initial=-1))) + 1
+    lowest = int(min(keys.min(initial=0), wanted.min(initial=0)))
+    if lowest >= 0 and top <= _DENSE_KEYS_PER_VALUE * (keys.size + wanted.size) + 1024:
+        table = np.full(top, -1, dtype=np.int64)
+        table[keys] = np.arange(keys.size)
+        if np.count_nonzero(table >= 0) == keys.size:
+            at = table[wanted]
+            found = at >= 0
+            return found, np.where(found, at, 0)
+        # Some key twice: the sorted keys below name it.
+    order = np.argsort(keys)
+    ordered = keys[order]
+    twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if twice.size:
+        row = np.flatnonzero(understood)[order][twice[0]]
+        raise ValueError(
+            f"two understanding outcomes for stage {_stage_name(outcomes, row)!r}, "
+            f"{cols.labels[cols.mental_state[row]]} in scenario {cols.scenario_from[row]}; "
+            "give each run/sample its own stage value"
+        )
+    if not keys.size:  # no understanding answer at all: every primary question is incomplete
+        return np.zeros(wanted.size, dtype=bool), np.zeros(wanted.size, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ordered, wanted), keys.size - 1)
+    found = ordered[at] == wanted
+    return found, np.where(found, order[at], 0)
 
 
 def _stage_name(outcomes: object, row: int) -> Hashable:

@@ -744,16 +744,20 @@ def _scene_answer_stats(study_ids: list[int]) -> dict[int, tuple[int, Any, int]]
     memo = shared["answers"] if shared is not None else {}
     missing = [pk for pk in study_ids if pk not in memo]
     if missing:
-        study = "assignment__participant__study_id"
+        # From the counted scene responses, their guesses joined: the workspace scope
+        # then filters the 35,000 responses of a study at scale, not its 100,000
+        # guesses (PostgreSQL planned the guesses' scope subquery as a loop over every
+        # response: 170 ms against 55 for the same figures).
+        study = "participant__study_id"
         found = {
             row[0]: row[1:]
-            for row in _human_guesses(missing, include_excluded=True)
+            for row in Assignment.objects.filter(_counted_responses(missing, include_excluded=True))
             .order_by()
             .values(study)
             .annotate(
-                counted=Count("pk", filter=Q(assignment__participant__excluded_at__isnull=True)),
-                last=Max("updated_at"),
-                n=Count("pk"),
+                counted=Count("guesses", filter=Q(participant__excluded_at__isnull=True)),
+                last=Max("guesses__updated_at"),
+                n=Count("guesses"),
             )
             .values_list(study, "counted", "last", "n")
         }

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from benchmarks.models import DynToMQuestion
 from metrics import (
+    CompositionalAnalysis,
     OutcomeColumns,
-    cluster_accuracy_ci,
-    compositional_analysis,
+    cluster_accuracy_cis,
+    compositional_analyses,
     first_seen_codes,
     mean_sd,
     time_span_accuracy,
@@ -89,7 +91,9 @@ class _Answers:
     correct: np.ndarray
     parsed: np.ndarray
 
+    @cached_property
     def samples(self) -> list[int]:
+        """The sample indexes present (read by several tables: counted once)."""
         # Sample indexes are small: a count per index beats sorting the answers.
         return np.flatnonzero(np.bincount(self.sample)).tolist()
 
@@ -166,7 +170,9 @@ def build(
     # How the notes name the samples read: all of them, or the first alone.
     pooled = "first sample only" if first_only else "all samples pooled"
     report.facts["compared_questions"] = shared
-    cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], bank) for r in runs}
+    # Each bank row's Table 3 cell, for every run's answers and the common set's.
+    cell_codes = _cell_codes(bank)
+    cells = {r["id"]: _mean_sd_cells(by_run[r["id"]], cell_codes, bank) for r in runs}
 
     report.tables.append(
         _accuracy_table(runs, by_run, cells, bank, None, scope, seed=seed, samples=samples)
@@ -186,9 +192,11 @@ def build(
     )
     if len(runs) > 1:
         report.tables.append(
-            _common_table(runs, compared, bank, total, stats, seed=seed, samples=samples)
+            _common_table(
+                runs, compared, bank, cell_codes, total, stats, seed=seed, samples=samples
+            )
         )
-    if any(len(by_run[r["id"]].samples()) > 1 for r in runs):
+    if any(len(by_run[r["id"]].samples) > 1 for r in runs):
         report.tables.append(_sd_table(runs, by_run, cells, scope))
     report.tables.append(_type_table(runs, cells, scope, first_only=first_only))
     report.charts.append(
@@ -245,20 +253,30 @@ def _cell_codes(bank: QuestionBank) -> np.ndarray:
     return np.where(state >= 0, 2 * state + (bank.question_type != understanding), -1)
 
 
-def _mean_sd_cells(answers: _Answers, bank: QuestionBank) -> dict[Any, tuple]:
+def _mean_sd_cells(
+    answers: _Answers, cell_codes: np.ndarray, bank: QuestionBank
+) -> dict[Any, tuple]:
     """Mean and sd over samples of every cell, question type and overall accuracy.
 
-    Each sample's accuracy per group is counted with ``bincount``; a group a sample
-    has no answer in is left out of that sample (as ``accuracy`` of nothing).
+    ``cell_codes`` is ``_cell_codes(bank)``. Each sample's accuracy per group is
+    counted with ``bincount``; a group a sample has no answer in is left out of that
+    sample (as ``accuracy`` of nothing).
     """
-    cell = _cell_codes(bank)[answers.row]
+    cell = cell_codes[answers.row]
     kind = bank.question_type[answers.row]
     per_sample: list[dict[Any, float]] = []
-    for sample in answers.samples():
-        chosen = answers.sample == sample
-        right = answers.correct[chosen]
+    for sample in answers.samples:
+        if len(answers.samples) == 1:  # every answer is of this sample: nothing to pick
+            right, picked_cells, picked_kinds = answers.correct, cell, kind
+        else:
+            chosen = answers.sample == sample
+            right, picked_cells, picked_kinds = (
+                answers.correct[chosen],
+                cell[chosen],
+                kind[chosen],
+            )
         accuracies: dict[Any, float] = {}
-        for keys, codes in ((CELLS, cell[chosen]), (QUESTION_TYPE_CODES, kind[chosen])):
+        for keys, codes in ((CELLS, picked_cells), (QUESTION_TYPE_CODES, picked_kinds)):
             known = codes >= 0
             n = np.bincount(codes[known], minlength=len(keys)).tolist()
             hits = np.bincount(codes[known], weights=right[known], minlength=len(keys))
@@ -275,6 +293,7 @@ def _common_table(
     runs,
     compared: _Compared,
     bank: QuestionBank,
+    cell_codes: np.ndarray,
     total: int,
     stats: dict[int, dict[str, int]],
     *,
@@ -285,7 +304,7 @@ def _common_table(
     shared = int(compared.shared.sum())
     silent = [run_label(r) for r in runs if not len(compared.own[r["id"]].row)]
     left_out = f" Without any answer, left out of it: {', '.join(silent)}." if silent else ""
-    cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], bank) for r in runs}
+    cells = {r["id"]: _mean_sd_cells(compared.common[r["id"]], cell_codes, bank) for r in runs}
     left_out += unparsed_note(runs, stats)
     scope = f"Questions every run with an answer answered: {shared} of {total}.{left_out}"
     table = _accuracy_table(
@@ -317,16 +336,18 @@ def _accuracy_table(
     )
     rows: list[list[Cell]] = []
     single: list[str] = []
+    clusters = []
     for run in runs:
         answers: _Answers = by_run[run["id"]]
         # Stages numbered as first met in prediction id order, as the bootstrap always has.
         stages = first_seen_codes(bank.stage[answers.row])
-        estimate = cluster_accuracy_ci(
-            np.bincount(stages),
-            np.bincount(stages, weights=answers.correct).astype(np.int64),
-            n_resamples=N_RESAMPLES,
-            seed=seed,
+        clusters.append(
+            (np.bincount(stages), np.bincount(stages, weights=answers.correct).astype(np.int64))
         )
+    # Every run's interval at once: runs over as many stages share one product.
+    estimates = cluster_accuracy_cis(clusters, n_resamples=N_RESAMPLES, seed=seed)
+    for run, estimate in zip(runs, estimates, strict=True):
+        answers = by_run[run["id"]]
         if estimate.units == 1:
             single.append(run_label(run))
         unparseable = int((~answers.parsed).sum())
@@ -336,7 +357,7 @@ def _accuracy_table(
                 run_label(run),
                 run["model"],
                 run["method"],
-                len(answers.samples()),
+                len(answers.samples),
                 shared if shared is not None else _distinct(answers.row),
                 *(pct(cells[run["id"]].get(cell, (None, None))[0]) for cell in CELLS),
                 pct(overall_mean),
@@ -387,7 +408,7 @@ def _sd_table(runs, by_run, cells, scope: str) -> Table:
         rows.append(
             [
                 run_label(run),
-                len(by_run[run["id"]].samples()),
+                len(by_run[run["id"]].samples),
                 *(pct(run_cells.get(cell, (None, None))[1]) for cell in CELLS),
                 pct(run_cells.get("overall", (None, None))[1]),
             ]
@@ -507,10 +528,36 @@ def _time_span_length_table(runs, results, scope: str) -> Table:
     )
 
 
+def _compositional_analyses(runs, by_run, bank: QuestionBank) -> dict[int, CompositionalAnalysis]:
+    """Each run's Figure 3 counts: runs that answered the same questions the same
+    number of times (a report's runs on one question set) are analysed together, so
+    the questions' dependencies are worked out once for all of them."""
+    groups: list[tuple[_Answers, list[int]]] = []
+    for run in runs:
+        answers: _Answers = by_run[run["id"]]
+        for first, members in groups:
+            if np.array_equal(first.row, answers.row) and np.array_equal(
+                first.sample, answers.sample
+            ):
+                members.append(run["id"])
+                break
+        else:
+            groups.append((answers, [run["id"]]))
+    analyses: dict[int, CompositionalAnalysis] = {}
+    for first, members in groups:
+        results = compositional_analyses(
+            _columns(first, bank, per_sample=True),
+            [by_run[run_id].correct.astype(np.int64) for run_id in members],
+        )
+        analyses.update(zip(members, results, strict=True))
+    return analyses
+
+
 def _compositional_table(runs, by_run, bank: QuestionBank, scope: str, pooled: str) -> Table:
     rows: list[list[Cell]] = []
+    analyses = _compositional_analyses(runs, by_run, bank)
     for run in runs:
-        analysis = compositional_analysis(_columns(by_run[run["id"]], bank, per_sample=True))
+        analysis = analyses[run["id"]]
         groups = [*analysis.by_state.items(), ("all", analysis.overall)]
         for state, counts in groups:
             shares = counts.shares()

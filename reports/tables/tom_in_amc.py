@@ -51,6 +51,7 @@ from metrics import (
     agreement_cis,
     chance_baseline,
     cluster_accuracy_ci,
+    cluster_accuracy_cis,
     correlation_matrix,
     fleiss_kappa,
     krippendorff_alpha,
@@ -334,9 +335,11 @@ def _human_estimates(
     A scene response (one rater, one scene) is correct when all its answers are; the
     third value counts the distinct scenes.
     """
-    instance = _instance_estimate(outcomes, scene_of, seed=seed)
+    # Both by scene, over the same scenes: one pass over the bootstrap's draws for both.
     sizes, hits = outcomes.scene_responses(scene_of)
-    scene = cluster_accuracy_ci(sizes, hits, n_resamples=N_RESAMPLES, seed=seed)
+    instance, scene = cluster_accuracy_cis(
+        [outcomes.per_scene(scene_of), (sizes, hits)], n_resamples=N_RESAMPLES, seed=seed
+    )
     return instance, scene, len(sizes)
 
 

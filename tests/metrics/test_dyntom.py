@@ -1,11 +1,20 @@
 """metrics.dyntom: Figure 3's compositional error types and Tables 4-5's spans."""
 
+import dataclasses
 import json
+import random
 
+import numpy as np
 import pytest
 
-from metrics import CompositionalCounts, DynToMOutcome, compositional_analysis, time_span_accuracy
-from metrics.dyntom import classify
+from metrics import (
+    CompositionalCounts,
+    DynToMOutcome,
+    compositional_analyses,
+    compositional_analysis,
+    time_span_accuracy,
+)
+from metrics.dyntom import classify, dependency_states, outcome_columns
 
 U, T1, T2, T3 = "understanding", "transformation-1", "transformation-2", "transformation-3"
 
@@ -115,6 +124,99 @@ def test_primary_questions_without_any_understanding_answer_are_incomplete():
     result = compositional_analysis([outcome(T1, "belief", 1, 2, True), *PRIMARY[5:6]])
     assert result.overall == CompositionalCounts(incomplete=2)
     assert list(result.by_state) == ["belief", "belief->emotion"]
+
+
+def _analysis_written_out(outcomes):
+    """Figure 3 question by question: each answered transformation question against the
+    understanding answers of its stage, states and scenarios, classified by ``classify``."""
+    understood = {
+        (o.stage, o.mental_state, o.scenario_from): o.correct
+        for o in outcomes
+        if o.question_type == U and o.correct is not None and o.scenario_from == o.scenario_to
+    }
+    counts = {}
+    for o in outcomes:
+        if o.question_type == U or o.correct is None:
+            continue
+        states = dependency_states(o.mental_state)
+        scenarios = range(o.scenario_from, o.scenario_to + 1) if o.scenario_to else range(0)
+        keys = [(o.stage, s, n) for s in states for n in scenarios]
+        found = [understood.get(key) for key in keys]
+        kind = (
+            "incomplete"
+            if not keys or None in found
+            else classify(bool(o.correct), [bool(f) for f in found])
+        )
+        counts.setdefault(o.mental_state, CompositionalCounts())
+        counts[o.mental_state] = dataclasses.replace(
+            counts[o.mental_state], **{kind: getattr(counts[o.mental_state], kind) + 1}
+        )
+    return counts
+
+
+def _random_outcomes(seed, stages=40):
+    rng = random.Random(seed)
+    states = ["belief", "emotion", "intention", "action", "belief&emotion->intention"]
+    rows = []
+    for stage in range(stages):
+        for scenario in range(1, 6):
+            for state in states[:4]:
+                if rng.random() < 0.85:  # some understanding answers missing
+                    rows.append(outcome(U, state, scenario, scenario, rng.random() < 0.7, stage))
+        for _ in range(12):
+            first = rng.randint(1, 5)
+            last = min(5, first + rng.choice([0, 1, 1, 2, 4]))
+            correct = rng.choice([True, False, None])
+            rows.append(
+                outcome(rng.choice([T1, T2, T3]), rng.choice(states), first, last, correct, stage)
+            )
+    rng.shuffle(rows)
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_compositional_analysis_is_the_written_out_classification(seed):
+    """Stage codes from a report are small and dense (a table of keys answers the
+    lookups) or not (a search over the sorted keys): both give Figure 3 as written out."""
+    rows = _random_outcomes(seed)
+    expected = _analysis_written_out(rows)
+    columns = outcome_columns(rows)
+    sparse = dataclasses.replace(columns, stage=columns.stage * 10**12 + 5)
+    for data in (rows, columns, sparse):
+        result = compositional_analysis(data)
+        assert result.by_state == {state: expected[state] for state in result.by_state}
+        assert set(result.by_state) == set(expected)
+    duplicated = [*rows, next(o for o in rows if o.question_type == U)]
+    dense_duplicate = outcome_columns(duplicated)
+    for data in (
+        dense_duplicate,
+        dataclasses.replace(dense_duplicate, stage=dense_duplicate.stage * 10**12),
+    ):
+        with pytest.raises(ValueError, match="two understanding outcomes for stage"):
+            compositional_analysis(data)
+
+
+def test_systems_on_the_same_questions_are_analysed_together_as_one_by_one():
+    """``compositional_analyses``: each correctness column (a run) against the same
+    answered questions gives what an analysis of its own gives, also where a column
+    leaves other questions unanswered (the dependencies are then worked out anew)."""
+    rows = _random_outcomes(4)
+    columns = outcome_columns(rows)
+    rng = random.Random(8)
+    corrects = [
+        columns.correct,
+        (columns.correct >= 0) * np.array([rng.random() < 0.5 for _ in rows]),
+        np.where(columns.correct >= 0, 1 - columns.correct, -1),
+        np.array([-1 if rng.random() < 0.2 else int(rng.random() < 0.6) for _ in rows]),
+        columns.correct,
+    ]
+    together = compositional_analyses(columns, corrects)
+    assert len(together) == len(corrects)
+    for correct, result in zip(corrects, together, strict=True):
+        alone = compositional_analysis(dataclasses.replace(columns, correct=correct))
+        assert result == alone
+    assert together[0] == compositional_analysis(rows)
+    assert compositional_analyses(columns, []) == []
 
 
 def test_compositional_analysis_of_nothing():

@@ -28,6 +28,7 @@ from metrics import (
     bootstrap_ci,
     chance_baseline,
     cluster_accuracy_ci,
+    cluster_accuracy_cis,
     correlation_matrix,
     first_seen_codes,
     length_ratio,
@@ -210,6 +211,32 @@ def test_cluster_accuracy_ci_is_the_written_out_bootstrap(k, n_resamples):
     assert (estimate.ci_low, estimate.ci_high) == _gathered_cluster_interval(
         cluster_n, other, n_resamples=n_resamples, seed=3
     )
+
+
+def test_cluster_accuracy_cis_give_each_estimate_its_own_bootstrap():
+    """Several estimates at once (a report's runs): those over as many clusters share
+    one product with the draws, each interval still the written-out bootstrap's."""
+    rng = np.random.default_rng(11)
+    sizes = [7, 853, 7, 1200, 853, 1, 0, 853]
+    clusters = []
+    for k in sizes:
+        cluster_n = rng.integers(1, 90, size=k)
+        clusters.append((cluster_n, rng.binomial(cluster_n, rng.random())))
+    estimates = cluster_accuracy_cis(clusters, n_resamples=1000, seed=3)
+    assert len(estimates) == len(sizes)
+    for (cluster_n, cluster_correct), estimate in zip(clusters, estimates, strict=True):
+        n, correct = int(cluster_n.sum()), int(cluster_correct.sum())
+        assert (estimate.n, estimate.correct, estimate.units) == (n, correct, len(cluster_n))
+        if len(cluster_n) < 2:  # nothing to resample: no interval (no outcome: no accuracy)
+            assert (estimate.ci_low, estimate.ci_high) == (None, None)
+            continue
+        assert estimate.accuracy == correct / n
+        assert (estimate.ci_low, estimate.ci_high) == _gathered_cluster_interval(
+            cluster_n, cluster_correct, n_resamples=1000, seed=3
+        )
+    assert cluster_accuracy_cis([]) == []
+    with pytest.raises(ValueError, match="2 cluster sizes but 1 counts"):
+        cluster_accuracy_cis([([1], [1]), ([1, 2], [1])])
 
 
 def _first_seen_by_dict(labels):

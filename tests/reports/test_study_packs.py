@@ -15,6 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from accounts.workspaces import workspace_create
+from common.scoping import scoped_to
 from reports.models import PackedStudy
 from reports.tables import build_report
 from studies.models import Assignment, Guess, Participant, Study
@@ -192,3 +194,16 @@ def test_closing_a_scene_study_queues_its_packing(study, django_capture_on_commi
     study.status = Study.Status.LIVE
     study.save(update_fields=["status"])
     assert study_pack_task.apply(args=(study.pk,)).get() == "skipped"
+
+
+def test_the_answer_counts_read_only_the_requests_workspace(study):  # noqa: F811
+    """The studies' answers are counted from their scene responses, which carry the
+    workspace scope: another workspace counts none of them, even by the study's id."""
+    from reports import selectors
+
+    other = workspace_create(name="Another lab")
+    with scoped_to(other.pk):
+        assert selectors.counted_answer_counts("tvshowguess", [study.pk]) == {}
+        assert selectors.scene_study_sizes([study.pk])[study.pk]["human_answers"] == 0
+    with scoped_to(study.workspace_id):
+        assert selectors.counted_answer_counts("tvshowguess", [study.pk]) == {study.pk: 18}
