@@ -19,6 +19,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
+# numpy's OpenBLAS starts a thread per core for every matrix product. The processes that
+# build reports already fill the cores (gunicorn's cores + 1 workers, Celery's pool), so
+# those threads only wait on each other: a DynToM report's bootstrap products took
+# 52-411 ms each under load instead of 1.5-30 ms, and an API first build at 1M
+# predictions 0.57-0.61 s instead of 0.48 s on a near-quiet 2-core machine
+# (docs/benchmarks.md). One thread per process unless the environment or .env says
+# otherwise; OpenBLAS reads it when numpy first loads, which is after the settings.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 # Outside DEBUG a missing key is a start-up error, never a silent default.
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or ("insecure-dev-only-key" if DEBUG else "")
