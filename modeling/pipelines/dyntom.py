@@ -15,7 +15,7 @@ import ast
 import json
 import re
 import string
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.db.models import Prefetch
@@ -48,7 +48,9 @@ def option_text(option: str) -> str:
     return _OPTION_PREFIX_RE.sub("", option, count=1)
 
 
-def render_story(scenarios: list[DynToMScenario]) -> str:
+def render_story(scenarios: Sequence[DynToMScenario | Any]) -> str:
+    """The story from scenarios (instances, or rows with ``number``, ``background`` and
+    ``dialogue``), in the order given."""
     parts = []
     for scenario in scenarios:
         lines = [f"Scenario {scenario.number}", f"Background: {scenario.background}"]
@@ -58,7 +60,9 @@ def render_story(scenarios: list[DynToMScenario]) -> str:
     return "\n\n".join(parts)
 
 
-def render_questions(questions: list[DynToMQuestion]) -> str:
+def render_questions(questions: Sequence[DynToMQuestion | Any]) -> str:
+    """The questions with lettered options (instances, or rows with ``key``, ``text``
+    and ``options``), in the order given."""
     blocks = []
     for question in questions:
         options = "\n".join(
@@ -215,28 +219,50 @@ class DynToMPipeline(Pipeline):
         """The units in :meth:`build_units`'s order, read a few stages at a time.
 
         The first stages come from a small query so the engine's first wave of calls
-        leaves before the rest are read and rendered (with their questions, ~1.5 ms a
-        stage); the pages double from there, so a wide first wave reads little more
-        than it needs.
+        leaves before the rest are read and rendered; the pages double from there, so
+        a wide first wave reads little more than it needs.
         """
         ids = list(self._selected(selection).values_list("pk", flat=True))
         start, page = 0, FIRST_UNITS_PAGE
         while start < len(ids):
             chunk = ids[start : start + page]
             start, page = start + len(chunk), min(2 * page, LAST_UNITS_PAGE)
-            works = _with_stages(Work.objects.filter(pk__in=chunk).order_by("key"))
-            yield from self._units_of(works, template)
+            yield from self._units_of(chunk, template)
 
-    def _units_of(self, works, template) -> Iterator[CallUnit]:
+    @staticmethod
+    def _units_of(work_ids: list[int], template) -> Iterator[CallUnit]:
+        """The units of these works, read as rows rather than model instances: a
+        stage's ~70 questions as instances (and the stage's JSON fields, which the
+        prompt never shows) cost most of a page's reading, ~2 ms a stage, while the
+        first wave waits for it."""
+        works = list(
+            Work.objects.filter(pk__in=work_ids, stage__isnull=False)
+            .order_by("key")
+            .values_list("key", "stage__id", "stage__characters_information", named=True)
+        )
+        stage_ids = [work.stage__id for work in works]
+        scenarios: dict[int, list[Any]] = {}
+        for scenario in (
+            DynToMScenario.objects.filter(stage_id__in=stage_ids)
+            .order_by("stage_id", "number")
+            .values_list("stage_id", "number", "background", "dialogue", named=True)
+        ):
+            scenarios.setdefault(scenario.stage_id, []).append(scenario)
+        questions: dict[int, list[Any]] = {}
+        for question in (
+            DynToMQuestion.objects.filter(stage_id__in=stage_ids)
+            .order_by("stage_id", "position")
+            .values_list("id", "stage_id", "key", "text", "options", "gold_letter", named=True)
+        ):
+            questions.setdefault(question.stage_id, []).append(question)
         for work in works:
-            stage = work.stage
-            questions = list(stage.questions.all())
-            if not questions:
+            stage_questions = questions.get(work.stage__id)
+            if not stage_questions:
                 continue
             fields = {
-                "characters_information": stage.characters_information,
-                "story": render_story(list(stage.scenarios.all())),
-                "questions": render_questions(questions),
+                "characters_information": work.stage__characters_information,
+                "story": render_story(scenarios.get(work.stage__id, [])),
+                "questions": render_questions(stage_questions),
             }
             messages = []
             if template.system:
@@ -245,10 +271,10 @@ class DynToMPipeline(Pipeline):
             yield CallUnit(
                 key=f"dyntom:{work.key}",
                 messages=messages,
-                item_ids=[q.pk for q in questions],
+                item_ids=[q.id for q in stage_questions],
                 items=[
-                    {"id": q.pk, "key": q.key, "options": len(q.options), "gold": q.gold_letter}
-                    for q in questions
+                    {"id": q.id, "key": q.key, "options": len(q.options), "gold": q.gold_letter}
+                    for q in stage_questions
                 ],
             )
 
