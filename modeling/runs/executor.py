@@ -17,6 +17,7 @@ from decimal import Decimal
 from itertools import islice
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Q
 
 from ..backends import (
@@ -29,11 +30,11 @@ from ..backends import (
 )
 from ..backends.secrets import mask_secrets
 from ..credentials import backend_secret_values
-from ..models import CachedResponse, Run, RunCall
+from ..models import CachedResponse, Prediction, Run, RunCall
 from ..pipelines import CallUnit, Pipeline, Step, get_pipeline
 from .direct import DirectRequest, RunBudgetExceeded, run_direct_calls
 from .leases import LeaseHolder, LeaseView, _claim, _Lease, _release
-from .outcome import run_outcome
+from .outcome import NOT_PARSED, ParseCounts, run_outcome
 from .processes import EnginePool, engine_processes
 from .recording import (
     ProgressHook,
@@ -799,14 +800,15 @@ def _generate_into(
 
 def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
     holder = LeaseHolder.current()
-    run = Run.objects.get(pk=run_id)
-    if run.status != Run.Status.RUNNING or run.lease_holder_pid != holder.pid:
-        return run.status  # cancelled, or taken over: no longer ours to finish
-    calls = RunCall.objects.filter(run_id=run_id)
-    errors = calls.filter(status=RunCall.Status.ERROR).count()
+    # One query for the run's holder and the counts its ending may need, in plain SQL:
+    # the ORM's three subqueries cost ~1.5 ms to compile, the query itself ~0.1 ms.
+    with connection.cursor() as cursor:
+        cursor.execute(_finish_sql(), _finish_params(run_id))
+        status, holder_pid, total, done, errors, predictions, unparseable = cursor.fetchone()
+    if status != Run.Status.RUNNING or holder_pid != holder.pid:
+        return status  # cancelled, or taken over: no longer ours to finish
     if stop_status == Run.Status.STOPPED:
-        done = calls.filter(status=RunCall.Status.DONE).count()
-        message = f"stopped by {interrupt.reason} after {done} of {run.total_calls} calls"
+        message = f"stopped by {interrupt.reason} after {done} of {total} calls"
     elif stop_status == Run.Status.BUDGET_EXHAUSTED:
         message = "stopped: the budget would be exceeded"
     elif stop_status:
@@ -816,10 +818,33 @@ def _finish(run_id: int, stop_status: str, interrupt: RunInterrupt) -> str:
         message = f"{errors} call(s) failed; resume the run to retry them"
     else:
         # Every call came back: whether the run succeeded is for its answers to say.
-        stop_status, message = run_outcome(run_id=run_id)
+        stop_status, message = run_outcome(
+            run_id=run_id, counts=ParseCounts(predictions, unparseable)
+        )
     if not _release(run_id, holder, status=stop_status, error=message):
         return Run.objects.get(pk=run_id).status
     return stop_status
+
+
+def _finish_sql() -> str:
+    """The run's status and holder, its done and failed calls, its predictions and
+    the unparseable ones (``outcome.NOT_PARSED``); params from :func:`_finish_params`."""
+    quote = connection.ops.quote_name
+    calls, predictions = quote(RunCall._meta.db_table), quote(Prediction._meta.db_table)
+    return (
+        "SELECT status, lease_holder_pid, total_calls, "
+        f"(SELECT COUNT(*) FROM {calls} WHERE run_id = %s AND status = %s), "
+        f"(SELECT COUNT(*) FROM {calls} WHERE run_id = %s AND status = %s), "
+        f"(SELECT COUNT(*) FROM {predictions} WHERE run_id = %s), "
+        f"(SELECT COUNT(*) FROM {predictions} WHERE run_id = %s "
+        f"AND parse_status IN ({', '.join(['%s'] * len(NOT_PARSED))})) "
+        f"FROM {quote(Run._meta.db_table)} WHERE id = %s"
+    )
+
+
+def _finish_params(run_id: int) -> list:
+    done, error = RunCall.Status.DONE, RunCall.Status.ERROR
+    return [run_id, done, run_id, error, run_id, run_id, *NOT_PARSED, run_id]
 
 
 # --- preparing calls: a pipeline's chained prompts before its units ----------------------

@@ -63,14 +63,16 @@ def run_parse_counts(*, run_id: int) -> ParseCounts:
     return ParseCounts(counts["predictions"], counts["unparseable"])
 
 
-def run_outcome(*, run_id: int) -> tuple[str, str]:
+def run_outcome(*, run_id: int, counts: ParseCounts | None = None) -> tuple[str, str]:
     """The status and error of a run that ran to the end: ``(status, error)``.
 
     Failed when it has predictions and none could be parsed; succeeded otherwise (with
     unparseable answers the label says how many). A run without predictions (a direct-
     call run, a pipeline that only prepares) has nothing to judge and succeeds.
+    ``counts``: the run's, when the caller read them already (the engine, with the run).
     """
-    counts = run_parse_counts(run_id=run_id)
+    if counts is None:
+        counts = run_parse_counts(run_id=run_id)
     if counts.none_parsed:
         return Run.Status.FAILED, (
             f"{NO_PARSEABLE_REPLY}: none of the {counts.predictions} answers could be read; "
