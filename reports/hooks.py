@@ -13,46 +13,27 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import receiver
 
-from benchmarks.models import Benchmark
 from modeling.models import Run
 from modeling.runs.signals import predictions_changed, run_finished
 from studies.participation.services import participant_report_jobs_rebuilt_record
 from studies.participation.signals import participant_withdrawn, participants_exclusion_changed
 from studies.signals import study_closed
 
-from .chartom_answers import run_answers
-from .dyntom_outcomes import run_outcomes
 from .run_packs import packed_run_ids, packs_invalidate
 from .selectors import SPEAKER_BENCHMARKS
-from .services import report_jobs_rebuild_after_withdrawal
+from .services import report_jobs_rebuild_after_withdrawal, run_pack_queue, runs_pack
 from .study_packs import study_pack_queue, study_packs_delete
 
 logger = logging.getLogger(__name__)
 
 
-PACKERS = {Benchmark.DYNTOM: run_outcomes, Benchmark.CHARTOM_QA: run_answers}
-
-
-def _refresh_after_commit(run_ids: list[int]) -> None:
-    by_benchmark = packed_run_ids(run_ids)  # other benchmarks' runs queue nothing
-    if not by_benchmark:
-        return
-
-    def refresh() -> None:
-        # A failure here must not fail the run or the import: the report packs on
-        # first use whatever is missing or stale.
-        for benchmark, ids in by_benchmark.items():
-            try:
-                PACKERS[benchmark](ids)
-            except Exception:
-                logger.exception("packing %s runs %s failed", benchmark, ids)
-
-    transaction.on_commit(refresh)
-
-
 @receiver(run_finished, dispatch_uid="reports.run_packs.run_finished")
 def pack_finished_run(sender: Any, *, run_id: int, **kwargs: Any) -> None:
-    _refresh_after_commit([run_id])
+    """A finished run of a packed benchmark is packed by a worker once its end commits,
+    so its first report finds it packed; the engine returns (and its worker takes the
+    next run) without waiting for it."""
+    if packed_run_ids([run_id]):
+        run_pack_queue(run_id=run_id)
 
 
 @receiver(predictions_changed, dispatch_uid="reports.run_packs.predictions_changed")
@@ -61,8 +42,13 @@ def repack_changed_runs(sender: Any, *, run_ids: list[int], **kwargs: Any) -> No
     packs_invalidate(run_ids=run_ids)
     # A running run (a CharToM-QA pipeline merges judge verdicts batch by batch) is
     # packed once it finishes, not after every batch.
-    finished = Run.objects.filter(pk__in=list(run_ids)).exclude(status=Run.Status.RUNNING)
-    _refresh_after_commit(list(finished.values_list("pk", flat=True)))
+    finished = list(
+        Run.objects.filter(pk__in=list(run_ids))
+        .exclude(status=Run.Status.RUNNING)
+        .values_list("pk", flat=True)
+    )
+    if finished:
+        transaction.on_commit(lambda: runs_pack(finished))
 
 
 @receiver(study_closed, dispatch_uid="reports.study_packs.study_closed")

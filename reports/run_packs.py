@@ -7,13 +7,14 @@ pack (``reports.dyntom_outcomes``) holds question outcomes; the CharToM-QA pack
 (``reports.chartom_answers``) answers with their scores. This module keeps the copies
 current, whatever they hold.
 
-Packing happens when a run finishes or its predictions are imported (``reports.hooks``)
-and, for anything those missed, on first use: :func:`run_packs` compares each stored
-copy's fingerprint (count and highest id of the run's predictions) with the database
-and packs again where they differ. Predictions changed in place (a re-import with
-other answers, judge verdicts or text scores merged into details) keep count and ids,
-so their writer sends ``modeling.runs.signals.predictions_changed`` and
-:func:`packs_invalidate` marks the copy stale first.
+Packing happens when a run finishes (in a worker) or its predictions are imported
+(``reports.hooks``) and, for anything those missed, on first use: :func:`run_packs`
+compares each stored copy's fingerprint (count and highest id of the run's
+predictions) with the database and packs again where they differ. Predictions changed
+in place (a re-import with other answers, judge verdicts or text scores merged into
+details) keep count and ids, so their writer sends
+``modeling.runs.signals.predictions_changed`` and :func:`packs_invalidate` marks the
+copy stale first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from modeling.models import Run
 from .models import PackedRun
 
 PACKED_BENCHMARKS = (Benchmark.DYNTOM, Benchmark.CHARTOM_QA)
+# A finished run is packed by a worker (``reports.hooks.pack_finished_run``).
+RUN_PACK_TASK_NAME = "reports.run_pack"
 
 # Reads a run's predictions: (count and highest id of all of them, the packed bytes).
 Packer = Callable[[int], tuple[int, int, bytes]]

@@ -29,9 +29,17 @@ from common.tasks import task_send_on_commit
 from modeling.models import Run
 
 from . import selectors
+from .chartom_answers import run_answers
+from .dyntom_outcomes import run_outcomes
 from .models import ReportJob
 from .report_types import SAMPLES, SAMPLES_MEAN, Report
-from .run_packs import PACKED_BENCHMARKS, pack_generation, unpacked_predictions
+from .run_packs import (
+    PACKED_BENCHMARKS,
+    RUN_PACK_TASK_NAME,
+    pack_generation,
+    packed_run_ids,
+    unpacked_predictions,
+)
 from .tables.validation import build_validation_report
 
 logger = logging.getLogger(__name__)
@@ -45,6 +53,37 @@ STALE_RUNNING = timedelta(minutes=30)
 
 REPORT_TASK_NAME = "reports.build_report"
 job_tasks_register("reports.reportjob", REPORT_TASK_NAME, page="reports:job")
+
+
+# What packs a run of each packed benchmark (``reports.run_packs``).
+PACKERS = {Benchmark.DYNTOM: run_outcomes, Benchmark.CHARTOM_QA: run_answers}
+
+
+def runs_pack(run_ids: list[int]) -> bool:
+    """Pack those of these runs whose benchmark is packed; whether there were any."""
+    by_benchmark = packed_run_ids(run_ids)  # other benchmarks' runs: nothing to do
+    for benchmark, ids in by_benchmark.items():
+        # A failure here must not fail the run or the import: the report packs on
+        # first use whatever is missing or stale.
+        try:
+            PACKERS[benchmark](ids)
+        except Exception:
+            logger.exception("packing %s runs %s failed", benchmark, ids)
+    return bool(by_benchmark)
+
+
+def run_pack_queue(*, run_id: int) -> None:
+    """Pack a run that has just finished, in a worker once its end commits, so its first
+    report reads the pack and the engine (and the worker running it) need not wait."""
+    task_send_on_commit(RUN_PACK_TASK_NAME, (run_id,))
+
+
+def run_pack_build(*, run_id: int) -> str:
+    """The worker's side of :func:`run_pack_queue`: "skipped" for a run running again
+    (its next end queues another) or of a benchmark that is not packed. A redelivery
+    finds the pack current and stores nothing."""
+    finished = Run.objects.filter(pk=run_id).exclude(status=Run.Status.RUNNING)
+    return "packed" if runs_pack(list(finished.values_list("pk", flat=True))) else "skipped"
 
 
 def inline_max_predictions() -> int:

@@ -30,15 +30,22 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from benchmarks.models import DynToMQuestion
+from common.models import QueuedJob
 from modeling.models import Prediction, Run
 from modeling.runs.executor import run_execute
 from modeling.runs.prediction_import import predictions_import
 from modeling.runs.services import run_create
 from reports.dyntom_outcomes import _pack, _read_question_bank, question_bank, run_outcomes
 from reports.models import DynToMQuestionBankSnapshot, PackedRun
-from reports.run_packs import pack_store, packs_invalidate, unpacked_predictions
+from reports.run_packs import (
+    RUN_PACK_TASK_NAME,
+    pack_store,
+    packs_invalidate,
+    unpacked_predictions,
+)
 from reports.selectors import run_prediction_counts
 from reports.tables import build_report
+from reports.tasks import run_pack_task
 
 # The modeling suite's fixtures: the 24 real DynToM stages, a backend on the loopback
 # OpenAI-compatible server (imported here so pytest registers them for this module).
@@ -267,11 +274,21 @@ def test_a_finished_engine_run_is_packed(
         selection={"works": ["trial149"]},
         enqueue=False,
     )
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert run_execute(run_id=run.pk) == Run.Status.SUCCEEDED
+    # Queued for a worker once the run's end commits; the engine did not pack it.
+    job = QueuedJob.objects.get(task=RUN_PACK_TASK_NAME)
+    assert job.args == [run.pk] and len(callbacks) == 1
+    assert not PackedRun.objects.filter(run=run).exists()
+    assert run_pack_task.apply(args=(run.pk,)).get() == "packed"
     packed = PackedRun.objects.get(run=run)
     assert packed.predictions == run.predictions.count() > 0
     assert unpacked_predictions(run_prediction_counts(run_ids=[run.pk])) == 0
+    # A redelivery finds it packed; a run running again is left to its next end.
+    assert run_pack_task.apply(args=(run.pk,)).get() == "packed"
+    assert PackedRun.objects.get(run=run).generation == packed.generation
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    assert run_pack_task.apply(args=(run.pk,)).get() == "skipped"
 
 
 def test_the_page_builds_packed_runs_inline_above_the_row_threshold(
