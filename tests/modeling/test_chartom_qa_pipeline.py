@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import QAItem
+from common.models import QueuedJob
 from metrics.text_overlap import rouge_l
 from modeling.models import Backend, Prediction, Run
 from modeling.pipelines.chartom_qa import (
@@ -29,9 +30,13 @@ from modeling.pipelines.chartom_qa import (
     truncate_response,
     truncation_limit,
 )
-from modeling.pipelines.chartom_qa.text_similarity import predictions_text_similarity
+from modeling.pipelines.chartom_qa.text_similarity import (
+    TEXT_SIMILARITY_TASK_NAME,
+    predictions_text_similarity,
+)
 from modeling.runs.executor import run_execute
 from modeling.runs.services import run_create
+from reports.run_packs import RUN_PACK_TASK_NAME
 from reports.tables import build_report
 
 # The pure reading tests need no database; the rest do.
@@ -493,9 +498,14 @@ def test_bertscore_of_the_truncated_response(
     settings.TOMLAB_BERTSCORE_MODEL = str(tiny_bert)
     with django_capture_on_commit_callbacks() as queued:
         generative = execute("generative", openai_backend, {})
-    # BERTScore goes to a GPU worker when the run ends (beside the report's packing of
-    # the run); RougeL is there already.
-    assert [c.__qualname__ for c in queued].count("task_send_on_commit.<locals>.<lambda>") == 1
+    # BERTScore goes to a GPU worker when the run ends, and the report's packing of the
+    # run to a worker too, each sent once the end commits; RougeL is there already.
+    assert [c.__qualname__ for c in queued].count("task_send_on_commit.<locals>.<lambda>") == 2
+    sent = QueuedJob.objects.filter(task__in=[TEXT_SIMILARITY_TASK_NAME, RUN_PACK_TASK_NAME])
+    assert sorted(sent.values_list("task", "queue", "args")) == [
+        (TEXT_SIMILARITY_TASK_NAME, "gpu", [[generative.pk]]),
+        (RUN_PACK_TASK_NAME, "", [generative.pk]),
+    ]
     assert all("bertscore_f1" not in p.details for p in generative.predictions.all())
 
     assert predictions_text_similarity(run_ids=[generative.pk]) == 2
