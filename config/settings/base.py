@@ -293,6 +293,10 @@ LOGGING = {
     "loggers": {
         "httpx2": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # Named so that Django's own handlers on it (DEFAULT_LOGGING's console when DEBUG
+        # is on, mail_admins when it is off) are dropped: they do not redact, and its
+        # records reach the root's console, which does.
+        "django": {"handlers": [], "level": "INFO"},
         # runserver's request lines: through our console handler, so tokens are redacted.
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # gunicorn's error log ("Error handling request /s/p/<token>/"), in the worker

@@ -252,7 +252,8 @@ def test_celery_worker_handlers_get_the_redacting_filters(tmp_path):
         "from celery.utils.log import get_task_logger\n"
         "get_task_logger('t').warning('task Bearer abc.DEF-123456')\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    # DEBUG on: Django adds a console handler of its own then (it printed the path raw).
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DJANGO_DEBUG": "1"}
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=settings.BASE_DIR,

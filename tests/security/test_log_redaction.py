@@ -111,3 +111,28 @@ def test_every_handler_in_logging_redacts_tokens_and_secrets():
     assert gunicorn.handlers and all(
         any(isinstance(f, RedactInviteTokens) for f in h.filters) for h in gunicorn.handlers
     )
+
+
+def test_no_live_logger_keeps_a_handler_that_does_not_redact():
+    """Django's own handlers on the ``django`` logger (DEFAULT_LOGGING's console when DEBUG
+    is on, mail_admins when it is off) printed a token-bearing 404 path raw beside the
+    redacted line: LOGGING names that logger, so it has none and its records reach the
+    root's redacting console."""
+    from common.log_redaction import RedactSecrets
+
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    plain = [
+        (lg.name, type(h).__name__)
+        for lg in loggers
+        for h in lg.handlers
+        # pytest's capture handlers and libraries' NullHandlers write nowhere we ship.
+        if not isinstance(h, logging.NullHandler) and not type(h).__module__.startswith("_pytest")
+        if not (
+            any(isinstance(f, RedactInviteTokens) for f in h.filters)
+            and any(isinstance(f, RedactSecrets) for f in h.filters)
+        )
+    ]
+    assert plain == []
+    assert logging.getLogger("django").handlers == []
