@@ -78,6 +78,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, _error_body(f"no route {self.path}", "not_found"))
 
     def do_POST(self) -> None:
+        # The latency counts from the moment the request's headers were read, as a real
+        # server's time to answer does: reading the body, the responder and the reply's
+        # encoding happen inside it, not on top of it (on a small machine they would
+        # add the stand-in's own CPU to every call the engine is timed on).
+        arrived = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path.rstrip("/") != "/v1/chat/completions":
@@ -91,26 +96,30 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         reply = owner._next_reply(request_json, dict(self.headers.items()))
         try:
-            owner._wait(owner.fixed_latency + reply.delay)
+            status, body, content_type, headers = self._encode_reply(reply, request_json)
+            owner._wait(arrived + owner.fixed_latency + reply.delay - time.monotonic())
         finally:
             # Leave before answering: the client may send its next request the moment
             # the answer arrives, and that must not count as one more in flight.
             owner._leave()
         try:
-            self._send_reply(reply, request_json)
+            self._send_raw(status, body, content_type, headers)
             owner._answered(request_json)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its timeout); nothing to answer
 
-    def _send_reply(self, reply: Reply, request_json: dict[str, Any]) -> None:
+    def _encode_reply(
+        self, reply: Reply, request_json: dict[str, Any]
+    ) -> tuple[int, bytes, str, dict[str, str]]:
+        """(status, body, content type, headers) of a scripted or computed reply."""
         if reply.body is not None:
             body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-            self._send_raw(reply.status, body, reply.content_type, reply.headers)
-            return
+            return reply.status, body, reply.content_type, reply.headers
         if reply.status >= 400:
-            self._send(reply.status, _error_body(f"scripted {reply.status}"), reply.headers)
-            return
-        self._send(reply.status, self.server.owner._completion(reply, request_json), reply.headers)
+            payload: Any = _error_body(f"scripted {reply.status}")
+        else:
+            payload = self.server.owner._completion(reply, request_json)
+        return reply.status, json.dumps(payload).encode(), "application/json", reply.headers
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(payload).encode(), "application/json", headers or {})
