@@ -164,6 +164,21 @@ def backend_class(config: BackendConfig) -> type[ChatBackend]:
         raise BackendConfigError(f"backend {config.name}: unknown kind {config.kind!r}") from None
 
 
+# Kinds a worker imports when it starts: the HTTP client (openai, httpx) costs about
+# 0.9 s of CPU to import, which a worker's first run would otherwise pay inside its
+# first wave. transformers is left out: it brings torch, whose import and memory only
+# the GPU queue's workers should pay, and they pay them once for a run of minutes.
+PRELOADED_KINDS = ("openai",)
+
+
+def backends_preload() -> list[str]:
+    """Import the classes of the PRELOADED_KINDS now; their import paths."""
+    paths = [_KINDS[kind] for kind in PRELOADED_KINDS]
+    for path in paths:
+        import_string(path)
+    return paths
+
+
 def batches_itself(config: BackendConfig) -> bool:
     """True for backends that take a batch of requests at once (``complete_many``)."""
     return backend_class(config).complete_many is not ChatBackend.complete_many

@@ -1,8 +1,9 @@
 import logging
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
+from ..backends.base import backends_preload
 from .backend_services import TEST_TASK_NAME, backend_test_execute
 from .executor import run_execute
 from .leases import RunLeased
@@ -35,6 +36,13 @@ def train_baseline_task(self, run_id: int) -> str:
 def backend_test_task(backend_id: int) -> str:
     """One short prompt to a backend (Test connection), its outcome stored on the backend."""
     return backend_test_execute(backend_id=backend_id)
+
+
+@worker_init.connect
+def preload_backends(**kwargs) -> None:
+    """Import the HTTP backend before the pool forks: every child starts with it, and
+    no run's first wave waits on the import (issue 51)."""
+    backends_preload()
 
 
 @worker_ready.connect

@@ -220,6 +220,14 @@ def _measure_short(runs: int) -> None:
         f"{SHORT_LATENCY * 1000:.0f} ms (waves of {SHORT_CONCURRENCY} allow "
         f"{SHORT_CALLS / SHORT_CONCURRENCY / -(-SHORT_CALLS // SHORT_CONCURRENCY):.2f})"
     )
+    # What a started Celery worker has done before its first task: imported the task
+    # modules (Celery's first send from a process that has not pays about 1.1 s for it,
+    # inside the first run's timing) and, on worker_init, the HTTP backend.
+    from config.celery import app
+    from modeling.backends.base import backends_preload
+
+    app.loader.import_default_modules()
+    backends_preload()
     ratios = []
     with _server_process(SHORT_LATENCY) as server:
         backend = _bench_backend(server, SHORT_CONCURRENCY)
