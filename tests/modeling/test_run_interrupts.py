@@ -217,20 +217,27 @@ def test_kills_at_random_points_never_repeat_an_answered_call(
 
 
 def engine_children(parent_pid: int) -> list[int]:
-    """Live engine processes (modeling.runs.engine_process) that ``parent_pid`` started."""
-    found = []
+    """Live engine processes (modeling.runs.engine_process) that ``parent_pid`` started.
+
+    A process whose parent is one of them is not one: an engine process that starts a
+    program (the OpenAI client runs ``uname -p`` once, in ``platform.platform()``, for
+    its headers) has a child that carries the engine's command line until it execs, and
+    it was once counted as a fifth engine process of four. Matched by the command line,
+    not the parent pid, so an engine process that outlives its killed parent (and so
+    has a new parent) still counts."""
+    candidates: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
             continue
         mine = b"modeling.runs.engine_process" in argv and str(parent_pid).encode() in argv
         if mine and state not in "ZX":
-            found.append(int(entry.name))
-    return found
+            candidates[int(entry.name)] = int(ppid)
+    return sorted(pid for pid, ppid in candidates.items() if ppid not in candidates)
 
 
 @pytest.mark.slow
