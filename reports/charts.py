@@ -36,7 +36,6 @@ from typing import Literal
 import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede any pyplot import anywhere in the process
-
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -44,6 +43,10 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 from matplotlib.transforms import Bbox
 
 from .report_types import Cell, Chart, Report, Table
+
+# An SVG's clip-path and glyph ids are hashes salted with a fresh uuid4 unless a salt is
+# set: a fixed one makes the same numbers give the same bytes in every process.
+matplotlib.rcParams["svg.hashsalt"] = "tomlab-reports"
 
 ImageFormat = Literal["svg", "png"]
 IMAGE_FORMATS: tuple[ImageFormat, ...] = ("svg", "png")

@@ -32,7 +32,7 @@ from . import selectors
 from .chartom_answers import run_answers
 from .dyntom_outcomes import run_outcomes
 from .models import ReportJob
-from .report_types import SAMPLES, SAMPLES_MEAN, Report
+from .report_types import SAMPLES, SAMPLES_MEAN, Chart, Report, Table
 from .run_packs import (
     PACKED_BENCHMARKS,
     RUN_PACK_TASK_NAME,
@@ -252,6 +252,39 @@ def report_build_cached(
         # A running run changes under us: cache it briefly so progress shows up soon.
         cache.set(key, report, 15 if size["running"] else CACHE_SECONDS)
     return report
+
+
+# Bumped whenever reports/charts.py draws differently, so no cached drawing outlives it.
+CHART_DRAWING_VERSION = 1
+
+
+def chart_render_cached(report: Report, key: str, fmt: str, *, layout: str = "wide") -> bytes:
+    """``reports.charts.render`` of the chart ``key``, reused for the same numbers.
+
+    Drawing a chart costs 0.15-0.5 s of CPU (matplotlib lays it out, then encodes it),
+    and a report page asks for several each time it is opened. Keyed by a digest of
+    what is drawn (the chart, its table, the format and layout), not by the request:
+    the same numbers give the same bytes (the charts carry no date), and a new answer
+    or another selection changes the numbers and so the key. A workspace never gets
+    another's drawing unless its own numbers are the same. KeyError for no such chart.
+    """
+    # matplotlib is imported only when a chart is drawn (0.6 s; see reports.views).
+    from . import charts
+
+    chart = charts.chart_by_key(report, key)
+    table = report.table(chart.table)
+    cache_key = chart_cache_key(chart, table, fmt, layout=layout)
+    data = cache.get(cache_key)
+    if data is None:
+        data = charts.render(chart, table, fmt, layout=layout)  # type: ignore[arg-type]
+        cache.set(cache_key, data, CACHE_SECONDS)
+    return data
+
+
+def chart_cache_key(chart: Chart, table: Table, fmt: str, *, layout: str = "wide") -> str:
+    """The cache key of a drawing: a digest of everything the drawing is made from."""
+    drawn = repr((CHART_DRAWING_VERSION, fmt, layout, chart, table))
+    return f"reports:chart:{hashlib.sha256(drawn.encode()).hexdigest()}"
 
 
 def validation_report_cached(*, batch_ids: list[int] | None = None, seed: int = 0) -> Report:

@@ -475,7 +475,7 @@ def _chart_response(
     from . import charts
 
     try:
-        data = charts.render_chart(report, key, fmt, layout=layout)  # type: ignore[arg-type]
+        data = services.chart_render_cached(report, key, fmt, layout=layout)
     except KeyError:
         raise Http404(f"no chart {key!r}") from None
     response = HttpResponse(data, content_type=charts.CONTENT_TYPES[fmt])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 import struct
+import subprocess
+import sys
 import threading
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -15,6 +18,7 @@ from reports import charts
 from reports.report_types import Chart, Report, Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -304,3 +308,26 @@ def test_narrow_layout_draws_horizontal_bars_with_every_label(report):
     assert all(box.x0 >= 0 for box in boxes)  # long names wrapped, not cut at the edge
     ordered = sorted(boxes, key=lambda b: b.y0)
     assert all(a.y1 <= b.y0 + 0.5 for a, b in itertools.pairwise(ordered))
+
+
+def test_the_same_numbers_give_the_same_svg_bytes_in_another_process():
+    """Cached and diffed drawings need it: matplotlib salts an SVG's ids with a fresh uuid
+    unless a salt is set (reports.charts sets one)."""
+    code = (
+        "import hashlib, sys\n"
+        "from reports import charts\n"
+        "from reports.report_types import Chart, Report, Table\n"
+        "table = Table(key='t', title='T', columns=['System', 'Overall %'],\n"
+        "              rows=[['#1 a', 61.5], ['#2 b', 48.25]])\n"
+        "chart = Chart(key='c', title='C', kind='bar', table='t', x='System',\n"
+        "              series=['Overall %'])\n"
+        "report = Report(benchmark='b', title='B', tables=[table], charts=[chart])\n"
+        "print(hashlib.sha256(charts.render_chart(report, 'c', 'svg')).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(digests) == 1 and len(next(iter(digests))) == 64

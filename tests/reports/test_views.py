@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from benchmarks.models import DynToMQuestion
 from modeling.models import Prediction, Run
-from reports import selectors
+from reports import selectors, services
 from reports.models import ReportJob
 from tests.modeling import conftest as run_fixtures
 from tests.module_rows import build_dyntom_runs
@@ -291,6 +291,35 @@ def test_big_report_offers_a_background_build(client_researcher, dyntom_runs, se
 
 
 # --- charts ------------------------------------------------------------------------------
+
+
+def test_a_chart_is_drawn_once_for_its_numbers_and_again_when_they_change(
+    client_researcher, dyntom_runs
+):
+    """The drawing is cached by what it is drawn from: a second request is served the
+    stored bytes, and a new run changes the numbers, the key and the picture."""
+    from reports import charts
+
+    url = reverse("reports:chart", args=["dyntom", "accuracy", "svg"])
+    first = client_researcher.get(url)
+    assert first.status_code == 200
+    report = services.report_build_cached(benchmark="dyntom")
+    chart = charts.chart_by_key(report, "accuracy")
+    key = services.chart_cache_key(chart, report.table(chart.table), "svg")
+    assert cache.get(key) == first.content == charts.render_chart(report, "accuracy", "svg")
+    # The narrow layout and PNG are other drawings, under other keys.
+    assert services.chart_cache_key(chart, report.table(chart.table), "svg", layout="narrow") != key
+    assert services.chart_cache_key(chart, report.table(chart.table), "png") != key
+    assert client_researcher.get(url).content == first.content
+
+    make_dyntom_run("a third run", wrong_every=2)
+    changed = client_researcher.get(url)
+    assert changed.status_code == 200
+    assert changed.content != first.content
+    assert b"a third run" in changed.content
+    again = services.report_build_cached(benchmark="dyntom")
+    assert cache.get(key) == first.content  # the old drawing is not served for new numbers
+    assert changed.content == charts.render_chart(again, "accuracy", "svg")
 
 
 def test_chart_images(client_researcher, dyntom_runs):
