@@ -7,6 +7,7 @@ the same link must resume at that scene with the saved answers still chosen.
 """
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -289,12 +290,17 @@ def test_a_save_answered_503_is_retried_after_retry_after_and_lands(
     page.get_by_role("button", name="No, I have not").click()
     first = open_scene(participant)
     instance = speakers_of(first)[0]
-    refused = []
+    refused, held = [], []
 
     def first_save_unavailable(route):
         if route.request.method == "POST" and not refused:
             refused.append(route.request.url)
             route.fulfill(status=503, headers={"Retry-After": "1"}, body="database down")
+        elif route.request.method == "POST" and not held:
+            # The retry waits here until the notice has been seen. The notice lasts
+            # until the retry is answered, and on a busy machine (CI, Nov 2026) that
+            # second passed between two polls of the check below.
+            held.append(route)
         else:
             route.continue_()
 
@@ -304,6 +310,12 @@ def test_a_save_answered_503_is_retried_after_retry_after_and_lands(
 
     expect(page.get_by_role("status").filter(has_text="saving again in 1 s")).to_be_visible()
     screenshot("rater-save-retry")
+    deadline = time.monotonic() + 30
+    while not held:  # the page sends the retry Retry-After's second after the 503
+        assert time.monotonic() < deadline, "the save was never retried"
+        page.wait_for_timeout(100)  # route handlers run while the page is waited on
+    assert held[0].request.url == refused[0]
+    held[0].continue_()
     expect(page.locator(f"#status-{instance.pk}")).to_have_text("✓ Saved")
     expect(page.locator("#save-retry")).to_be_hidden()
     assert len(refused) == 1
