@@ -14,6 +14,18 @@ from config.warmup import warm_up
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def in_a_fresh_process(code: str) -> str:
+    """What ``code`` prints in a new interpreter with the test settings."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"DJANGO_SETTINGS_MODULE": "config.settings.test", "PATH": "/usr/bin:/bin"},
+    ).stdout
+
+
 def test_warm_up_imports_the_views_and_compiles_the_rater_templates():
     names = warm_up()
 
@@ -32,15 +44,7 @@ def test_the_urlconf_does_not_import_matplotlib():
     code = (
         "import sys, django; django.setup(); import config.urls; print('matplotlib' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"DJANGO_SETTINGS_MODULE": "config.settings.test", "PATH": "/usr/bin:/bin"},
-    )
-    assert out.stdout.strip() == "False"
+    assert in_a_fresh_process(code).strip() == "False"
 
 
 def test_a_celery_worker_imports_the_http_backend_before_its_pool_forks():
@@ -56,12 +60,4 @@ def test_a_celery_worker_imports_the_http_backend_before_its_pool_forks():
         "worker_init.send(sender=None)\n"
         "print(before, 'openai' in sys.modules, 'torch' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"DJANGO_SETTINGS_MODULE": "config.settings.test", "PATH": "/usr/bin:/bin"},
-    )
-    assert out.stdout.split() == ["False", "True", "False"]
+    assert in_a_fresh_process(code).split() == ["False", "True", "False"]
