@@ -39,8 +39,12 @@ serve: $(VENV)/.installed
 # tests at the end. `make test TEST_WORKERS=0` runs it in this one process.
 TEST_WORKERS ?= $(shell nproc)
 
+# PYTHONDONTWRITEBYTECODE is emptied for the run: where the environment sets it (these
+# machines do), every process the suite starts (xdist workers, Celery workers, engine
+# processes, manage.py commands) compiles the app from source again, and pytest rewrites
+# the asserts of every test module again in each worker, about 10 s of CPU each.
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal) --durations=15 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal) --durations=15 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -18,11 +18,18 @@ _RESEARCHER_APPS = ("benchmarks", "studies", "annotation", "modeling", "reports"
 @transaction.atomic
 def roles_ensure() -> dict[str, Group]:
     """Create the role groups and give researchers every permission of our apps."""
-    groups = {
-        name: Group.objects.get_or_create(name=name)[0] for name in (RESEARCHER, ANNOTATOR, RATER)
-    }
-    perms = Permission.objects.filter(content_type__app_label__in=_RESEARCHER_APPS)
-    groups[RESEARCHER].permissions.set(perms)
+    names = (RESEARCHER, ANNOTATOR, RATER)
+    found = {group.name: group for group in Group.objects.filter(name__in=names)}
+    groups = {name: found.get(name) or Group.objects.get_or_create(name=name)[0] for name in names}
+    # Ids, not Permission rows: every user created calls this, and building ~250
+    # Permission objects (with their content types) to compare them cost more than the
+    # rest of the user's creation.
+    perms = (
+        Permission.objects.filter(content_type__app_label__in=_RESEARCHER_APPS)
+        .order_by()
+        .values_list("pk", flat=True)
+    )
+    groups[RESEARCHER].permissions.set(list(perms))
     return groups
 
 
