@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from studies.models import StudyItem
 from studies.participation import services as participation_services
 from tests.browser.axe import axe_violations, describe
+from tests.browser.conftest import sign_in
 from tests.studies import conftest as study_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,11 +24,7 @@ def check(page, name: str) -> None:
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def test_rater_pages_have_no_serious_violations(live_server, page, live_study):

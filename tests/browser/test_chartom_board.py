@@ -15,6 +15,7 @@ from annotation.chartom.workflow import construction_advance, construction_lock
 from annotation.models import Construction, Stage, TaskAssignment
 from benchmarks.models import QAItem
 from tests.annotation.chartom import conftest as chartom_fixtures
+from tests.browser.conftest import sign_in
 
 # The construction tests' fixtures (their conftest is not above this folder).
 book = chartom_fixtures.book
@@ -41,11 +42,7 @@ def _advance(construction: Construction, stage: str) -> Construction:
 
 
 def _log_in(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, username, password)
 
 
 def _csp_watch(page) -> list[str]:

@@ -18,7 +18,7 @@ from annotation.chartom.note_checks import note_check_sample
 from annotation.models import BookText, Construction, NoteBatch, ReaderNote, TaskAssignment
 from benchmarks.models import Benchmark, Work
 from modeling.models import Prediction, Run
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, sign_in
 from tests.factories import QAItemFactory, WorkFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,11 +89,7 @@ def work_to_do(db):
 
 
 def _log_in(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, username, password)
 
 
 def test_checks_with_the_keyboard_then_the_report(

@@ -16,6 +16,7 @@ from annotation.models import QualificationAttempt, QualificationSet
 
 # The construction tests' fixtures (their own sample notes), used here as they are.
 from tests.annotation.chartom.conftest import book, make_construction  # noqa: F401
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,11 +26,7 @@ GOLD = f"grins 😏 at the {CAFE}"
 
 
 def _log_in(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, username, password)
 
 
 def test_researcher_builds_a_gold_item_and_a_matching_trial_scores_1(

@@ -33,6 +33,7 @@ from annotation.models import (
 
 # The construction tests' fixtures (their own sample notes), used here as they are.
 from tests.annotation.chartom.conftest import book, make_construction  # noqa: F401
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,11 +56,7 @@ def _advance(construction: Construction, stage: str) -> None:
 
 
 def _log_in(page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill("ann")
-    page.get_by_label("Password").fill("pw-ann-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, "ann", "pw-ann-123!")
 
 
 def _csp_watch(page) -> list[str]:
@@ -279,11 +276,7 @@ def test_qualification_trial_with_the_keyboard(
 
     # The researcher sees every attempt on the set, and opens this one.
     page.get_by_role("button", name="Log out").click()
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, "res", "pw-res-123!")
     page.goto(f"{base}/annotation/chartom/qualification/")
     expect(page.get_by_role("heading", name="New gold set")).to_be_visible()
     screenshot("chartom-qualification-researcher")

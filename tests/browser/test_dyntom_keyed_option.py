@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from annotation.dyntom.validation.services import validation_batch_create
 from benchmarks.models import DynToMQuestion, DynToMStage
 from studies.choice.services import dyntom_gold_index
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,11 +26,7 @@ def test_the_keyed_option_is_marked_beside_answerability(
         name="questions", stages=DynToMStage.objects.all(), kinds=["question"], k=1
     )
     base = live_server.url
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill("ann")
-    page.get_by_label("Password").fill("pw-ann-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, "ann", "pw-ann-123!")
     page.goto(f"{base}/annotation/validation/")
     page.get_by_role("button", name="Take the next stage").click()
     page.wait_for_url("**/annotation/validation/stages/*/")

@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from modeling.models import Prediction, PromptTemplate, Run, RunCall
 from modeling.runs import executor, prompt_templates, services
+from tests.browser.conftest import sign_in
 from tests.modeling import conftest as run_fixtures
 from tests.modeling.conftest import gold_responder
 
@@ -18,11 +19,7 @@ dyntom_stages = run_fixtures.dyntom_stages
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def test_preview_start_and_watch_a_run(

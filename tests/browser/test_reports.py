@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from reports import services
 from reports.models import ReportJob
+from tests.browser.conftest import sign_in
 from tests.modeling import conftest as run_fixtures
 from tests.reports.test_views import make_dyntom_run
 
@@ -25,11 +26,7 @@ dyntom_stages = run_fixtures.dyntom_stages
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def wait_for_charts(page) -> int:

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studies.participation import services as participation_services
+from tests.browser.conftest import sign_in
 from tests.browser.test_study_recruitment import both_widths
 from tests.studies import conftest as study_fixtures
 
@@ -18,11 +19,7 @@ live_study = study_fixtures.live_study
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def test_researcher_pages_at_desktop_and_phone_widths(

@@ -16,6 +16,7 @@ from benchmarks.models import SpeakerInstance
 from studies.models import Assignment, Guess, HistoryView, Study
 from studies.participation import services as participation_services
 from studies.scene import services as scene_services
+from tests.browser.conftest import sign_in
 from tests.studies import conftest as study_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,11 +72,7 @@ def tag_with_keys(page, code: str, tag: str) -> None:
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def test_rater_takes_the_study_with_the_keyboard_and_resumes_after_reload(

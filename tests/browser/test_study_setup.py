@@ -24,6 +24,7 @@ from studies.scene.services import (
     participant_next_step,
     scene_submit,
 )
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,11 +37,7 @@ def friends(shared_data):
 
 
 def log_in(page, live_server) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "res", "pw-res-123!")
 
 
 def answer_one_scene(participant: Participant) -> None:

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 from annotation.dyntom.validation.services import validation_batch_create
 from annotation.models import ValidationAssignment, ValidationDecision, ValidationScore
 from benchmarks.models import DynToMStage
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,11 +36,7 @@ def batch(shared_data: Path, tmp_path: Path):
 
 
 def _log_in(page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill("ann")
-    page.get_by_label("Password").fill("pw-ann-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, "ann", "pw-ann-123!")
 
 
 def _scores(slot: ValidationAssignment) -> dict[str, int]:
@@ -123,11 +120,7 @@ def test_researcher_sees_decisions_overrides_and_the_report(
         values = {c["key"]: (1 if c["scale"] == "yes_no" else 3) for c in slot.rubric.criteria}
         validation_submit(assignment_id=slot.pk, annotator=annotator, values=values)
     base = live_server.url
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill("res")
-    page.get_by_label("Password").fill("pw-res-123!")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, "res", "pw-res-123!")
     page.goto(f"{base}/annotation/validation/{batch.pk}/")
     row = page.locator("tr", has_text="mental-state trajectory").last
     expect(row).to_contain_text("mean coherence 3.0 < 4.0")
