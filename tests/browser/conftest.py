@@ -12,7 +12,7 @@ CHROMIUM_ARGS = [
     "--disable-gpu",
     # With no GPU the compositor draws in software either way; in the browser process it
     # spares a process and its IPC: about 4 % less chromium CPU in three alternating
-    # pairs of the same eight browser tests (docs/benchmarks.md, issue 44).
+    # pairs of six and eight browser tests (docs/benchmarks.md, issue 44).
     "--in-process-gpu",
     "--disable-background-networking",
     "--disable-component-update",

@@ -41,10 +41,6 @@ def _advance(construction: Construction, stage: str) -> Construction:
         return construction_advance(construction_lock(construction.pk), stage)
 
 
-def _log_in(page, base: str, username: str, password: str) -> None:
-    sign_in(page, base, username, password)
-
-
 def _csp_watch(page) -> list[str]:
     violations: list[str] = []
     page.on(
@@ -70,7 +66,7 @@ def test_bonus_review_by_keyboard(live_server, page, screenshot, annotator, make
     _advance(construction, Stage.BONUS_REVIEW)
     violations = _csp_watch(page)
     base = live_server.url
-    _log_in(page, base, "ann", "pw-ann-123!")
+    sign_in(page, base, "ann", "pw-ann-123!")
 
     page.goto(f"{base}/annotation/chartom/")
     expect(page.get_by_test_id("open-bonus_review")).to_have_text("1")
@@ -155,7 +151,7 @@ def test_distractor_review_publishes_and_researcher_pages(
     )
     violations = _csp_watch(page)
     base = live_server.url
-    _log_in(page, base, "ann", "pw-ann-123!")
+    sign_in(page, base, "ann", "pw-ann-123!")
     page.goto(f"{base}/annotation/chartom/")
     page.keyboard.press("6")
     page.wait_for_url("**/annotation/chartom/distractors/*/")
@@ -181,7 +177,7 @@ def test_distractor_review_publishes_and_researcher_pages(
     expect(page.get_by_text("Nothing is waiting for you")).to_be_visible()
     page.get_by_role("button", name="Log out").click()
 
-    _log_in(page, base, "res", "pw-res-123!")
+    sign_in(page, base, "res", "pw-res-123!")
     page.goto(f"{base}/annotation/chartom/")
     expect(page.get_by_role("group", name="New note batch")).to_be_visible()
     screenshot("chartom-board-researcher")
@@ -213,7 +209,7 @@ def test_bonus_review_with_the_mouse_down_to_an_empty_list_and_back(
     _advance(construction, Stage.BONUS_REVIEW)
     violations = _csp_watch(page)
     base = live_server.url
-    _log_in(page, base, "ann", "pw-ann-123!")
+    sign_in(page, base, "ann", "pw-ann-123!")
     page.goto(f"{base}/annotation/chartom/")
     page.locator('[data-start-key="5"]').click()
     page.wait_for_url("**/annotation/chartom/bonus/*/")

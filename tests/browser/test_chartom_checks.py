@@ -88,10 +88,6 @@ def work_to_do(db):
     return judgement_sample_create(name="browser sample", run_ids=[run.pk], size=2, k=1)
 
 
-def _log_in(page, base: str, username: str, password: str) -> None:
-    sign_in(page, base, username, password)
-
-
 def test_checks_with_the_keyboard_then_the_report(
     live_server, page, screenshot, annotator, researcher, work_to_do
 ):
@@ -101,7 +97,7 @@ def test_checks_with_the_keyboard_then_the_report(
         lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
     )
     base = live_server.url
-    _log_in(page, base, "ann", "pw-ann-123!")
+    sign_in(page, base, "ann", "pw-ann-123!")
     page.goto(f"{base}/annotation/chartom/checks/")
     page.get_by_role("button", name="Check the next note").click()
     page.wait_for_url("**/checks/notes/*/")
@@ -145,7 +141,7 @@ def test_checks_with_the_keyboard_then_the_report(
     assert scores == [{"score": 0.7, "comment": "misses 2 points"}, {"score": 1.0, "comment": ""}]
 
     page.context.clear_cookies()
-    _log_in(page, base, "res", "pw-res-123!")
+    sign_in(page, base, "res", "pw-res-123!")
     page.goto(f"{base}/annotation/chartom/checks/")
     expect(page.get_by_role("heading", name="Sample notes to check")).to_be_visible()
     screenshot("chartom-checks-researcher")

@@ -25,10 +25,6 @@ NOTE = f"Vautrin grins 😏 at the {CAFE} crowd: he wants Eugene on his side."
 GOLD = f"grins 😏 at the {CAFE}"
 
 
-def _log_in(page, base: str, username: str, password: str) -> None:
-    sign_in(page, base, username, password)
-
-
 def test_researcher_builds_a_gold_item_and_a_matching_trial_scores_1(
     live_server,
     page,
@@ -49,7 +45,7 @@ def test_researcher_builds_a_gold_item_and_a_matching_trial_scores_1(
     base = live_server.url
 
     # --- the researcher: an empty set, one gold item marked with the keyboard ---------
-    _log_in(page, base, "res", "pw-res-123!")
+    sign_in(page, base, "res", "pw-res-123!")
     page.goto(f"{base}/annotation/chartom/qualification/")
     page.get_by_label("Name").fill("built by hand")
     page.get_by_role("button", name="Create the set").click()
@@ -85,7 +81,7 @@ def test_researcher_builds_a_gold_item_and_a_matching_trial_scores_1(
     page.get_by_role("button", name="Log out").click()
 
     # --- the annotator: the same text with the mouse scores 1.00 ----------------------
-    _log_in(page, base, "ann", "pw-ann-123!")
+    sign_in(page, base, "ann", "pw-ann-123!")
     page.goto(f"{base}/annotation/chartom/qualification/")
     page.get_by_test_id("start").click()
     page.wait_for_url("**/items/1/")
