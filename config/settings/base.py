@@ -257,6 +257,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_BROKER_DIR / "control"),
         "store_processed": False,
     }
+    # Kombu's filesystem transport, writing each message whole before a worker can
+    # take it (common/broker.py).
+    CELERY_BROKER_TRANSPORT = "common.broker:Transport"
 CELERY_RESULT_BACKEND = None  # job state lives in our own Run rows
 CELERY_TASK_ACKS_LATE = True  # a killed worker's job is redelivered, not lost
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
