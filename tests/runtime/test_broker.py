@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from queue import Empty
 
 from kombu import Connection
 
+import common.broker
 from common.broker import Transport
 
 
@@ -64,10 +66,6 @@ def test_a_message_is_out_of_a_readers_reach_until_it_is_whole(tmp_path, monkeyp
     """At the moment the written file is renamed into place, it is complete and a
     reader polling the folder finds nothing to take yet (kombu's own _put exposed the
     file under its final name before writing it)."""
-    import os
-
-    import common.broker
-
     real_replace = os.replace
     checked: list[bytes] = []
     with _connection(tmp_path) as conn:
