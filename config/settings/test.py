@@ -40,6 +40,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # DELETE, not TRUNCATE, after each transactional test: tests/pg_flush/base.py.
     DATABASES["default"]["ENGINE"] = "tests.pg_flush"  # noqa: F405
+    # A commit does not wait for its WAL to reach the disk (3.6 ms a commit on a 2-core
+    # CI machine, about 13,000 of them a run; 0.05 ms without): the suite's databases
+    # are thrown away, and its SQLite runs with synchronous=NORMAL, which does not wait
+    # either. A client-side option, so it holds on any server CI finds (docs/testing.md).
+    _options = DATABASES["default"].setdefault("OPTIONS", {})  # noqa: F405
+    _options["options"] = f"{_options.get('options', '')} -c synchronous_commit=off".strip()
 
 if CELERY_BROKER_URL.startswith("redis"):  # noqa: F405
     # Keys of this run and xdist worker only: a demo, another run or another xdist
@@ -55,3 +61,9 @@ TOMLAB_WEBHOOK_BACKOFF_S = 0.5
 
 # Short leases so the kill-the-worker test resumes within seconds.
 MODELING_RUN_LEASE_S = int(os.environ.get("MODELING_RUN_LEASE_S", "3"))
+
+# A worker whose pool process is killed waits this long for a result the process may
+# have sent before it died, then rejects the job (redelivered: acks late) and frees the
+# slot. Celery's 10 s default left the kill-a-pool-process tests idle for 10 s each;
+# a killed process's pipe holds whatever it sent, so 2 s is ample on a loaded machine.
+CELERY_WORKER_LOST_WAIT = 2.0

@@ -187,17 +187,20 @@ def test_kills_at_random_points_never_repeat_an_answered_call(
     rng = random.Random(seed)
     openai_backend.max_concurrency = 8
     openai_backend.save()
-    llm_server.fixed_latency = 0.2
-    llm_server.responder = answer_all("b")
     repeated_in_flight = 0
     for trial in range(trials):
         llm_server.reset()
         llm_server.responder = answer_all("b")
+        # Slow replies while run_model runs, so the kill lands with calls in flight.
+        llm_server.fixed_latency = 0.2
         proc = _start(*_new_run_args(openai_backend, seed=1000 * (trial + 1)))
         killed_at = _kill_at_random_point(llm_server, proc, rng)
         run = Run.objects.order_by("-pk").first()
         sent_before = llm_server.request_count
         durable = _answered_before(llm_server, killed_at - DURABLE_WITHIN_S)
+        # The resume's own replies need no delay: what it sends again is decided by
+        # what was stored before the kill, not by how fast the server answers now.
+        llm_server.fixed_latency = 0
 
         # Resumed here, in this process: the dead subprocess's lease is taken over.
         with override_settings(MODELING_RUN_LEASE_S=LEASE_S):
