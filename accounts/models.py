@@ -49,6 +49,8 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["workspace", "user"], name="membership_once")
         ]
 
+    str_relations = ("user", "workspace")
+
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
 
@@ -91,6 +93,8 @@ class PasswordChangeRequired(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="password_change_required"
     )
     since = models.DateTimeField(default=timezone.now)
+
+    str_relations = ("user",)
 
     def __str__(self) -> str:
         return f"{self.user} must change their password"

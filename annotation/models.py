@@ -462,6 +462,8 @@ class ValidationObject(models.Model):
             )
         ]
 
+    str_relations = ("vstage",)
+
     def __str__(self) -> str:
         return f"{self.vstage.label}: {self.label}"
 
@@ -642,6 +644,8 @@ class AcceptedSet(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["batch", "version"], name="accepted_set_version")
         ]
+
+    str_relations = ("batch",)
 
     def __str__(self) -> str:
         return f"{self.batch} accepted set v{self.version}"

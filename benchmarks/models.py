@@ -149,6 +149,8 @@ class Scene(TimestampedModel):
         ]
         indexes = [models.Index(fields=["work", "part", "position"])]
 
+    str_relations = ("work",)
+
     def __str__(self) -> str:
         return f"{self.work.key} scene {self.source_id}"
 
@@ -171,6 +173,8 @@ class SpeakerInstance(TimestampedModel):
         constraints = [
             models.UniqueConstraint(fields=["scene", "code"], name="instance_natural_key")
         ]
+
+    str_relations = ("scene",)
 
     def __str__(self) -> str:
         return f"{self.scene} {self.code}"
@@ -293,6 +297,8 @@ class DynToMStage(TimestampedModel):
         verbose_name = "DynToM stage"
         verbose_name_plural = "DynToM stages"
 
+    str_relations = ("work",)
+
     def __str__(self) -> str:
         return f"{self.work.key}: {self.main_character}"
 
@@ -365,6 +371,8 @@ class DynToMQuestion(TimestampedModel):
         ]
         indexes = [models.Index(fields=["question_type", "mental_state"])]
 
+    str_relations = ("stage__work",)
+
     def __str__(self) -> str:
         return f"{self.stage.work.key} {self.key}"
 
@@ -402,6 +410,8 @@ class MCItem(TimestampedModel):
         constraints = [
             models.UniqueConstraint(fields=["work", "item_id"], name="mc_item_natural_key")
         ]
+
+    str_relations = ("work",)
 
     def __str__(self) -> str:
         return f"{self.work.key} {self.item_id}"

@@ -41,6 +41,8 @@ from django.db import models
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.fields import InvalidJSONInput
 
+from .admin_delete import deleted_objects
+
 _BIGINT = 2**63
 
 
@@ -148,7 +150,11 @@ def _field_refs(expression: Any) -> list[str]:
 
 class InputSafeAdminMixin:
     """Form fields that turn malformed input into form errors (ModelAdmin and inlines),
-    and changelists that answer nothing about a secret field."""
+    changelists that answer nothing about a secret field, and a delete confirmation
+    whose queries do not grow with the rows it lists (common.admin_delete)."""
+
+    def get_deleted_objects(self, objs: Any, request: Any) -> Any:
+        return deleted_objects(objs, request, self.admin_site)  # type: ignore[attr-defined]
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         if names_secret(self.model, lookup):  # type: ignore[attr-defined]

@@ -499,6 +499,8 @@ class Prediction(models.Model):
             ),
         ]
 
+    str_relations = ("run",)
+
     def __str__(self) -> str:
         return f"{self.run} {self.parsed_answer or self.parse_status}"
 

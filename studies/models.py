@@ -196,6 +196,8 @@ class StudyWork(models.Model):
         ordering = ["study_id", "position"]
         constraints = [models.UniqueConstraint(fields=["study", "work"], name="study_work_unique")]
 
+    str_relations = ("study", "work")
+
     def __str__(self) -> str:
         return f"{self.study} / {self.work}"
 
@@ -291,6 +293,8 @@ class StudyItem(models.Model):
             ),
         ]
 
+    str_relations = ("study", "scene", "qa_item", "stage", "mc_item")
+
     def __str__(self) -> str:
         what = self.scene or self.qa_item or self.stage or self.mc_item
         return f"{self.study} / {what or 'instructed-response item'}"
@@ -377,6 +381,8 @@ class Participant(models.Model):
             )
         ]
 
+    str_relations = ("user",)
+
     def __str__(self) -> str:
         return self.label or (self.user.username if self.user_id else f"participant {self.pk}")
 
@@ -398,6 +404,8 @@ class Familiarity(models.Model):
             models.UniqueConstraint(fields=["participant", "work"], name="familiarity_unique")
         ]
         verbose_name_plural = "familiarities"
+
+    str_relations = ("participant", "work")
 
     def __str__(self) -> str:
         return f"{self.participant} {'has' if self.seen else 'has not'} seen {self.work}"
@@ -427,6 +435,8 @@ class WorkSession(models.Model):
             )
         ]
 
+    str_relations = ("participant", "study_work__work")
+
     def __str__(self) -> str:
         return f"{self.participant} / {self.study_work.work}"
 
@@ -442,6 +452,8 @@ class HistoryView(models.Model):
     opened_at = models.DateTimeField(auto_now_add=True)
 
     objects = WorkspaceManager("session__participant__study__workspace")
+
+    str_relations = ("session",)
 
     def __str__(self) -> str:
         return f"{self.session} history ({self.where})"
@@ -483,6 +495,8 @@ class Assignment(models.Model):
             models.UniqueConstraint(fields=["participant", "study_item"], name="assignment_once")
         ]
         indexes = [models.Index(fields=["study_item", "status"])]
+
+    str_relations = ("participant", "study_item")
 
     def __str__(self) -> str:
         return f"{self.participant} / {self.study_item}"
@@ -557,6 +571,8 @@ class Guess(models.Model):
         ]
         verbose_name_plural = "guesses"
 
+    str_relations = ("assignment", "instance")
+
     def __str__(self) -> str:
         return f"{self.assignment} {self.instance.code}: {self.answer}"
 
@@ -626,6 +642,8 @@ class ChoiceAnswer(models.Model):
             ),
         ]
 
+    str_relations = ("assignment",)
+
     def __str__(self) -> str:
         return f"{self.assignment} round {self.round}: option {self.option}"
 
@@ -651,6 +669,8 @@ class StratumTally(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["study", "key"], name="stratum_tally_unique")
         ]
+
+    str_relations = ("study",)
 
     def __str__(self) -> str:
         return f"{self.study} / {self.key}"
@@ -682,6 +702,8 @@ class StudyTextVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["study", "kind", "version"], name="text_version_once")
         ]
+
+    str_relations = ("study",)
 
     def __str__(self) -> str:
         return f"{self.study} {self.kind} v{self.version}"

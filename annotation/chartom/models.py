@@ -104,6 +104,8 @@ class ReaderNote(models.Model):
             models.UniqueConstraint(fields=["batch", "position"], name="reader_note_position")
         ]
 
+    str_relations = ("book",)
+
     def __str__(self) -> str:
         return f"{self.book} / {self.target_character} #{self.position}"
 
@@ -191,6 +193,8 @@ class Construction(models.Model):
         ]
         indexes = [models.Index(fields=["stage", "state"])]
 
+    str_relations = ("note",)
+
     def __str__(self) -> str:
         return f"{self.note} [{self.dimension}]"
 
@@ -217,6 +221,8 @@ class FieldChange(models.Model):
 
     class Meta:
         ordering = ["construction", "changed_at", "pk"]
+
+    str_relations = ("changed_by",)
 
     def __str__(self) -> str:
         who = self.changed_by or self.model or "system"
@@ -358,6 +364,8 @@ class TaskAssignment(models.Model):
         ]
         indexes = [models.Index(fields=["annotator", "submitted_at"])]
 
+    str_relations = ("task",)
+
     def __str__(self) -> str:
         return f"{self.task} → {self.annotator_id}"
 
@@ -422,6 +430,8 @@ class QualificationItem(models.Model):
             models.UniqueConstraint(fields=["qset", "position"], name="qualification_item_pos")
         ]
 
+    str_relations = ("qset",)
+
     def __str__(self) -> str:
         return f"{self.qset} #{self.position}"
 
@@ -443,6 +453,8 @@ class QualificationAttempt(models.Model):
     class Meta:
         ordering = ["qset", "annotator", "started_at"]
 
+    str_relations = ("qset",)
+
     def __str__(self) -> str:
         return f"{self.qset} by {self.annotator_id}"
 
@@ -462,6 +474,8 @@ class QualificationAnswer(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["attempt", "item"], name="qualification_answer_unique")
         ]
+
+    str_relations = ("attempt",)
 
     def __str__(self) -> str:
         return f"{self.attempt} / {self.item_id}"

@@ -12,8 +12,12 @@ import json
 import re
 
 import pytest
+from django.apps import apps
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Count
+from django.test.utils import CaptureQueriesContext
 
 from accounts.roles import has_role
 from annotation.chartom.board import annotator_cards
@@ -28,6 +32,7 @@ from annotation.chartom.models import (
     TaskKind,
 )
 from benchmarks.models import Benchmark
+from common.admin_delete import str_select_related
 from demo import studies as demo_studies
 from demo.management.commands import load_demo
 from modeling.models import CachedResponse, Prediction, Run, RunCall
@@ -453,3 +458,37 @@ def test_demo_answerers_are_finished_with_believable_times():
     first = answered.order_by("participant", "position", "pk").first()
     assert first.first_shown_at >= first.participant.consented_at
     assert first.submitted_at > first.first_shown_at
+
+
+def test_every_demo_row_is_named_without_a_query_once_its_str_relations_are_selected():
+    """The admin's delete list selects each model's ``str_relations``
+    (common.admin_delete); a relation a ``__str__`` reads but does not declare would
+    cost a query per listed row again."""
+    named: dict[str, int] = {}
+    queried: dict[str, str] = {}
+    ours = [c for c in apps.get_app_configs() if (settings.BASE_DIR / c.name).is_dir()]
+    for model in (model for config in ours for model in config.get_models()):
+        rows = model._base_manager.all()[:200]
+        if paths := str_select_related(model):  # with no names it would select every FK
+            rows = rows.select_related(*paths)
+        rows = list(rows)
+        with CaptureQueriesContext(connection) as queries:
+            for row in rows:
+                str(row)
+        if queries:
+            queried[model._meta.label] = queries[0]["sql"]
+        if rows:
+            named[model._meta.label] = len(rows)
+
+    assert queried == {}
+    # The demo reaches the models whose names follow relations.
+    for label in (
+        "benchmarks.SpeakerInstance",
+        "benchmarks.DynToMQuestion",
+        "studies.Assignment",
+        "studies.Guess",
+        "studies.ChoiceAnswer",
+        "annotation.Construction",
+        "accounts.Membership",
+    ):
+        assert named.get(label), label
