@@ -10,6 +10,7 @@ from kombu import Connection
 
 import common.broker
 from common.broker import Transport
+from config.celery import app as celery_app
 
 
 def _connection(folder) -> Connection:
@@ -20,9 +21,14 @@ def _connection(folder) -> Connection:
     )
 
 
-def test_the_settings_name_this_transport_for_the_filesystem_broker(settings):
+def test_the_app_uses_this_transport_for_the_filesystem_broker_only(settings):
+    transport = type(celery_app.connection_for_write().transport)
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         assert settings.CELERY_BROKER_TRANSPORT == "common.broker:Transport"
+        assert transport is Transport
+    else:  # Redis (CI's second pass): the URL's own transport, never the folders'
+        assert not hasattr(settings, "CELERY_BROKER_TRANSPORT")
+        assert transport.__module__ == "kombu.transport.redis"
 
 
 def test_a_reader_polling_while_messages_are_written_gets_each_one_whole(tmp_path):
