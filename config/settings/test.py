@@ -27,6 +27,10 @@ os.environ["TOMLAB_DATA_DIR"] = str(TEST_ROOT / os.environ.get("PYTEST_XDIST_WOR
 
 from .base import *  # noqa: E402, F403
 
+# The suite's flush after a transactional test (tests/suite_flush): first, so that its
+# command is the one call_command("flush") finds.
+INSTALLED_APPS = ["tests.suite_flush", *INSTALLED_APPS]  # noqa: F405
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,0 +1,1 @@
+"""A test-only app: the suite's ``flush`` (management/commands/flush.py)."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SuiteFlushConfig(AppConfig):
+    name = "tests.suite_flush"
+    label = "suite_flush"
