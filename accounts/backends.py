@@ -1,6 +1,7 @@
 """Authentication backend: Django's own, checking a password only when the throttle
 gives the attempt a place under the limits (``accounts.throttling``), so a locked-out
-user name or address is refused, the right password included.
+user name or address is refused, the right password included; and reading a session's
+user together with their memberships, which every signed-in request needs next.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 from .throttling import login_attempt_begin, login_attempt_release
+from .workspaces import LOADED_MEMBERSHIPS, memberships_ordered
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -39,3 +41,21 @@ class ThrottledModelBackend(ModelBackend):
         if user is not None:
             login_attempt_release(request, username)
         return user
+
+    def get_user(self, user_id: Any):
+        """The session's user, read with their memberships in one query where they have any.
+
+        Every signed-in request reads its user and then the user's memberships
+        (``accounts.workspaces.workspace_for_request``, which picks the workspace): the
+        memberships joined to the user's row spare a query a request. Both are read
+        again on every request, so a removed member loses access at their next one.
+        A user with no membership (a superuser, a participant) is read as Django reads
+        them."""
+        memberships = list(memberships_ordered().filter(user_id=user_id).select_related("user"))
+        if not memberships:
+            return super().get_user(user_id)
+        user = memberships[0].user
+        for membership in memberships:
+            membership.user = user  # one user object, not one per row
+        setattr(user, LOADED_MEMBERSHIPS, memberships)
+        return user if self.user_can_authenticate(user) else None

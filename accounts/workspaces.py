@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.models import Session
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.text import slugify
@@ -49,13 +50,20 @@ class Current:
         return bool(self.role)
 
 
+# Where ``accounts.backends`` leaves the memberships it read with the session's user.
+LOADED_MEMBERSHIPS = "_tomlab_loaded_memberships"
+
+
+def memberships_ordered() -> QuerySet[Membership]:
+    """Memberships with their workspaces, in a stable order (workspace name, then id)."""
+    return Membership.objects.select_related("workspace").order_by(
+        "workspace__name", "workspace_id"
+    )
+
+
 def memberships_of(user: AbstractBaseUser) -> list[Membership]:
     """The user's memberships, in a stable order (workspace name, then id)."""
-    return list(
-        Membership.objects.filter(user=user)
-        .select_related("workspace")
-        .order_by("workspace__name", "workspace_id")
-    )
+    return list(memberships_ordered().filter(user=user))
 
 
 def request_memberships(request: HttpRequest) -> list[Membership]:
@@ -81,7 +89,11 @@ def workspace_for_request(
     explicit = request.META.get(HEADER) or request.GET.get(PARAMETER, "")
     session = getattr(request, "session", None)
     chosen = explicit or (session.get(SESSION_KEY, "") if session is not None else "")
-    members = memberships_of(user)
+    # Read with the user where the session's user was loaded this request
+    # (accounts.backends); a token's user (the API) is read here.
+    members = getattr(user, LOADED_MEMBERSHIPS, None)
+    if members is None:
+        members = memberships_of(user)
     request._tomlab_memberships = members  # the navigation's menu lists them
     if chosen:
         for membership in members:

@@ -4,10 +4,13 @@ surface: the pages, the API (token and explicit workspace), runs and their backe
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 from django.contrib.sessions.models import Session
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.models import Membership, MembershipEvent, PasswordChangeRequired
@@ -200,6 +203,37 @@ def test_membership_changes_are_logged_and_a_removed_member_is_signed_out(resear
     with pytest.raises(ValueError, match="at least one manager"):
         member_remove(workspace=second, user=other, by=other)
     assert Membership.objects.filter(workspace=second, user=other, role="manager").exists()
+
+
+def test_a_signed_in_request_reads_its_user_and_memberships_in_one_query(client, researcher, labs):
+    """The session's user comes with their memberships (accounts.backends), read again
+    on every request: a membership deleted without a sign-out (as the admin deletes
+    one) is gone from the next page."""
+    member_set(workspace=labs["second"], user=researcher, role="viewer", by=labs["other"])
+    client.force_login(researcher)
+
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("studies:list"))
+    assert page.status_code == 200
+    reads = [
+        q["sql"] for q in queries if re.search(r'FROM "(auth_user|accounts_membership)"', q["sql"])
+    ]
+    assert 'FROM "accounts_membership" INNER JOIN' in reads[0]
+    assert 'INNER JOIN "auth_user"' in reads[0] and 'INNER JOIN "accounts_workspace"' in reads[0]
+    assert not [sql for sql in reads if sql.lstrip().startswith('SELECT "auth_user"."id"')]
+    assert sum('FROM "accounts_membership"' in sql for sql in reads) == 1
+    menu = page.content.decode()
+    assert menu.index("Default (") < menu.index("Second lab (viewer)")  # name order, as before
+
+    Membership.objects.filter(workspace=labs["second"], user=researcher).delete()
+    assert "Second lab" not in client.get(reverse("studies:list")).content.decode()
+
+
+def test_a_user_with_no_membership_is_read_as_django_reads_them(admin_client):
+    page = admin_client.get(reverse("studies:list"))
+    assert page.status_code == 200
+    assert page.wsgi_request.user.is_superuser
+    assert page.wsgi_request._tomlab_memberships == []
 
 
 def test_only_a_manager_changes_members(client, researcher, labs):
